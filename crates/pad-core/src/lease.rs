@@ -1,0 +1,421 @@
+//! The lease rules of SPEC §2 as pure functions over the stored lease state.
+//!
+//! A store reads an item's [`LeaseSlot`] inside its write transaction (or
+//! encodes the same predicate in one conditional statement), asks these
+//! functions what to do, and writes the answer. Keeping the rules here means
+//! every backend agrees, and the rules can be tested without a database.
+
+use chrono::Duration;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::Timestamp;
+use chrono::{DateTime, Utc};
+
+pub const TTL_MIN_SECONDS: u32 = 1;
+pub const TTL_MAX_SECONDS: u32 = 86_400;
+pub const TTL_DEFAULT_SECONDS: u32 = 15 * 60;
+
+/// A live or past lease. `user_id` binds it to the authenticated user (L7)
+/// and is not part of the wire shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Lease {
+    pub holder: String,
+    pub session_id: Option<String>,
+    pub epoch: i64,
+    pub acquired_at: DateTime<Utc>,
+    pub renewed_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub ttl_seconds: u32,
+    #[serde(skip)]
+    pub user_id: i64,
+}
+
+impl Lease {
+    /// L5: a lease is live strictly before `expires_at`; at and after it, it
+    /// reads as absent everywhere.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        now < self.expires_at
+    }
+
+    /// Whole seconds until expiry, rounded up, never negative: what
+    /// `Retry-After` and `expires_in_seconds` carry.
+    pub fn expires_in_seconds(&self, now: Timestamp) -> i64 {
+        let micros = (self.expires_at - now).num_microseconds().unwrap_or(i64::MAX).max(0);
+        (micros + 999_999) / 1_000_000
+    }
+
+    /// L3/L7: the same worker is the same holder label, the same user and the
+    /// same session id (or neither gives one).
+    fn is_same_worker(&self, c: &Claimant<'_>) -> bool {
+        self.user_id == c.user_id && self.holder == c.holder && self.session_id.as_deref() == c.session_id
+    }
+
+    /// L4/L6/L7: renew and release identify by holder and user; the epoch,
+    /// not the session id, is their proof of which grant they hold.
+    fn is_same_holder(&self, c: &Claimant<'_>) -> bool {
+        self.user_id == c.user_id && self.holder == c.holder
+    }
+}
+
+/// What a store keeps per item: the lease as last written (live or not; it
+/// is `None` after a release) and the highest epoch ever granted, which
+/// survives release so epochs are never reused (SPEC §1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseSlot {
+    pub current: Option<Lease>,
+    pub last_epoch: i64,
+}
+
+impl LeaseSlot {
+    /// The lease if it is live at `now` (L5).
+    pub fn live(&self, now: Timestamp) -> Option<&Lease> {
+        self.current.as_ref().filter(|l| l.is_live(now))
+    }
+}
+
+/// Who is asking: the authenticated user, the holder label and an optional
+/// session id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimant<'a> {
+    pub user_id: i64,
+    pub holder: &'a str,
+    pub session_id: Option<&'a str>,
+}
+
+/// A lease TTL, always within `[1, 86400]` seconds (L8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ttl(u32);
+
+/// L8: the TTL was out of range or not a whole number of seconds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ttl_seconds must be a whole number of seconds from 1 to {max} ({got})")]
+pub struct InvalidTtl {
+    pub got: String,
+    pub max: u32,
+}
+
+impl Ttl {
+    /// Resolves a requested TTL against a workspace's default and maximum.
+    /// `requested` is `None` when the caller gave none.
+    pub fn resolve(requested: Option<i64>, default_seconds: u32, max_seconds: u32) -> Result<Ttl, InvalidTtl> {
+        let max = max_seconds.clamp(TTL_MIN_SECONDS, TTL_MAX_SECONDS);
+        let secs = requested.unwrap_or(i64::from(default_seconds.min(max)));
+        if secs < i64::from(TTL_MIN_SECONDS) || secs > i64::from(max) {
+            return Err(InvalidTtl { got: format!("got {secs}"), max });
+        }
+        Ok(Ttl(secs as u32))
+    }
+
+    /// Accepts only a JSON integer: `1.5`, `"x"`, `true` are refused, so a
+    /// typo never silently becomes a default.
+    pub fn from_json(value: &serde_json::Value) -> Result<i64, InvalidTtl> {
+        value.as_i64().ok_or_else(|| InvalidTtl { got: format!("got {value}"), max: TTL_MAX_SECONDS })
+    }
+
+    pub fn seconds(self) -> u32 {
+        self.0
+    }
+
+    pub fn duration(self) -> Duration {
+        Duration::seconds(i64::from(self.0))
+    }
+}
+
+/// The outcome of a claim (L1-L3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimDecision {
+    /// L1: a new grant with the next epoch. `previous_expired` is true when a
+    /// lease was still recorded but had expired (not released): L13 counts it.
+    Grant { lease: Lease, previous_expired: bool },
+    /// L3: the live holder's heartbeat; epoch and `acquired_at` unchanged.
+    Refresh(Lease),
+    /// L2: another worker's live lease.
+    Held(Lease),
+}
+
+pub fn decide_claim(slot: &LeaseSlot, c: &Claimant<'_>, ttl: Ttl, now: Timestamp) -> ClaimDecision {
+    match slot.live(now) {
+        Some(live) if live.is_same_worker(c) => ClaimDecision::Refresh(Lease {
+            renewed_at: now,
+            expires_at: now + ttl.duration(),
+            ttl_seconds: ttl.seconds(),
+            ..live.clone()
+        }),
+        Some(live) => ClaimDecision::Held(live.clone()),
+        None => ClaimDecision::Grant {
+            lease: Lease {
+                holder: c.holder.to_string(),
+                session_id: c.session_id.map(str::to_string),
+                epoch: slot.last_epoch + 1,
+                acquired_at: now,
+                renewed_at: now,
+                expires_at: now + ttl.duration(),
+                ttl_seconds: ttl.seconds(),
+                user_id: c.user_id,
+            },
+            previous_expired: slot.current.is_some(),
+        },
+    }
+}
+
+/// The outcome of a renew (L4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenewDecision {
+    Renewed(Lease),
+    /// No live lease, or one with another epoch: carries the live one if any.
+    Lost(Option<Lease>),
+    /// The epoch matches but the lease is another user's or holder's (L7).
+    Held(Lease),
+}
+
+/// `ttl` of `None` keeps the lease's own TTL.
+pub fn decide_renew(slot: &LeaseSlot, c: &Claimant<'_>, epoch: i64, ttl: Option<Ttl>, now: Timestamp) -> RenewDecision {
+    match slot.live(now) {
+        None => RenewDecision::Lost(None),
+        Some(live) if live.epoch != epoch => RenewDecision::Lost(Some(live.clone())),
+        Some(live) if !live.is_same_holder(c) => RenewDecision::Held(live.clone()),
+        Some(live) => {
+            let ttl_seconds = ttl.map_or(live.ttl_seconds, Ttl::seconds);
+            RenewDecision::Renewed(Lease {
+                renewed_at: now,
+                expires_at: now + Duration::seconds(i64::from(ttl_seconds)),
+                ttl_seconds,
+                ..live.clone()
+            })
+        }
+    }
+}
+
+/// The outcome of a release (L6, L7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseDecision {
+    /// No lease or an expired one: `released: false`, not an error.
+    NoLiveLease,
+    /// Ours; the store clears it.
+    Released(Lease),
+    /// An owner's `--force` on someone else's live lease (L7).
+    Broken(Lease),
+    Held(Lease),
+    /// An epoch was given and is not the live lease's.
+    Lost(Lease),
+}
+
+/// `force` must already be authorized (only owners may break a lease).
+pub fn decide_release(slot: &LeaseSlot, c: &Claimant<'_>, epoch: Option<i64>, force: bool, now: Timestamp) -> ReleaseDecision {
+    let Some(live) = slot.live(now) else { return ReleaseDecision::NoLiveLease };
+    if live.is_same_holder(c) && epoch.is_none_or(|e| e == live.epoch) {
+        return ReleaseDecision::Released(live.clone());
+    }
+    if force {
+        return ReleaseDecision::Broken(live.clone());
+    }
+    match epoch {
+        Some(e) if e != live.epoch => ReleaseDecision::Lost(live.clone()),
+        _ => ReleaseDecision::Held(live.clone()),
+    }
+}
+
+/// L10: may a write fenced by `lease_epoch` go ahead? `Err` carries the live
+/// lease, if any, for the `lease_lost` answer.
+pub fn check_fence(slot: &LeaseSlot, lease_epoch: Option<i64>, now: Timestamp) -> Result<(), Option<Lease>> {
+    let Some(epoch) = lease_epoch else { return Ok(()) };
+    match slot.live(now) {
+        Some(live) if live.epoch == epoch => Ok(()),
+        live => Err(live.cloned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn t(secs: i64) -> Timestamp {
+        chrono::Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+    }
+    fn ttl(s: i64) -> Ttl {
+        Ttl::resolve(Some(s), TTL_DEFAULT_SECONDS, TTL_MAX_SECONDS).unwrap()
+    }
+    const A: Claimant<'static> = Claimant { user_id: 1, holder: "runner-a", session_id: None };
+    const B: Claimant<'static> = Claimant { user_id: 1, holder: "runner-b", session_id: None };
+
+    fn granted(slot: &mut LeaseSlot, c: &Claimant<'_>, secs: i64, now: Timestamp) -> Lease {
+        match decide_claim(slot, c, ttl(secs), now) {
+            ClaimDecision::Grant { lease, .. } => {
+                slot.last_epoch = lease.epoch;
+                slot.current = Some(lease.clone());
+                lease
+            }
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn l8_ttl_bounds() {
+        assert!(Ttl::resolve(Some(0), 900, 86_400).is_err());
+        assert!(Ttl::resolve(Some(-1), 900, 86_400).is_err());
+        assert!(Ttl::resolve(Some(86_401), 900, 86_400).is_err());
+        assert_eq!(Ttl::resolve(Some(86_400), 900, 86_400).unwrap().seconds(), 86_400);
+        assert_eq!(Ttl::resolve(None, 900, 86_400).unwrap().seconds(), 900);
+        // A workspace may lower the maximum; the default follows it down.
+        assert!(Ttl::resolve(Some(600), 900, 300).is_err());
+        assert_eq!(Ttl::resolve(None, 900, 300).unwrap().seconds(), 300);
+        assert!(Ttl::from_json(&serde_json::json!(1.5)).is_err());
+        assert!(Ttl::from_json(&serde_json::json!("x")).is_err());
+        assert_eq!(Ttl::from_json(&serde_json::json!(30)).unwrap(), 30);
+    }
+
+    #[test]
+    fn l1_l2_l3_grant_contend_refresh() {
+        let mut slot = LeaseSlot::default();
+        let l = granted(&mut slot, &A, 60, t(0));
+        assert_eq!((l.epoch, l.acquired_at, l.expires_at), (1, t(0), t(60)));
+        assert!(matches!(decide_claim(&slot, &B, ttl(60), t(10)), ClaimDecision::Held(h) if h.holder == "runner-a"));
+        match decide_claim(&slot, &A, ttl(120), t(10)) {
+            ClaimDecision::Refresh(r) => {
+                assert_eq!((r.epoch, r.acquired_at, r.renewed_at, r.expires_at), (1, t(0), t(10), t(130)));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Same holder label, different session: contention.
+        let other_session = Claimant { session_id: Some("s2"), ..A };
+        assert!(matches!(decide_claim(&slot, &other_session, ttl(60), t(10)), ClaimDecision::Held(_)));
+        // Same holder label, other user: contention (L7).
+        let impostor = Claimant { user_id: 2, ..A };
+        assert!(matches!(decide_claim(&slot, &impostor, ttl(60), t(10)), ClaimDecision::Held(_)));
+    }
+
+    #[test]
+    fn l5_expiry_is_exact() {
+        let mut slot = LeaseSlot::default();
+        granted(&mut slot, &A, 60, t(0));
+        assert!(matches!(decide_claim(&slot, &B, ttl(60), t(59)), ClaimDecision::Held(_)));
+        match decide_claim(&slot, &B, ttl(60), t(60)) {
+            ClaimDecision::Grant { lease, previous_expired } => {
+                assert_eq!(lease.epoch, 2);
+                assert!(previous_expired);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn l4_renew_needs_live_lease_and_epoch() {
+        let mut slot = LeaseSlot::default();
+        granted(&mut slot, &A, 60, t(0));
+        assert!(matches!(decide_renew(&slot, &A, 1, None, t(30)), RenewDecision::Renewed(l) if l.expires_at == t(90) && l.acquired_at == t(0)));
+        assert_eq!(decide_renew(&slot, &A, 2, None, t(30)), RenewDecision::Lost(slot.current.clone()));
+        assert_eq!(decide_renew(&slot, &A, 1, None, t(60)), RenewDecision::Lost(None));
+        assert!(matches!(decide_renew(&slot, &B, 1, None, t(30)), RenewDecision::Held(_)));
+    }
+
+    #[test]
+    fn l6_l7_release() {
+        let mut slot = LeaseSlot::default();
+        assert_eq!(decide_release(&slot, &A, None, false, t(0)), ReleaseDecision::NoLiveLease);
+        granted(&mut slot, &A, 60, t(0));
+        assert!(matches!(decide_release(&slot, &B, None, false, t(1)), ReleaseDecision::Held(_)));
+        assert!(matches!(decide_release(&slot, &A, Some(7), false, t(1)), ReleaseDecision::Lost(_)));
+        assert!(matches!(decide_release(&slot, &B, None, true, t(1)), ReleaseDecision::Broken(_)));
+        assert!(matches!(decide_release(&slot, &A, Some(1), false, t(1)), ReleaseDecision::Released(_)));
+        assert_eq!(decide_release(&slot, &A, None, false, t(60)), ReleaseDecision::NoLiveLease);
+    }
+
+    #[test]
+    fn l10_fence() {
+        let mut slot = LeaseSlot::default();
+        assert!(check_fence(&slot, None, t(0)).is_ok());
+        assert_eq!(check_fence(&slot, Some(1), t(0)), Err(None));
+        granted(&mut slot, &A, 60, t(0));
+        assert!(check_fence(&slot, Some(1), t(1)).is_ok());
+        assert!(check_fence(&slot, Some(1), t(60)).is_err());
+    }
+
+    #[test]
+    fn expires_in_rounds_up() {
+        let mut slot = LeaseSlot::default();
+        let l = granted(&mut slot, &A, 60, t(0));
+        assert_eq!(l.expires_in_seconds(t(0)), 60);
+        assert_eq!(l.expires_in_seconds(t(0) + Duration::milliseconds(1)), 60);
+        assert_eq!(l.expires_in_seconds(t(61)), 0);
+    }
+
+    /// One step of a random history over three holders on one item.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Claim { who: usize, ttl: i64 },
+        Renew { who: usize, epoch_offset: i64, ttl: Option<i64> },
+        Release { who: usize, force: bool },
+        Advance(i64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..3usize, 1..20i64).prop_map(|(who, ttl)| Op::Claim { who, ttl }),
+            (0..3usize, -1..2i64, proptest::option::of(1..20i64)).prop_map(|(who, epoch_offset, ttl)| Op::Renew { who, epoch_offset, ttl }),
+            (0..3usize, any::<bool>()).prop_map(|(who, force)| Op::Release { who, force }),
+            (0..15i64).prop_map(Op::Advance),
+        ]
+    }
+
+    proptest! {
+        /// For any interleaving: at most one live holder, epochs grow by one
+        /// on every grant and never on a refresh, expiry is renewed_at + ttl.
+        #[test]
+        fn never_two_live_holders(ops in proptest::collection::vec(op(), 1..200)) {
+            let holders = ["a", "b", "c"];
+            let who = |i: usize| Claimant { user_id: i as i64 + 1, holder: holders[i], session_id: None };
+            let mut slot = LeaseSlot::default();
+            let mut now = t(0);
+            let mut grants = 0i64;
+            for op in ops {
+                let before = slot.clone();
+                match op {
+                    Op::Claim { who: w, ttl: s } => match decide_claim(&slot, &who(w), ttl(s), now) {
+                        ClaimDecision::Grant { lease, .. } => {
+                            prop_assert!(before.live(now).is_none(), "granted over a live lease");
+                            grants += 1;
+                            prop_assert_eq!(lease.epoch, grants);
+                            prop_assert_eq!(lease.epoch, before.last_epoch + 1);
+                            slot.last_epoch = lease.epoch;
+                            slot.current = Some(lease);
+                        }
+                        ClaimDecision::Refresh(lease) => {
+                            let live = before.live(now).expect("refresh of a live lease");
+                            prop_assert_eq!(lease.epoch, live.epoch);
+                            prop_assert_eq!(lease.acquired_at, live.acquired_at);
+                            prop_assert_eq!(&lease.holder, &live.holder);
+                            slot.current = Some(lease);
+                        }
+                        ClaimDecision::Held(h) => prop_assert_ne!(h.user_id, who(w).user_id),
+                    },
+                    Op::Renew { who: w, epoch_offset, ttl: s } => {
+                        let epoch = slot.last_epoch + epoch_offset;
+                        if let RenewDecision::Renewed(lease) = decide_renew(&slot, &who(w), epoch, s.map(ttl), now) {
+                            let live = before.live(now).expect("renew of a live lease");
+                            prop_assert_eq!(live.user_id, who(w).user_id);
+                            prop_assert_eq!(lease.epoch, live.epoch);
+                            slot.current = Some(lease);
+                        }
+                    }
+                    Op::Release { who: w, force } => match decide_release(&slot, &who(w), None, force, now) {
+                        ReleaseDecision::Released(l) | ReleaseDecision::Broken(l) => {
+                            prop_assert!(l.is_live(now));
+                            slot.current = None;
+                        }
+                        ReleaseDecision::NoLiveLease => prop_assert!(before.live(now).is_none()),
+                        ReleaseDecision::Held(_) | ReleaseDecision::Lost(_) => prop_assert!(!force),
+                    },
+                    Op::Advance(s) => now += Duration::seconds(s),
+                }
+                if let Some(l) = &slot.current {
+                    prop_assert_eq!(l.expires_at, l.renewed_at + Duration::seconds(i64::from(l.ttl_seconds)));
+                    prop_assert!(l.epoch <= slot.last_epoch);
+                }
+                prop_assert!(slot.last_epoch >= before.last_epoch);
+            }
+        }
+    }
+}

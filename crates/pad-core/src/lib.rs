@@ -1,0 +1,18 @@
+//! pad's domain: the types every other crate speaks, their validation, and the
+//! lease rules of SPEC §2 as pure functions.
+//!
+//! This crate does no I/O and reads no clock: every rule takes `now` as an
+//! argument, so the store decides what time it is and the rules stay testable.
+
+pub mod authz;
+pub mod lease;
+pub mod model;
+pub mod validate;
+
+pub use authz::{Action, permits};
+pub use lease::{Claimant, ClaimDecision, Lease, ReleaseDecision, RenewDecision, Ttl};
+pub use model::*;
+pub use validate::ValidationError;
+
+/// Timestamps are UTC everywhere; the wire format is RFC 3339.
+pub type Timestamp = chrono::DateTime<chrono::Utc>;

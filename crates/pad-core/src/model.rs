@@ -1,0 +1,585 @@
+//! The item model of SPEC §1 and §3: identifiers, enums, and the shapes that
+//! cross the API. Every input type has one `validate` that every store calls.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+
+use crate::lease::Lease;
+use crate::validate::{self, Lines, ValidationError};
+use chrono::{DateTime, Utc};
+
+pub const TITLE_MAX: usize = 500;
+pub const BODY_MAX_BYTES: usize = 256 * 1024;
+pub const LABELS_MAX: usize = 50;
+pub const LABEL_MAX: usize = 64;
+pub const NAME_MAX: usize = 200;
+pub const COMMENT_MAX_BYTES: usize = 64 * 1024;
+
+/// Marks work that autonomous workers must skip (SPEC §1).
+pub const NEEDS_HUMAN: &str = "needs-human";
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+        pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+
+        impl FromStr for $name {
+            type Err = ValidationError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s.to_ascii_lowercase().as_str() {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(ValidationError::new(
+                        stringify!($name).to_ascii_lowercase(),
+                        format!("{s:?} is not one of: {}", [$($text),+].join(", ")),
+                    )),
+                }
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// A member's role in a workspace.
+    Role { Owner = "owner", Editor = "editor", Viewer = "viewer" }
+);
+string_enum!(
+    /// `done` and `cancelled` are terminal.
+    Status { Open = "open", InProgress = "in-progress", Done = "done", Cancelled = "cancelled" }
+);
+string_enum!(
+    /// Ordered: `Low < Medium < High < Critical`.
+    Priority { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
+);
+
+impl Status {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Done | Status::Cancelled)
+    }
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority::Medium
+    }
+}
+
+impl Priority {
+    /// A rank for ordering in SQL: higher is more urgent.
+    pub fn rank(self) -> i64 {
+        self as i64
+    }
+    pub fn from_rank(rank: i64) -> Option<Self> {
+        Self::ALL.get(usize::try_from(rank).ok()?).copied()
+    }
+}
+
+/// A workspace slug: `^[a-z0-9][a-z0-9-]{0,62}$`.
+pub fn validate_slug(field: &str, s: &str) -> Result<(), ValidationError> {
+    let mut chars = s.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.len() <= 63;
+    if ok {
+        Ok(())
+    } else {
+        Err(ValidationError::new(field, format!("{s:?} is not a slug (lower-case letters, digits and '-', 1-63 characters, not starting with '-')")))
+    }
+}
+
+/// A kind's ref prefix: `^[A-Z][A-Z0-9]{0,9}$`.
+pub fn validate_prefix(field: &str, s: &str) -> Result<(), ValidationError> {
+    let mut chars = s.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_uppercase())
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && s.len() <= 10;
+    if ok { Ok(()) } else { Err(ValidationError::new(field, format!("{s:?} is not a prefix (an upper-case letter, then up to 9 upper-case letters or digits)"))) }
+}
+
+/// A kind's name: lower-case, like a slug but at most 32 characters.
+pub fn validate_kind_name(field: &str, s: &str) -> Result<(), ValidationError> {
+    validate_slug(field, s)?;
+    if s.len() > 32 { Err(ValidationError::new(field, "must be at most 32 characters")) } else { Ok(()) }
+}
+
+pub fn validate_label(field: &str, s: &str) -> Result<(), ValidationError> {
+    validate::text(field, s, 1, LABEL_MAX, Lines::Single)
+}
+
+/// Holders and session ids: free labels of 1-200 characters on one line.
+pub fn validate_name(field: &str, s: &str) -> Result<(), ValidationError> {
+    validate::text(field, s, 1, NAME_MAX, Lines::Single)
+}
+
+/// The default kinds every new workspace gets.
+pub const DEFAULT_KINDS: &[(&str, &str)] = &[("task", "TASK"), ("bug", "BUG"), ("feature", "FEAT"), ("chore", "CHORE")];
+
+/// An item's ref, `PREFIX-N`. Parsed case-insensitively, printed upper-case.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ItemRef {
+    pub prefix: String,
+    pub number: i64,
+}
+
+impl ItemRef {
+    pub fn parse_field(field: &str, s: &str) -> Result<Self, ValidationError> {
+        let bad = || ValidationError::new(field, format!("{s:?} is not an item ref (like TASK-5)"));
+        let (prefix, number) = s.rsplit_once('-').ok_or_else(bad)?;
+        let prefix = prefix.to_ascii_uppercase();
+        validate_prefix(field, &prefix).map_err(|_| bad())?;
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || number.starts_with('0') {
+            return Err(bad());
+        }
+        let number: i64 = number.parse().map_err(|_| bad())?;
+        Ok(ItemRef { prefix, number })
+    }
+}
+
+impl FromStr for ItemRef {
+    type Err = ValidationError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse_field("ref", s)
+    }
+}
+
+impl fmt::Display for ItemRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.prefix, self.number)
+    }
+}
+
+impl Serialize for ItemRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ItemRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl utoipa::PartialSchema for ItemRef {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some("^[A-Za-z][A-Za-z0-9]{0,9}-[1-9][0-9]*$"))
+            .examples(["TASK-5"])
+            .into()
+    }
+}
+impl ToSchema for ItemRef {}
+
+/// Workspace settings that bound leases and quarantine (SPEC L8, L13).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceSettings {
+    pub default_ttl_seconds: u32,
+    pub max_ttl_seconds: u32,
+    pub quarantine_after_expiries: u32,
+}
+
+impl Default for WorkspaceSettings {
+    fn default() -> Self {
+        Self { default_ttl_seconds: 15 * 60, max_ttl_seconds: crate::lease::TTL_MAX_SECONDS, quarantine_after_expiries: 3 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Workspace {
+    #[serde(skip)]
+    pub id: i64,
+    pub slug: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub settings: WorkspaceSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Kind {
+    pub name: String,
+    pub prefix: String,
+}
+
+/// A person or program that authenticates with tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct User {
+    #[serde(skip)]
+    pub id: i64,
+    pub email: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Member {
+    pub email: String,
+    pub role: Role,
+    pub added_at: DateTime<Utc>,
+}
+
+/// A token as listed: never the secret, which is shown once at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TokenInfo {
+    pub id: i64,
+    pub name: String,
+    pub email: String,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// An item as shown on the API. `lease` is present only while a live lease
+/// exists (SPEC §4), so readers never see an expired one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Item {
+    #[serde(rename = "ref")]
+    #[schema(value_type = String, example = "TASK-5")]
+    pub item_ref: ItemRef,
+    pub kind: String,
+    pub title: String,
+    pub body: String,
+    pub status: Status,
+    pub priority: Priority,
+    pub labels: Vec<String>,
+    #[schema(value_type = Option<String>)]
+    pub parent: Option<ItemRef>,
+    #[schema(value_type = Vec<String>)]
+    pub blocked_by: Vec<ItemRef>,
+    pub assignee: Option<String>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<DateTime<Utc>>,
+    pub comments_count: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+}
+
+/// Input of `create`. Strings are raw; [`NewItem::validate`] is the one place
+/// they are checked, and every store calls it before writing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewItem {
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    #[serde(default)]
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub blocked_by: Vec<String>,
+    #[serde(default)]
+    pub assignee: Option<String>,
+}
+
+/// Validated links and labels shared by create and update.
+fn check_labels(field: &str, labels: &[String]) -> Result<Vec<String>, ValidationError> {
+    if labels.len() > LABELS_MAX {
+        return Err(ValidationError::new(field, format!("at most {LABELS_MAX} labels (got {})", labels.len())));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(labels.len());
+    for (i, l) in labels.iter().enumerate() {
+        validate_label(&format!("{field}[{i}]"), l)?;
+        if !out.contains(l) {
+            out.push(l.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn check_refs(field: &str, refs: &[String]) -> Result<Vec<ItemRef>, ValidationError> {
+    let mut out: Vec<ItemRef> = Vec::with_capacity(refs.len());
+    for (i, r) in refs.iter().enumerate() {
+        let r = ItemRef::parse_field(&format!("{field}[{i}]"), r)?;
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+fn check_title(t: &str) -> Result<(), ValidationError> {
+    validate::text("title", t, 1, TITLE_MAX, Lines::Single)?;
+    if t.trim().is_empty() { Err(ValidationError::new("title", "must not be blank")) } else { Ok(()) }
+}
+
+/// A [`NewItem`] after validation: refs parsed, labels de-duplicated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidNewItem {
+    pub title: String,
+    pub body: String,
+    pub kind: String,
+    pub priority: Priority,
+    pub labels: Vec<String>,
+    pub parent: Option<ItemRef>,
+    pub blocked_by: Vec<ItemRef>,
+    pub assignee: Option<String>,
+}
+
+impl NewItem {
+    pub fn validate(&self) -> Result<ValidNewItem, ValidationError> {
+        check_title(&self.title)?;
+        validate::body("body", &self.body, BODY_MAX_BYTES)?;
+        let kind = self.kind.clone().unwrap_or_else(|| "task".into()).to_ascii_lowercase();
+        validate_kind_name("kind", &kind)?;
+        let labels = check_labels("labels", &self.labels)?;
+        let parent = self.parent.as_deref().map(|p| ItemRef::parse_field("parent", p)).transpose()?;
+        let blocked_by = check_refs("blocked_by", &self.blocked_by)?;
+        if let Some(a) = &self.assignee {
+            validate::email("assignee", a)?;
+        }
+        Ok(ValidNewItem {
+            title: self.title.clone(),
+            body: self.body.clone(),
+            kind,
+            priority: self.priority.unwrap_or_default(),
+            labels,
+            parent,
+            blocked_by,
+            assignee: self.assignee.clone(),
+        })
+    }
+}
+
+/// Distinguishes "absent" from "null" for fields that can be cleared.
+fn some_or_null<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Input of `update`: every field optional; `parent` and `assignee` may be
+/// set to `null` to clear them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ItemPatch {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub status: Option<Status>,
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// Replaces the whole label set.
+    #[serde(default)]
+    pub labels: Option<Vec<String>>,
+    #[serde(default)]
+    pub add_labels: Vec<String>,
+    #[serde(default)]
+    pub remove_labels: Vec<String>,
+    #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub parent: Option<Option<String>>,
+    #[serde(default)]
+    pub blocked_by: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub assignee: Option<Option<String>>,
+    /// Optimistic concurrency: refuse with `update_conflict` if the item changed since.
+    #[serde(default)]
+    pub expected_updated_at: Option<DateTime<Utc>>,
+    /// Fencing (L10): refuse with `lease_lost` unless the live lease has this epoch.
+    #[serde(default)]
+    pub lease_epoch: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValidPatch {
+    pub title: Option<String>,
+    pub body: Option<String>,
+    pub kind: Option<String>,
+    pub status: Option<Status>,
+    pub priority: Option<Priority>,
+    pub labels: Option<Vec<String>>,
+    pub add_labels: Vec<String>,
+    pub remove_labels: Vec<String>,
+    pub parent: Option<Option<ItemRef>>,
+    pub blocked_by: Option<Vec<ItemRef>>,
+    pub assignee: Option<Option<String>>,
+    pub expected_updated_at: Option<DateTime<Utc>>,
+    pub lease_epoch: Option<i64>,
+}
+
+impl ValidPatch {
+    /// The label set after applying `labels`, then `add_labels`, then `remove_labels`.
+    pub fn apply_labels(&self, current: &[String]) -> Result<Vec<String>, ValidationError> {
+        let mut out = self.labels.clone().unwrap_or_else(|| current.to_vec());
+        for l in &self.add_labels {
+            if !out.contains(l) {
+                out.push(l.clone());
+            }
+        }
+        out.retain(|l| !self.remove_labels.contains(l));
+        if out.len() > LABELS_MAX {
+            return Err(ValidationError::new("labels", format!("at most {LABELS_MAX} labels (got {})", out.len())));
+        }
+        Ok(out)
+    }
+}
+
+impl ItemPatch {
+    pub fn validate(&self) -> Result<ValidPatch, ValidationError> {
+        if let Some(t) = &self.title {
+            check_title(t)?;
+        }
+        if let Some(b) = &self.body {
+            validate::body("body", b, BODY_MAX_BYTES)?;
+        }
+        let kind = self.kind.as_ref().map(|k| k.to_ascii_lowercase());
+        if let Some(k) = &kind {
+            validate_kind_name("kind", k)?;
+        }
+        let labels = self.labels.as_deref().map(|l| check_labels("labels", l)).transpose()?;
+        let add_labels = check_labels("add_labels", &self.add_labels)?;
+        let remove_labels = check_labels("remove_labels", &self.remove_labels)?;
+        let parent = match &self.parent {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(p)) => Some(Some(ItemRef::parse_field("parent", p)?)),
+        };
+        let blocked_by = self.blocked_by.as_deref().map(|b| check_refs("blocked_by", b)).transpose()?;
+        if let Some(Some(a)) = &self.assignee {
+            validate::email("assignee", a)?;
+        }
+        Ok(ValidPatch {
+            title: self.title.clone(),
+            body: self.body.clone(),
+            kind,
+            status: self.status,
+            priority: self.priority,
+            labels,
+            add_labels,
+            remove_labels,
+            parent,
+            blocked_by,
+            assignee: self.assignee.clone(),
+            expected_updated_at: self.expected_updated_at,
+            lease_epoch: self.lease_epoch,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Comment {
+    pub id: i64,
+    pub author: String,
+    pub body: String,
+    pub created_at: DateTime<Utc>,
+}
+
+pub fn validate_comment(body: &str) -> Result<(), ValidationError> {
+    validate::body("body", body, COMMENT_MAX_BYTES)?;
+    if body.trim().is_empty() { Err(ValidationError::new("body", "must not be empty")) } else { Ok(()) }
+}
+
+/// One history version: who changed what, when. `changes` maps each field to
+/// `{"from": old, "to": new}`; the first version records creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Version {
+    pub version: i64,
+    pub actor: String,
+    pub at: DateTime<Utc>,
+    #[schema(value_type = Object)]
+    pub changes: serde_json::Value,
+}
+
+/// Filters of `list`. All are optional; given ones are ANDed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemFilter {
+    pub status: Vec<Status>,
+    pub kind: Vec<String>,
+    /// All of these labels.
+    pub labels: Vec<String>,
+    pub priority: Vec<Priority>,
+    pub assignee: Option<String>,
+    /// `Some(true)`: only items with a live lease; `Some(false)`: only without.
+    pub leased: Option<bool>,
+    /// Case-insensitive substring of title or body.
+    pub q: Option<String>,
+    pub include_deleted: bool,
+}
+
+pub const LIST_LIMIT_DEFAULT: u32 = 50;
+pub const LIST_LIMIT_MAX: u32 = 500;
+
+/// Keyset pagination: `cursor` is opaque to clients.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_parse_case_insensitively_and_print_upper() {
+        let r: ItemRef = "task-5".parse().unwrap();
+        assert_eq!(r.to_string(), "TASK-5");
+        for bad in ["", "TASK", "TASK-", "-5", "TASK-0", "TASK-05", "TA SK-1", "TASK-1x", "1ASK-1", "TOOLONGPREFIX-1", "TASK-99999999999999999999"] {
+            assert!(bad.parse::<ItemRef>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn slugs() {
+        assert!(validate_slug("slug", "default").is_ok());
+        assert!(validate_slug("slug", "a-1").is_ok());
+        assert!(validate_slug("slug", &"a".repeat(63)).is_ok());
+        for bad in ["", "-a", "A", "a_b", "a b", &"a".repeat(64)] {
+            assert!(validate_slug("slug", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn new_item_validation_names_the_field() {
+        let ok = NewItem { title: "x".into(), ..Default::default() };
+        assert_eq!(ok.validate().unwrap().kind, "task");
+        let e = NewItem { title: "a\0".into(), ..Default::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "title");
+        let e = NewItem { title: "x".into(), labels: vec!["ok".into(), "".into()], ..Default::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "labels[1]");
+        let e = NewItem { title: "x".into(), parent: Some("nope".into()), ..Default::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "parent");
+        let e = NewItem { title: "x".repeat(501), ..Default::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "title");
+    }
+
+    #[test]
+    fn patch_distinguishes_null_from_absent() {
+        let p: ItemPatch = serde_json::from_str(r#"{"assignee": null}"#).unwrap();
+        assert_eq!(p.assignee, Some(None));
+        let p: ItemPatch = serde_json::from_str(r#"{}"#).unwrap();
+        assert_eq!(p.assignee, None);
+        assert!(serde_json::from_str::<ItemPatch>(r#"{"titel": "x"}"#).is_err());
+    }
+
+    #[test]
+    fn priority_ranks_round_trip() {
+        for p in Priority::ALL {
+            assert_eq!(Priority::from_rank(p.rank()), Some(*p));
+        }
+        assert!(Priority::Critical > Priority::Low);
+    }
+}

@@ -1,0 +1,662 @@
+//! The conformance suite: one set of behaviours, written once against
+//! [`Store`], that every backend must pass. Each test names the SPEC rule it
+//! proves. A backend runs it with [`conformance_suite!`](crate::conformance_suite):
+//!
+//! ```ignore
+//! pad_store::conformance_suite!(my_backend_factory());
+//! ```
+//!
+//! where the factory is an `async` expression yielding
+//! `Option<TestStore>` (`None` skips, loudly, e.g. when no database is configured).
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pad_core::{Item, ItemFilter, ItemPatch, NewItem, Priority, Role, Status, Workspace};
+
+use crate::{Actor, ClaimRequest, ReleaseRequest, RenewRequest, Store, StoreError};
+
+/// A fresh, empty store for one test, and whatever keeps it alive (a temp
+/// directory, a scratch database) until the test ends.
+pub struct TestStore {
+    pub store: Arc<dyn Store>,
+    pub guard: Box<dyn Any + Send + Sync>,
+}
+
+/// Generates one `#[tokio::test]` per conformance test, each on a fresh store.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@each $make;
+            l1_grant_sets_times_and_first_epoch,
+            l1_concurrent_claimers_have_exactly_one_winner,
+            l2_contention_names_the_live_lease,
+            l3_refresh_keeps_acquired_at_and_epoch,
+            l3_same_holder_other_session_is_contention,
+            l4_renew_extends_only_a_live_lease_with_its_epoch,
+            l4_renew_after_expiry_is_lost,
+            l5_expired_lease_is_absent_and_claimable,
+            l6_release_is_idempotent_and_refuses_others,
+            l7_other_user_with_same_holder_is_refused,
+            l7_owner_breaks_a_lease_with_a_reason,
+            l8_bad_ttl_is_refused_before_any_write,
+            l9_leases_never_touch_content,
+            l10_fenced_writes_need_the_live_epoch,
+            epochs_are_never_reused,
+            items_create_get_and_refs,
+            refs_are_never_reused,
+            items_list_filters_and_pages,
+            items_update_history_and_conflict,
+            items_soft_delete_and_restore,
+            items_links_parent_and_blockers,
+            comments_are_append_only,
+            bad_input_names_the_field_and_writes_nothing,
+            workspaces_members_and_tokens,
+            concurrent_creates_allocate_distinct_refs
+        );
+    };
+    (@each $make:expr; $($name:ident),+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                match $make.await {
+                    Some(ts) => {
+                        let $crate::conformance::TestStore { store, guard } = ts;
+                        $crate::conformance::$name(store).await;
+                        drop(guard);
+                    }
+                    None => eprintln!("SKIPPED {}: no store configured", stringify!($name)),
+                }
+            }
+        )+
+    };
+}
+
+/// A workspace with an owner, an editor and a viewer.
+pub struct Fixture {
+    pub store: Arc<dyn Store>,
+    pub ws: Workspace,
+    pub owner: Actor,
+    pub editor: Actor,
+}
+
+impl Fixture {
+    pub async fn new(store: Arc<dyn Store>) -> Self {
+        let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+        let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+        store.set_member(&ws, "editor@example.com", Role::Editor).await.unwrap();
+        let editor = Actor { user_id: store.ensure_user("editor@example.com").await.unwrap().id };
+        Fixture { store, ws, owner, editor }
+    }
+
+    pub async fn item(&self, title: &str) -> Item {
+        self.store.create_item(&self.ws, self.owner, &NewItem { title: title.into(), ..Default::default() }).await.unwrap()
+    }
+
+    pub fn claim(&self, holder: &str, ttl: i64) -> ClaimRequest {
+        ClaimRequest { actor: self.owner, holder: holder.into(), session_id: None, ttl_seconds: Some(ttl), note: None }
+    }
+
+    pub fn renew(&self, holder: &str, epoch: i64) -> RenewRequest {
+        RenewRequest { actor: self.owner, holder: holder.into(), epoch, ttl_seconds: None, note: None }
+    }
+
+    pub fn release(&self, holder: &str) -> ReleaseRequest {
+        ReleaseRequest { actor: self.owner, holder: holder.into(), epoch: None, force: false, reason: None }
+    }
+
+    async fn get(&self, r: &str) -> Item {
+        self.store.get_item(&self.ws, r).await.unwrap()
+    }
+}
+
+fn held_by(e: StoreError) -> String {
+    match e {
+        StoreError::LeaseHeld { lease, .. } => lease.holder,
+        other => panic!("expected lease_held, got {other:?}"),
+    }
+}
+
+pub async fn l1_grant_sets_times_and_first_epoch(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let out = f.store.claim(&f.ws, "task-1", &f.claim("runner-a", 60)).await.unwrap();
+    assert!(!out.refreshed);
+    let l = out.lease;
+    assert_eq!((l.holder.as_str(), l.epoch, l.ttl_seconds), ("runner-a", 1, 60));
+    assert_eq!(l.acquired_at, l.renewed_at);
+    assert_eq!(l.expires_at, l.acquired_at + chrono::Duration::seconds(60));
+    let now = f.store.now().await.unwrap();
+    assert!(l.acquired_at <= now && now - l.acquired_at < chrono::Duration::seconds(5), "store clock");
+    assert_eq!(f.get("TASK-1").await.lease, Some(l));
+}
+
+/// L1: 64 concurrent claimers on one item, 50 rounds, exactly one winner each.
+pub async fn l1_concurrent_claimers_have_exactly_one_winner(store: Arc<dyn Store>) {
+    let f = Arc::new(Fixture::new(store).await);
+    for round in 0..50 {
+        let item = f.item(&format!("race {round}")).await;
+        let r = item.item_ref.to_string();
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let f = f.clone();
+                let r = r.clone();
+                tokio::spawn(async move { f.store.claim(&f.ws, &r, &f.claim(&format!("w{i}"), 60)).await })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        let mut named = HashSet::new();
+        for t in futures::future::join_all(tasks).await {
+            match t.unwrap() {
+                Ok(out) => {
+                    assert!(!out.refreshed);
+                    winners.push(out.lease.holder);
+                }
+                Err(e) => {
+                    named.insert(held_by(e));
+                }
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+        assert!(named.iter().all(|h| *h == winners[0]), "round {round}: losers saw {named:?}, winner {}", winners[0]);
+        assert_eq!(f.get(&r).await.lease.unwrap().holder, winners[0]);
+    }
+}
+
+pub async fn l2_contention_names_the_live_lease(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let mut req = f.claim("runner-a", 120);
+    req.session_id = Some("s-1".into());
+    let won = f.store.claim(&f.ws, "TASK-1", &req).await.unwrap().lease;
+    match f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await {
+        Err(StoreError::LeaseHeld { lease, now }) => {
+            assert_eq!(*lease, won);
+            assert_eq!(lease.session_id.as_deref(), Some("s-1"));
+            let secs = lease.expires_in_seconds(now);
+            assert!((118..=120).contains(&secs), "{secs}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.get("TASK-1").await.lease, Some(won));
+}
+
+pub async fn l3_refresh_keeps_acquired_at_and_epoch(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let first = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let out = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 300)).await.unwrap();
+    assert!(out.refreshed);
+    let l = out.lease;
+    assert_eq!((l.epoch, l.acquired_at), (first.epoch, first.acquired_at));
+    assert!(l.renewed_at > first.renewed_at);
+    assert_eq!(l.expires_at, l.renewed_at + chrono::Duration::seconds(300));
+    assert_eq!(l.ttl_seconds, 300);
+}
+
+pub async fn l3_same_holder_other_session_is_contention(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let mut a = f.claim("runner-a", 60);
+    a.session_id = Some("run-1".into());
+    f.store.claim(&f.ws, "TASK-1", &a).await.unwrap();
+    a.session_id = Some("run-2".into());
+    assert_eq!(held_by(f.store.claim(&f.ws, "TASK-1", &a).await.unwrap_err()), "runner-a");
+    // No session id against one that has one is another worker too.
+    a.session_id = None;
+    assert!(matches!(f.store.claim(&f.ws, "TASK-1", &a).await, Err(StoreError::LeaseHeld { .. })));
+}
+
+pub async fn l4_renew_extends_only_a_live_lease_with_its_epoch(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
+    let mut req = f.renew("runner-a", l.epoch);
+    req.ttl_seconds = Some(600);
+    let renewed = f.store.renew(&f.ws, "TASK-1", &req).await.unwrap();
+    assert_eq!((renewed.epoch, renewed.acquired_at, renewed.ttl_seconds), (l.epoch, l.acquired_at, 600));
+    assert_eq!(renewed.expires_at, renewed.renewed_at + chrono::Duration::seconds(600));
+    // A stale epoch: lease_lost with the current lease, nothing changed.
+    match f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch + 1)).await {
+        Err(StoreError::LeaseLost { current, .. }) => assert_eq!(current.as_deref(), Some(&renewed)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.get("TASK-1").await.lease, Some(renewed));
+    // Renewing without a TTL keeps the lease's own.
+    let again = f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch)).await.unwrap();
+    assert_eq!(again.ttl_seconds, 600);
+}
+
+pub async fn l4_renew_after_expiry_is_lost(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap().lease;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    match f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch)).await {
+        Err(StoreError::LeaseLost { current: None, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Never revived.
+    assert_eq!(f.get("TASK-1").await.lease, None);
+}
+
+pub async fn l5_expired_lease_is_absent_and_claimable(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap();
+    let leased = ItemFilter { leased: Some(true), ..Default::default() };
+    assert_eq!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.len(), 1);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Nothing ran in between: expiry alone made it absent everywhere.
+    assert_eq!(f.get("TASK-1").await.lease, None);
+    assert!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.is_empty());
+    let all = f.store.list_items(&f.ws, &ItemFilter::default(), 50, None).await.unwrap();
+    assert_eq!(all.items[0].lease, None);
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap().lease;
+    assert_eq!((l.holder.as_str(), l.epoch), ("runner-b", 2));
+}
+
+pub async fn l6_release_is_idempotent_and_refuses_others(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let none = f.store.release(&f.ws, "TASK-1", &f.release("runner-a")).await.unwrap();
+    assert!(!none.released);
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
+    assert_eq!(held_by(f.store.release(&f.ws, "TASK-1", &f.release("runner-b")).await.unwrap_err()), "runner-a");
+    let mut wrong_epoch = f.release("runner-a");
+    wrong_epoch.epoch = Some(l.epoch + 5);
+    assert!(matches!(f.store.release(&f.ws, "TASK-1", &wrong_epoch).await, Err(StoreError::LeaseLost { .. })));
+    assert!(f.get("TASK-1").await.lease.is_some());
+    let mut ours = f.release("runner-a");
+    ours.epoch = Some(l.epoch);
+    let out = f.store.release(&f.ws, "TASK-1", &ours).await.unwrap();
+    assert!(out.released);
+    assert_eq!(f.get("TASK-1").await.lease, None);
+    let again = f.store.release(&f.ws, "TASK-1", &f.release("runner-a")).await.unwrap();
+    assert!(!again.released);
+    // Released means claimable by anyone at once.
+    f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap();
+}
+
+pub async fn l7_other_user_with_same_holder_is_refused(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("bot", 60)).await.unwrap().lease;
+    let mut claim = f.claim("bot", 60);
+    claim.actor = f.editor;
+    assert_eq!(held_by(f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap_err()), "bot");
+    let mut renew = f.renew("bot", l.epoch);
+    renew.actor = f.editor;
+    assert_eq!(held_by(f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap_err()), "bot");
+    let mut release = f.release("bot");
+    release.actor = f.editor;
+    assert_eq!(held_by(f.store.release(&f.ws, "TASK-1", &release).await.unwrap_err()), "bot");
+    assert_eq!(f.get("TASK-1").await.lease, Some(l));
+}
+
+pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let mut claim = f.claim("runner-e", 60);
+    claim.actor = f.editor;
+    f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap();
+    let mut brk = f.release("owner@example.com");
+    brk.force = true;
+    assert!(matches!(f.store.release(&f.ws, "TASK-1", &brk).await, Err(StoreError::Validation(e)) if e.field == "reason"));
+    brk.reason = Some("stuck".into());
+    let out = f.store.release(&f.ws, "TASK-1", &brk).await.unwrap();
+    assert!(out.released);
+    assert_eq!(out.reason, "broken");
+    assert_eq!(out.lease.unwrap().holder, "runner-e");
+    assert_eq!(f.get("TASK-1").await.lease, None);
+}
+
+pub async fn l8_bad_ttl_is_refused_before_any_write(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    for ttl in [0, 86_401, -1, -86_400, i64::MAX] {
+        assert!(matches!(f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", ttl)).await, Err(StoreError::InvalidTtl(_))), "{ttl}");
+    }
+    assert_eq!(f.get("TASK-1").await.lease, None);
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 86_400)).await.unwrap().lease;
+    assert_eq!(l.epoch, 1, "refused claims must not consume epochs");
+    let mut renew = f.renew("runner-a", 1);
+    renew.ttl_seconds = Some(0);
+    assert!(matches!(f.store.renew(&f.ws, "TASK-1", &renew).await, Err(StoreError::InvalidTtl(_))));
+    assert_eq!(f.get("TASK-1").await.lease, Some(l));
+    // No TTL: the workspace default of 15 minutes.
+    f.item("two").await;
+    let mut req = f.claim("runner-a", 1);
+    req.ttl_seconds = None;
+    assert_eq!(f.store.claim(&f.ws, "TASK-2", &req).await.unwrap().lease.ttl_seconds, 900);
+}
+
+pub async fn l9_leases_never_touch_content(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let item = f.item("one").await;
+    let versions = f.store.history(&f.ws, "TASK-1").await.unwrap().len();
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap();
+    f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch)).await.unwrap();
+    assert_eq!(f.get("TASK-1").await.updated_at, item.updated_at);
+    // An editor who read the item before the claim can still write.
+    let patch = ItemPatch { title: Some("edited".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
+    let edited = f.store.update_item(&f.ws, f.editor, "TASK-1", &patch).await.unwrap();
+    f.store.release(&f.ws, "TASK-1", &f.release("runner-a")).await.unwrap();
+    let after = f.get("TASK-1").await;
+    assert_eq!(after.updated_at, edited.updated_at);
+    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), versions + 1);
+}
+
+pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap().lease;
+    let fenced = |epoch, title: &str| ItemPatch { title: Some(title.into()), lease_epoch: Some(epoch), ..Default::default() };
+    f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(l.epoch, "by a")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let b = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap().lease;
+    match f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(l.epoch, "stale a")).await {
+        Err(StoreError::LeaseLost { current, .. }) => assert_eq!(current.unwrap().holder, "runner-b"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(f.store.delete_item(&f.ws, f.owner, "TASK-1", Some(l.epoch)).await, Err(StoreError::LeaseLost { .. })));
+    let now = f.get("TASK-1").await;
+    assert_eq!(now.title, "by a");
+    assert!(now.deleted_at.is_none());
+    f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(b.epoch, "by b")).await.unwrap();
+}
+
+pub async fn epochs_are_never_reused(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    for expected in 1..=5 {
+        let l = f.store.claim(&f.ws, "TASK-1", &f.claim(&format!("w{expected}"), 60)).await.unwrap().lease;
+        assert_eq!(l.epoch, expected);
+        let mut rel = f.release(&l.holder);
+        rel.epoch = Some(l.epoch);
+        assert!(f.store.release(&f.ws, "TASK-1", &rel).await.unwrap().released);
+    }
+}
+
+pub async fn items_create_get_and_refs(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let new = NewItem {
+        title: "Fix the thing".into(),
+        body: "# Steps\n\n1. do\n\tit".into(),
+        kind: Some("bug".into()),
+        priority: Some(Priority::High),
+        labels: vec!["backend".into(), "backend".into(), "p1".into()],
+        assignee: Some("editor@example.com".into()),
+        ..Default::default()
+    };
+    let item = f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
+    assert_eq!(item.item_ref.to_string(), "BUG-1");
+    assert_eq!((item.kind.as_str(), item.status, item.priority), ("bug", Status::Open, Priority::High));
+    assert_eq!(item.labels, vec!["backend", "p1"]);
+    assert_eq!(item.assignee.as_deref(), Some("editor@example.com"));
+    assert_eq!(item.created_by, "owner@example.com");
+    assert_eq!(item.created_at, item.updated_at);
+    assert_eq!(f.get("bug-1").await, item);
+    assert_eq!(f.item("t").await.item_ref.to_string(), "TASK-1");
+    assert!(matches!(f.store.get_item(&f.ws, "TASK-9").await, Err(StoreError::NotFound { .. })));
+    let unknown_kind = NewItem { title: "x".into(), kind: Some("epic".into()), ..Default::default() };
+    assert!(matches!(f.store.create_item(&f.ws, f.owner, &unknown_kind).await, Err(StoreError::Validation(e)) if e.field == "kind"));
+    let stranger = NewItem { title: "x".into(), assignee: Some("nobody@example.com".into()), ..Default::default() };
+    assert!(matches!(f.store.create_item(&f.ws, f.owner, &stranger).await, Err(StoreError::Validation(e)) if e.field == "assignee"));
+    // Owners add kinds with their own prefix.
+    f.store.add_kind(&f.ws, "epic", "EPIC").await.unwrap();
+    let epic = f.store.create_item(&f.ws, f.owner, &unknown_kind).await.unwrap();
+    assert_eq!(epic.item_ref.to_string(), "EPIC-1");
+    assert!(matches!(f.store.add_kind(&f.ws, "epic2", "EPIC").await, Err(StoreError::Validation(_))));
+    assert!(matches!(f.store.add_kind(&f.ws, "x", "lower").await, Err(StoreError::Validation(e)) if e.field == "prefix"));
+}
+
+pub async fn refs_are_never_reused(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.item("b").await;
+    f.store.delete_item(&f.ws, f.owner, "TASK-2", None).await.unwrap();
+    assert_eq!(f.item("c").await.item_ref.to_string(), "TASK-3");
+    // Numbering is per workspace.
+    let other = f.store.create_workspace("other", "Other", f.owner).await.unwrap();
+    let it = f.store.create_item(&other, f.owner, &NewItem { title: "x".into(), ..Default::default() }).await.unwrap();
+    assert_eq!(it.item_ref.to_string(), "TASK-1");
+    assert!(matches!(f.store.get_item(&other, "TASK-2").await, Err(StoreError::NotFound { .. })));
+}
+
+pub async fn items_list_filters_and_pages(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    for i in 0..7 {
+        let new = NewItem {
+            title: format!("item {i}"),
+            body: if i == 3 { "needle here".into() } else { String::new() },
+            kind: Some(if i % 2 == 0 { "task" } else { "bug" }.into()),
+            priority: Some(if i < 2 { Priority::High } else { Priority::Low }),
+            labels: if i % 3 == 0 { vec!["x".into(), "y".into()] } else { vec!["x".into()] },
+            assignee: (i == 5).then(|| "editor@example.com".to_string()),
+            ..Default::default()
+        };
+        f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
+    }
+    let list = |filter: ItemFilter| {
+        let f = &f;
+        async move { f.store.list_items(&f.ws, &filter, 100, None).await.unwrap().items.into_iter().map(|i| i.item_ref.to_string()).collect::<Vec<_>>() }
+    };
+    assert_eq!(list(ItemFilter::default()).await.len(), 7);
+    assert_eq!(list(ItemFilter { kind: vec!["bug".into()], ..Default::default() }).await, ["BUG-1", "BUG-2", "BUG-3"]);
+    assert_eq!(list(ItemFilter { labels: vec!["x".into(), "y".into()], ..Default::default() }).await, ["TASK-1", "BUG-2", "TASK-4"]);
+    assert_eq!(list(ItemFilter { priority: vec![Priority::High], ..Default::default() }).await, ["TASK-1", "BUG-1"]);
+    assert_eq!(list(ItemFilter { assignee: Some("editor@example.com".into()), ..Default::default() }).await, ["BUG-3"]);
+    assert_eq!(list(ItemFilter { q: Some("NEEDLE".into()), ..Default::default() }).await, ["BUG-2"]);
+    assert_eq!(list(ItemFilter { q: Some("item 6".into()), ..Default::default() }).await, ["TASK-4"]);
+    f.store.update_item(&f.ws, f.owner, "TASK-2", &ItemPatch { status: Some(Status::Done), ..Default::default() }).await.unwrap();
+    assert_eq!(list(ItemFilter { status: vec![Status::Done], ..Default::default() }).await, ["TASK-2"]);
+    f.store.claim(&f.ws, "BUG-1", &f.claim("runner-a", 60)).await.unwrap();
+    assert_eq!(list(ItemFilter { leased: Some(true), ..Default::default() }).await, ["BUG-1"]);
+    assert_eq!(list(ItemFilter { leased: Some(false), ..Default::default() }).await.len(), 6);
+    // Pages of 3 walk everything once, in order.
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = f.store.list_items(&f.ws, &ItemFilter::default(), 3, cursor.as_deref()).await.unwrap();
+        assert!(page.items.len() <= 3);
+        seen.extend(page.items.into_iter().map(|i| i.item_ref.to_string()));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, list(ItemFilter::default()).await);
+    assert!(matches!(f.store.list_items(&f.ws, &ItemFilter::default(), 3, Some("garbage")).await, Err(StoreError::Validation(e)) if e.field == "cursor"));
+}
+
+pub async fn items_update_history_and_conflict(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let item = f.item("one").await;
+    let patch = ItemPatch {
+        title: Some("two".into()),
+        status: Some(Status::InProgress),
+        add_labels: vec!["a".into(), "b".into()],
+        expected_updated_at: Some(item.updated_at),
+        ..Default::default()
+    };
+    let updated = f.store.update_item(&f.ws, f.editor, "TASK-1", &patch).await.unwrap();
+    assert_eq!((updated.title.as_str(), updated.status), ("two", Status::InProgress));
+    assert_eq!(updated.labels, ["a", "b"]);
+    assert!(updated.updated_at > item.updated_at);
+    // A second writer with the old timestamp loses, and nothing is written.
+    let stale = ItemPatch { title: Some("three".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
+    match f.store.update_item(&f.ws, f.owner, "TASK-1", &stale).await {
+        Err(StoreError::UpdateConflict { expected, actual }) => {
+            assert_eq!(expected, item.updated_at);
+            assert_eq!(actual, updated.updated_at);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.get("TASK-1").await, updated);
+    let rm = ItemPatch { remove_labels: vec!["a".into()], ..Default::default() };
+    assert_eq!(f.store.update_item(&f.ws, f.owner, "TASK-1", &rm).await.unwrap().labels, ["b"]);
+    let history = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert_eq!(history.iter().map(|v| v.version).collect::<Vec<_>>(), [3, 2, 1], "newest first");
+    assert_eq!(history[1].actor, "editor@example.com");
+    assert_eq!(history[1].changes["title"]["from"], "one");
+    assert_eq!(history[1].changes["title"]["to"], "two");
+    assert_eq!(history[1].changes["status"]["to"], "in-progress");
+    // A patch that changes nothing adds no version.
+    f.store.update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { title: Some("two".into()), ..Default::default() }).await.unwrap();
+    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 3);
+}
+
+pub async fn items_soft_delete_and_restore(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    f.item("two").await;
+    let deleted = f.store.delete_item(&f.ws, f.owner, "TASK-1", None).await.unwrap();
+    assert!(deleted.deleted_at.is_some());
+    let refs: Vec<_> = f.store.list_items(&f.ws, &ItemFilter::default(), 50, None).await.unwrap().items.into_iter().map(|i| i.item_ref.to_string()).collect();
+    assert_eq!(refs, ["TASK-2"]);
+    assert!(f.get("TASK-1").await.deleted_at.is_some());
+    let restored = f.store.restore_item(&f.ws, f.owner, "TASK-1").await.unwrap();
+    assert!(restored.deleted_at.is_none());
+    assert_eq!(f.store.list_items(&f.ws, &ItemFilter::default(), 50, None).await.unwrap().items.len(), 2);
+    let history = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    assert_eq!(history.len(), 3);
+}
+
+pub async fn items_links_parent_and_blockers(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("epic").await;
+    f.item("blocker").await;
+    let child = NewItem { title: "child".into(), parent: Some("task-1".into()), blocked_by: vec!["TASK-2".into()], ..Default::default() };
+    let c = f.store.create_item(&f.ws, f.owner, &child).await.unwrap();
+    assert_eq!(c.parent.as_ref().map(ToString::to_string).as_deref(), Some("TASK-1"));
+    assert_eq!(c.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-2"]);
+    let missing = NewItem { title: "x".into(), blocked_by: vec!["TASK-99".into()], ..Default::default() };
+    assert!(matches!(f.store.create_item(&f.ws, f.owner, &missing).await, Err(StoreError::Validation(e)) if e.field == "blocked_by[0]"));
+    let own_parent = ItemPatch { parent: Some(Some("TASK-3".into())), ..Default::default() };
+    assert!(matches!(f.store.update_item(&f.ws, f.owner, "TASK-3", &own_parent).await, Err(StoreError::Validation(e)) if e.field == "parent"));
+    let cleared = ItemPatch { parent: Some(None), blocked_by: Some(vec![]), ..Default::default() };
+    let c = f.store.update_item(&f.ws, f.owner, "TASK-3", &cleared).await.unwrap();
+    assert_eq!((c.parent, c.blocked_by.len()), (None, 0));
+}
+
+pub async fn comments_are_append_only(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let item = f.item("one").await;
+    f.store.add_comment(&f.ws, f.editor, "TASK-1", "first").await.unwrap();
+    f.store.add_comment(&f.ws, f.owner, "TASK-1", "second\nline").await.unwrap();
+    let comments = f.store.list_comments(&f.ws, "TASK-1").await.unwrap();
+    assert_eq!(comments.iter().map(|c| (c.author.as_str(), c.body.as_str())).collect::<Vec<_>>(), [("editor@example.com", "first"), ("owner@example.com", "second\nline")]);
+    let got = f.get("TASK-1").await;
+    assert_eq!(got.comments_count, 2);
+    assert_eq!(got.updated_at, item.updated_at, "a comment is not an edit of the item");
+    assert!(matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "  ").await, Err(StoreError::Validation(e)) if e.field == "body"));
+}
+
+pub async fn bad_input_names_the_field_and_writes_nothing(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let field_of = |r: Result<Item, StoreError>| match r {
+        Err(StoreError::Validation(e)) => e.field,
+        other => panic!("expected a validation error, got {other:?}"),
+    };
+    let base = || NewItem { title: "ok".into(), ..Default::default() };
+    let cases: Vec<(NewItem, &str)> = vec![
+        (NewItem { title: "a\0b".into(), ..base() }, "title"),
+        (NewItem { title: "a\u{1b}[31m".into(), ..base() }, "title"),
+        (NewItem { title: "x".repeat(501), ..base() }, "title"),
+        (NewItem { title: "".into(), ..base() }, "title"),
+        (NewItem { body: "a\0".into(), ..base() }, "body"),
+        (NewItem { body: "x".repeat(256 * 1024 + 1), ..base() }, "body"),
+        (NewItem { labels: vec!["ok".into(), "bad\u{7}".into()], ..base() }, "labels[1]"),
+        (NewItem { labels: vec!["l".repeat(65)], ..base() }, "labels[0]"),
+        (NewItem { labels: (0..51).map(|i| i.to_string()).collect(), ..base() }, "labels"),
+        (NewItem { parent: Some("TASK".into()), ..base() }, "parent"),
+        (NewItem { blocked_by: vec!["-1".into()], ..base() }, "blocked_by[0]"),
+        (NewItem { kind: Some("Bad Kind".into()), ..base() }, "kind"),
+        (NewItem { assignee: Some("not-an-email".into()), ..base() }, "assignee"),
+    ];
+    for (new, field) in cases {
+        assert_eq!(field_of(f.store.create_item(&f.ws, f.owner, &new).await), field);
+    }
+    assert!(f.store.list_items(&f.ws, &ItemFilter { include_deleted: true, ..Default::default() }, 50, None).await.unwrap().items.is_empty());
+    // Refused creates consumed no ref number.
+    assert_eq!(f.item("first").await.item_ref.to_string(), "TASK-1");
+
+    let patch = ItemPatch { title: Some("x\0".into()), ..Default::default() };
+    assert_eq!(field_of(f.store.update_item(&f.ws, f.owner, "TASK-1", &patch).await), "title");
+    assert_eq!(field_of(f.store.get_item(&f.ws, "TASK-1-2").await), "ref");
+    assert_eq!(field_of(f.store.get_item(&f.ws, "TASK-\0").await), "ref");
+    assert_eq!(f.get("TASK-1").await.title, "first");
+    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 1);
+
+    for (holder, session, field) in [("a\0", None, "holder"), ("", None, "holder"), (&"h".repeat(201) as &str, None, "holder"), ("ok", Some("s\n"), "session_id")] {
+        let mut req = f.claim(holder, 60);
+        req.session_id = session.map(str::to_string);
+        match f.store.claim(&f.ws, "TASK-1", &req).await {
+            Err(StoreError::Validation(e)) => assert_eq!(e.field, field),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(f.get("TASK-1").await.lease, None);
+    assert!(matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "x\0").await, Err(StoreError::Validation(e)) if e.field == "body"));
+    assert!(f.store.list_comments(&f.ws, "TASK-1").await.unwrap().is_empty());
+
+    for slug in ["Bad", "-x", "a_b", "", "x\0"] {
+        assert!(matches!(f.store.create_workspace(slug, "n", f.owner).await, Err(StoreError::Validation(e)) if e.field == "slug"), "{slug}");
+    }
+    assert!(matches!(f.store.create_workspace("ok", "n\0", f.owner).await, Err(StoreError::Validation(e)) if e.field == "name"));
+    assert!(matches!(f.store.create_workspace("acme", "again", f.owner).await, Err(StoreError::Validation(e)) if e.field == "slug"));
+    assert_eq!(f.store.list_workspaces(f.owner).await.unwrap().len(), 1);
+    assert!(matches!(f.store.ensure_user("bad\0@x").await, Err(StoreError::Validation(e)) if e.field == "email"));
+}
+
+pub async fn workspaces_members_and_tokens(store: Arc<dyn Store>) {
+    assert!(!store.has_users().await.unwrap());
+    let f = Fixture::new(store).await;
+    assert!(f.store.has_users().await.unwrap());
+    let s = &f.store;
+    let (ws, role) = s.membership(f.owner, "acme").await.unwrap();
+    assert_eq!((ws.slug.as_str(), role), ("acme", Role::Owner));
+    assert_eq!(ws.settings.default_ttl_seconds, 900);
+    assert_eq!(s.membership(f.editor, "acme").await.unwrap().1, Role::Editor);
+    let outsider = Actor { user_id: s.ensure_user("out@example.com").await.unwrap().id };
+    assert!(matches!(s.membership(outsider, "acme").await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(s.membership(f.owner, "nope").await, Err(StoreError::NotFound { .. })));
+    assert!(s.list_workspaces(outsider).await.unwrap().is_empty());
+    // Changing a role.
+    s.set_member(&f.ws, "editor@example.com", Role::Viewer).await.unwrap();
+    assert_eq!(s.membership(f.editor, "acme").await.unwrap().1, Role::Viewer);
+    let members = s.list_members(&f.ws).await.unwrap();
+    assert_eq!(members.iter().map(|m| (m.email.as_str(), m.role)).collect::<Vec<_>>(), [("owner@example.com", Role::Owner), ("editor@example.com", Role::Viewer)]);
+    // Tokens are found by hash, listed without it, and stop working when revoked.
+    let t = s.create_token(f.editor, "ci", "hash-1").await.unwrap();
+    assert_eq!(s.authenticate("hash-1").await.unwrap().map(|u| u.id), Some(f.editor.user_id));
+    assert_eq!(s.authenticate("hash-2").await.unwrap(), None);
+    let listed = s.list_tokens(&f.ws).await.unwrap();
+    assert_eq!(listed.iter().map(|t| (t.name.as_str(), t.email.as_str())).collect::<Vec<_>>(), [("ci", "editor@example.com")]);
+    assert_eq!(s.get_token(&f.ws, t.id).await.unwrap().id, t.id);
+    let other = s.create_workspace("other", "Other", outsider).await.unwrap();
+    assert!(matches!(s.get_token(&other, t.id).await, Err(StoreError::NotFound { .. })));
+    s.revoke_token(t.id).await.unwrap();
+    assert_eq!(s.authenticate("hash-1").await.unwrap(), None);
+    assert!(s.list_tokens(&f.ws).await.unwrap().is_empty());
+}
+
+/// Ref allocation under concurrency: 32 creates at once get 32 distinct refs.
+pub async fn concurrent_creates_allocate_distinct_refs(store: Arc<dyn Store>) {
+    let f = Arc::new(Fixture::new(store).await);
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let f = f.clone();
+            tokio::spawn(async move { f.store.create_item(&f.ws, f.owner, &NewItem { title: format!("c{i}"), ..Default::default() }).await.unwrap().item_ref.number })
+        })
+        .collect();
+    let mut numbers: Vec<i64> = futures::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
+    numbers.sort();
+    assert_eq!(numbers, (1..=32).collect::<Vec<_>>());
+}

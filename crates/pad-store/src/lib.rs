@@ -1,0 +1,89 @@
+//! The `Store` trait: everything pad persists, behind one interface that the
+//! SQLite and Postgres backends implement. The [`conformance`] suite is
+//! written once against the trait and run by every backend's tests.
+
+mod error;
+mod requests;
+
+pub mod conformance;
+
+use async_trait::async_trait;
+use pad_core::{
+    Comment, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page, Role, Timestamp, TokenInfo, User,
+    Version, Workspace,
+};
+
+pub use error::{StoreError, StoreResult};
+pub use requests::{ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest};
+
+/// The authenticated caller of a store operation: who wrote the history
+/// version, comment or lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Actor {
+    pub user_id: i64,
+}
+
+/// One backend of pad. All times are the store's clock; callers never pass
+/// `now`. Every text input is validated before anything is written, and every
+/// operation either happens whole or not at all.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The store's clock, as used by its lease decisions.
+    async fn now(&self) -> StoreResult<Timestamp>;
+
+    /// True until the first user exists: the server bootstraps then.
+    async fn has_users(&self) -> StoreResult<bool>;
+
+    /// Returns the user with this email, creating it if needed.
+    async fn ensure_user(&self, email: &str) -> StoreResult<User>;
+
+    /// Creates a workspace with the default kinds, `owner` as its owner.
+    async fn create_workspace(&self, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace>;
+
+    /// The workspaces `user` is a member of, with its role in each.
+    async fn list_workspaces(&self, user: Actor) -> StoreResult<Vec<(Workspace, Role)>>;
+
+    /// The workspace and `user`'s role in it; `NotFound` if it does not
+    /// exist or `user` is not a member, so non-members learn nothing.
+    async fn membership(&self, user: Actor, slug: &str) -> StoreResult<(Workspace, Role)>;
+
+    /// Adds a member (creating the user) or changes its role.
+    async fn set_member(&self, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member>;
+    async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>>;
+
+    /// Stores a token by its hash; the secret itself never reaches the store.
+    async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo>;
+    /// Tokens belonging to the members of `ws`.
+    async fn list_tokens(&self, ws: &Workspace) -> StoreResult<Vec<TokenInfo>>;
+    /// The token with this id, if it belongs to a member of `ws`.
+    async fn get_token(&self, ws: &Workspace, id: i64) -> StoreResult<TokenInfo>;
+    async fn revoke_token(&self, id: i64) -> StoreResult<()>;
+    /// The user a token hash belongs to, if the token exists and is not revoked.
+    async fn authenticate(&self, hash: &str) -> StoreResult<Option<User>>;
+
+    async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>>;
+    async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind>;
+
+    async fn create_item(&self, ws: &Workspace, actor: Actor, new: &NewItem) -> StoreResult<Item>;
+    /// `ref` is parsed here (case-insensitively); deleted items are found too.
+    async fn get_item(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Item>;
+    /// Items in ref order; `cursor` is the `next_cursor` of the previous page.
+    async fn list_items(&self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Item>>;
+    /// A content change: one history version, `updated_at` moves on.
+    async fn update_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, patch: &ItemPatch) -> StoreResult<Item>;
+    /// Soft delete, fenced by `lease_epoch` when given (L10).
+    async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, lease_epoch: Option<i64>) -> StoreResult<Item>;
+    async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
+    /// History versions, newest first.
+    async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>>;
+    async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &str, body: &str) -> StoreResult<Comment>;
+    /// Comments, oldest first.
+    async fn list_comments(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Comment>>;
+
+    /// L1-L3, L5, L7-L9.
+    async fn claim(&self, ws: &Workspace, item_ref: &str, req: &ClaimRequest) -> StoreResult<ClaimOutcome>;
+    /// L4.
+    async fn renew(&self, ws: &Workspace, item_ref: &str, req: &RenewRequest) -> StoreResult<Lease>;
+    /// L6, L7 (break with `force`, which the caller has authorized).
+    async fn release(&self, ws: &Workspace, item_ref: &str, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome>;
+}

@@ -1,0 +1,108 @@
+//! Inputs and outputs of the lease operations, with the one validation that
+//! every backend runs before it writes.
+
+use pad_core::lease::{InvalidTtl, Ttl};
+use pad_core::model::validate_name;
+use pad_core::validate::{self, Lines};
+use pad_core::{Lease, WorkspaceSettings};
+
+use crate::{Actor, StoreError};
+
+pub const NOTE_MAX: usize = 2000;
+pub const REASON_MAX: usize = 500;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    pub actor: Actor,
+    pub holder: String,
+    pub session_id: Option<String>,
+    /// Seconds; `None` takes the workspace default (L8).
+    pub ttl_seconds: Option<i64>,
+    /// L12 handoff note.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenewRequest {
+    pub actor: Actor,
+    pub holder: String,
+    pub epoch: i64,
+    /// `None` keeps the lease's TTL.
+    pub ttl_seconds: Option<i64>,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRequest {
+    pub actor: Actor,
+    pub holder: String,
+    pub epoch: Option<i64>,
+    /// Break another worker's lease; the server allows it to owners only.
+    pub force: bool,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimOutcome {
+    pub lease: Lease,
+    pub refreshed: bool,
+    pub previous_note: Option<String>,
+    pub previous_holder: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseOutcome {
+    pub released: bool,
+    /// `released`, `broken`, or `no live lease`.
+    pub reason: &'static str,
+    /// The lease that ended, if one did.
+    pub lease: Option<Lease>,
+}
+
+fn note(n: &Option<String>) -> Result<(), StoreError> {
+    match n {
+        Some(n) => Ok(validate::text("note", n, 0, NOTE_MAX, Lines::Multi)?),
+        None => Ok(()),
+    }
+}
+
+fn session(s: &Option<String>) -> Result<(), StoreError> {
+    match s {
+        Some(s) => Ok(validate_name("session_id", s)?),
+        None => Ok(()),
+    }
+}
+
+impl ClaimRequest {
+    pub fn validate(&self, settings: &WorkspaceSettings) -> Result<Ttl, StoreError> {
+        validate_name("holder", &self.holder)?;
+        session(&self.session_id)?;
+        note(&self.note)?;
+        Ok(resolve_ttl(self.ttl_seconds, settings)?)
+    }
+}
+
+impl RenewRequest {
+    pub fn validate(&self, settings: &WorkspaceSettings) -> Result<Option<Ttl>, StoreError> {
+        validate_name("holder", &self.holder)?;
+        note(&self.note)?;
+        Ok(self.ttl_seconds.map(|s| resolve_ttl(Some(s), settings)).transpose()?)
+    }
+}
+
+impl ReleaseRequest {
+    pub fn validate(&self) -> Result<(), StoreError> {
+        validate_name("holder", &self.holder)?;
+        if let Some(r) = &self.reason {
+            validate::text("reason", r, 1, REASON_MAX, Lines::Single)?;
+        }
+        if self.force && self.reason.is_none() {
+            return Err(StoreError::invalid("reason", "breaking a lease needs a reason"));
+        }
+        Ok(())
+    }
+}
+
+fn resolve_ttl(requested: Option<i64>, s: &WorkspaceSettings) -> Result<Ttl, InvalidTtl> {
+    Ttl::resolve(requested, s.default_ttl_seconds, s.max_ttl_seconds)
+}
