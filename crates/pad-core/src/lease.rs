@@ -202,7 +202,13 @@ pub enum ReleaseDecision {
 }
 
 /// `force` must already be authorized (only owners may break a lease).
-pub fn decide_release(slot: &LeaseSlot, c: &Claimant<'_>, epoch: Option<i64>, force: bool, now: Timestamp) -> ReleaseDecision {
+pub fn decide_release(
+    slot: &LeaseSlot,
+    c: &Claimant<'_>,
+    epoch: Option<i64>,
+    force: bool,
+    now: Timestamp,
+) -> ReleaseDecision {
     let Some(live) = slot.live(now) else { return ReleaseDecision::NoLiveLease };
     if live.is_same_holder(c) && epoch.is_none_or(|e| e == live.epoch) {
         return ReleaseDecision::Released(live.clone());
@@ -305,7 +311,9 @@ mod tests {
     fn l4_renew_needs_live_lease_and_epoch() {
         let mut slot = LeaseSlot::default();
         granted(&mut slot, &A, 60, t(0));
-        assert!(matches!(decide_renew(&slot, &A, 1, None, t(30)), RenewDecision::Renewed(l) if l.expires_at == t(90) && l.acquired_at == t(0)));
+        assert!(
+            matches!(decide_renew(&slot, &A, 1, None, t(30)), RenewDecision::Renewed(l) if l.expires_at == t(90) && l.acquired_at == t(0))
+        );
         assert_eq!(decide_renew(&slot, &A, 2, None, t(30)), RenewDecision::Lost(slot.current.clone()));
         assert_eq!(decide_renew(&slot, &A, 1, None, t(60)), RenewDecision::Lost(None));
         assert!(matches!(decide_renew(&slot, &B, 1, None, t(30)), RenewDecision::Held(_)));
@@ -354,7 +362,11 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (0..3usize, 1..20i64).prop_map(|(who, ttl)| Op::Claim { who, ttl }),
-            (0..3usize, -1..2i64, proptest::option::of(1..20i64)).prop_map(|(who, epoch_offset, ttl)| Op::Renew { who, epoch_offset, ttl }),
+            (0..3usize, -1..2i64, proptest::option::of(1..20i64)).prop_map(|(who, epoch_offset, ttl)| Op::Renew {
+                who,
+                epoch_offset,
+                ttl
+            }),
             (0..3usize, any::<bool>()).prop_map(|(who, force)| Op::Release { who, force }),
             (0..15i64).prop_map(Op::Advance),
         ]

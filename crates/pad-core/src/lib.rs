@@ -10,7 +10,7 @@ pub mod model;
 pub mod validate;
 
 pub use authz::{Action, permits};
-pub use lease::{Claimant, ClaimDecision, Lease, ReleaseDecision, RenewDecision, Ttl};
+pub use lease::{ClaimDecision, Claimant, Lease, ReleaseDecision, RenewDecision, Ttl};
 pub use model::*;
 pub use validate::ValidationError;
 

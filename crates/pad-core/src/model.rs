@@ -97,7 +97,10 @@ pub fn validate_slug(field: &str, s: &str) -> Result<(), ValidationError> {
     if ok {
         Ok(())
     } else {
-        Err(ValidationError::new(field, format!("{s:?} is not a slug (lower-case letters, digits and '-', 1-63 characters, not starting with '-')")))
+        Err(ValidationError::new(
+            field,
+            format!("{s:?} is not a slug (lower-case letters, digits and '-', 1-63 characters, not starting with '-')"),
+        ))
     }
 }
 
@@ -107,7 +110,14 @@ pub fn validate_prefix(field: &str, s: &str) -> Result<(), ValidationError> {
     let ok = chars.next().is_some_and(|c| c.is_ascii_uppercase())
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
         && s.len() <= 10;
-    if ok { Ok(()) } else { Err(ValidationError::new(field, format!("{s:?} is not a prefix (an upper-case letter, then up to 9 upper-case letters or digits)"))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(ValidationError::new(
+            field,
+            format!("{s:?} is not a prefix (an upper-case letter, then up to 9 upper-case letters or digits)"),
+        ))
+    }
 }
 
 /// A kind's name: lower-case, like a slug but at most 32 characters.
@@ -196,7 +206,11 @@ pub struct WorkspaceSettings {
 
 impl Default for WorkspaceSettings {
     fn default() -> Self {
-        Self { default_ttl_seconds: 15 * 60, max_ttl_seconds: crate::lease::TTL_MAX_SECONDS, quarantine_after_expiries: 3 }
+        Self {
+            default_ttl_seconds: 15 * 60,
+            max_ttl_seconds: crate::lease::TTL_MAX_SECONDS,
+            quarantine_after_expiries: 3,
+        }
     }
 }
 
@@ -537,7 +551,19 @@ mod tests {
     fn refs_parse_case_insensitively_and_print_upper() {
         let r: ItemRef = "task-5".parse().unwrap();
         assert_eq!(r.to_string(), "TASK-5");
-        for bad in ["", "TASK", "TASK-", "-5", "TASK-0", "TASK-05", "TA SK-1", "TASK-1x", "1ASK-1", "TOOLONGPREFIX-1", "TASK-99999999999999999999"] {
+        for bad in [
+            "",
+            "TASK",
+            "TASK-",
+            "-5",
+            "TASK-0",
+            "TASK-05",
+            "TA SK-1",
+            "TASK-1x",
+            "1ASK-1",
+            "TOOLONGPREFIX-1",
+            "TASK-99999999999999999999",
+        ] {
             assert!(bad.parse::<ItemRef>().is_err(), "{bad}");
         }
     }
@@ -558,9 +584,12 @@ mod tests {
         assert_eq!(ok.validate().unwrap().kind, "task");
         let e = NewItem { title: "a\0".into(), ..Default::default() }.validate().unwrap_err();
         assert_eq!(e.field, "title");
-        let e = NewItem { title: "x".into(), labels: vec!["ok".into(), "".into()], ..Default::default() }.validate().unwrap_err();
+        let e = NewItem { title: "x".into(), labels: vec!["ok".into(), "".into()], ..Default::default() }
+            .validate()
+            .unwrap_err();
         assert_eq!(e.field, "labels[1]");
-        let e = NewItem { title: "x".into(), parent: Some("nope".into()), ..Default::default() }.validate().unwrap_err();
+        let e =
+            NewItem { title: "x".into(), parent: Some("nope".into()), ..Default::default() }.validate().unwrap_err();
         assert_eq!(e.field, "parent");
         let e = NewItem { title: "x".repeat(501), ..Default::default() }.validate().unwrap_err();
         assert_eq!(e.field, "title");
@@ -581,5 +610,75 @@ mod tests {
             assert_eq!(Priority::from_rank(p.rank()), Some(*p));
         }
         assert!(Priority::Critical > Priority::Low);
+    }
+}
+
+impl Item {
+    /// The item after `patch`, or an error naming the field. Backends resolve
+    /// and check links themselves; this is the shared, pure part of an update.
+    pub fn patched(&self, patch: &ValidPatch) -> Result<Item, ValidationError> {
+        let mut new = self.clone();
+        if let Some(t) = &patch.title {
+            new.title = t.clone();
+        }
+        if let Some(b) = &patch.body {
+            new.body = b.clone();
+        }
+        if let Some(k) = &patch.kind {
+            new.kind = k.clone();
+        }
+        if let Some(s) = patch.status {
+            new.status = s;
+        }
+        if let Some(p) = patch.priority {
+            new.priority = p;
+        }
+        new.labels = patch.apply_labels(&self.labels)?;
+        if let Some(p) = &patch.parent {
+            if p.as_ref() == Some(&self.item_ref) {
+                return Err(ValidationError::new("parent", "an item cannot be its own parent"));
+            }
+            new.parent = p.clone();
+        }
+        if let Some(b) = &patch.blocked_by {
+            if b.contains(&self.item_ref) {
+                return Err(ValidationError::new("blocked_by", "an item cannot block itself"));
+            }
+            new.blocked_by = b.clone();
+        }
+        if let Some(a) = &patch.assignee {
+            new.assignee = a.clone();
+        }
+        Ok(new)
+    }
+
+    /// The content fields that differ from `old`, as `{field: {from, to}}`:
+    /// the body of a history version. Empty when nothing changed.
+    pub fn changes_since(&self, old: Option<&Item>) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::{Value, json};
+        let fields = |i: &Item| -> Vec<(&'static str, Value)> {
+            vec![
+                ("title", json!(i.title)),
+                ("body", json!(i.body)),
+                ("kind", json!(i.kind)),
+                ("status", json!(i.status)),
+                ("priority", json!(i.priority)),
+                ("labels", json!(i.labels)),
+                ("parent", json!(i.parent)),
+                ("blocked_by", json!(i.blocked_by)),
+                ("assignee", json!(i.assignee)),
+                ("deleted_at", json!(i.deleted_at)),
+            ]
+        };
+        let before = old.map(fields);
+        let mut out = serde_json::Map::new();
+        for (idx, (name, to)) in fields(self).into_iter().enumerate() {
+            let from = before.as_ref().map_or(Value::Null, |b| b[idx].1.clone());
+            let empty = |v: &Value| v.is_null() || v == &json!("") || v == &json!([]);
+            if from != to && !(old.is_none() && empty(&to)) {
+                out.insert(name.to_string(), json!({ "from": from, "to": to }));
+            }
+        }
+        out
     }
 }

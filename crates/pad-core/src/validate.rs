@@ -28,7 +28,9 @@ pub enum Lines {
 
 /// Checks length (in characters) and refuses NUL and control characters.
 pub fn text(field: &str, value: &str, min: usize, max: usize, lines: Lines) -> Result<(), ValidationError> {
-    if let Some(c) = value.chars().find(|&c| c.is_control() && !(lines == Lines::Multi && (c == '\n' || c == '\t' || c == '\r'))) {
+    if let Some(c) =
+        value.chars().find(|&c| c.is_control() && !(lines == Lines::Multi && (c == '\n' || c == '\t' || c == '\r')))
+    {
         let what = if c == '\0' { "NUL".to_string() } else { format!("U+{:04X}", c as u32) };
         return Err(ValidationError::new(field, format!("must not contain control characters (found {what})")));
     }
@@ -49,7 +51,10 @@ pub fn text(field: &str, value: &str, min: usize, max: usize, lines: Lines) -> R
 /// Like [`text`] but bounds the size in bytes, for large markdown bodies.
 pub fn body(field: &str, value: &str, max_bytes: usize) -> Result<(), ValidationError> {
     if value.len() > max_bytes {
-        return Err(ValidationError::new(field, format!("must be at most {} KiB (got {} bytes)", max_bytes / 1024, value.len())));
+        return Err(ValidationError::new(
+            field,
+            format!("must be at most {} KiB (got {} bytes)", max_bytes / 1024, value.len()),
+        ));
     }
     text(field, value, 0, usize::MAX, Lines::Multi)
 }

@@ -92,7 +92,10 @@ impl Fixture {
     }
 
     pub async fn item(&self, title: &str) -> Item {
-        self.store.create_item(&self.ws, self.owner, &NewItem { title: title.into(), ..Default::default() }).await.unwrap()
+        self.store
+            .create_item(&self.ws, self.owner, &NewItem { title: title.into(), ..Default::default() })
+            .await
+            .unwrap()
     }
 
     pub fn claim(&self, holder: &str, ttl: i64) -> ClaimRequest {
@@ -305,7 +308,9 @@ pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
     f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap();
     let mut brk = f.release("owner@example.com");
     brk.force = true;
-    assert!(matches!(f.store.release(&f.ws, "TASK-1", &brk).await, Err(StoreError::Validation(e)) if e.field == "reason"));
+    assert!(
+        matches!(f.store.release(&f.ws, "TASK-1", &brk).await, Err(StoreError::Validation(e)) if e.field == "reason")
+    );
     brk.reason = Some("stuck".into());
     let out = f.store.release(&f.ws, "TASK-1", &brk).await.unwrap();
     assert!(out.released);
@@ -318,7 +323,10 @@ pub async fn l8_bad_ttl_is_refused_before_any_write(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     for ttl in [0, 86_401, -1, -86_400, i64::MAX] {
-        assert!(matches!(f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", ttl)).await, Err(StoreError::InvalidTtl(_))), "{ttl}");
+        assert!(
+            matches!(f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", ttl)).await, Err(StoreError::InvalidTtl(_))),
+            "{ttl}"
+        );
     }
     assert_eq!(f.get("TASK-1").await.lease, None);
     let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 86_400)).await.unwrap().lease;
@@ -343,7 +351,8 @@ pub async fn l9_leases_never_touch_content(store: Arc<dyn Store>) {
     f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch)).await.unwrap();
     assert_eq!(f.get("TASK-1").await.updated_at, item.updated_at);
     // An editor who read the item before the claim can still write.
-    let patch = ItemPatch { title: Some("edited".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
+    let patch =
+        ItemPatch { title: Some("edited".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
     let edited = f.store.update_item(&f.ws, f.editor, "TASK-1", &patch).await.unwrap();
     f.store.release(&f.ws, "TASK-1", &f.release("runner-a")).await.unwrap();
     let after = f.get("TASK-1").await;
@@ -355,7 +364,8 @@ pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap().lease;
-    let fenced = |epoch, title: &str| ItemPatch { title: Some(title.into()), lease_epoch: Some(epoch), ..Default::default() };
+    let fenced =
+        |epoch, title: &str| ItemPatch { title: Some(title.into()), lease_epoch: Some(epoch), ..Default::default() };
     f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(l.epoch, "by a")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let b = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap().lease;
@@ -363,7 +373,10 @@ pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
         Err(StoreError::LeaseLost { current, .. }) => assert_eq!(current.unwrap().holder, "runner-b"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(f.store.delete_item(&f.ws, f.owner, "TASK-1", Some(l.epoch)).await, Err(StoreError::LeaseLost { .. })));
+    assert!(matches!(
+        f.store.delete_item(&f.ws, f.owner, "TASK-1", Some(l.epoch)).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
     let now = f.get("TASK-1").await;
     assert_eq!(now.title, "by a");
     assert!(now.deleted_at.is_none());
@@ -404,15 +417,21 @@ pub async fn items_create_get_and_refs(store: Arc<dyn Store>) {
     assert_eq!(f.item("t").await.item_ref.to_string(), "TASK-1");
     assert!(matches!(f.store.get_item(&f.ws, "TASK-9").await, Err(StoreError::NotFound { .. })));
     let unknown_kind = NewItem { title: "x".into(), kind: Some("epic".into()), ..Default::default() };
-    assert!(matches!(f.store.create_item(&f.ws, f.owner, &unknown_kind).await, Err(StoreError::Validation(e)) if e.field == "kind"));
+    assert!(
+        matches!(f.store.create_item(&f.ws, f.owner, &unknown_kind).await, Err(StoreError::Validation(e)) if e.field == "kind")
+    );
     let stranger = NewItem { title: "x".into(), assignee: Some("nobody@example.com".into()), ..Default::default() };
-    assert!(matches!(f.store.create_item(&f.ws, f.owner, &stranger).await, Err(StoreError::Validation(e)) if e.field == "assignee"));
+    assert!(
+        matches!(f.store.create_item(&f.ws, f.owner, &stranger).await, Err(StoreError::Validation(e)) if e.field == "assignee")
+    );
     // Owners add kinds with their own prefix.
     f.store.add_kind(&f.ws, "epic", "EPIC").await.unwrap();
     let epic = f.store.create_item(&f.ws, f.owner, &unknown_kind).await.unwrap();
     assert_eq!(epic.item_ref.to_string(), "EPIC-1");
     assert!(matches!(f.store.add_kind(&f.ws, "epic2", "EPIC").await, Err(StoreError::Validation(_))));
-    assert!(matches!(f.store.add_kind(&f.ws, "x", "lower").await, Err(StoreError::Validation(e)) if e.field == "prefix"));
+    assert!(
+        matches!(f.store.add_kind(&f.ws, "x", "lower").await, Err(StoreError::Validation(e)) if e.field == "prefix")
+    );
 }
 
 pub async fn refs_are_never_reused(store: Arc<dyn Store>) {
@@ -444,16 +463,31 @@ pub async fn items_list_filters_and_pages(store: Arc<dyn Store>) {
     }
     let list = |filter: ItemFilter| {
         let f = &f;
-        async move { f.store.list_items(&f.ws, &filter, 100, None).await.unwrap().items.into_iter().map(|i| i.item_ref.to_string()).collect::<Vec<_>>() }
+        async move {
+            f.store
+                .list_items(&f.ws, &filter, 100, None)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|i| i.item_ref.to_string())
+                .collect::<Vec<_>>()
+        }
     };
     assert_eq!(list(ItemFilter::default()).await.len(), 7);
     assert_eq!(list(ItemFilter { kind: vec!["bug".into()], ..Default::default() }).await, ["BUG-1", "BUG-2", "BUG-3"]);
-    assert_eq!(list(ItemFilter { labels: vec!["x".into(), "y".into()], ..Default::default() }).await, ["TASK-1", "BUG-2", "TASK-4"]);
+    assert_eq!(
+        list(ItemFilter { labels: vec!["x".into(), "y".into()], ..Default::default() }).await,
+        ["TASK-1", "BUG-2", "TASK-4"]
+    );
     assert_eq!(list(ItemFilter { priority: vec![Priority::High], ..Default::default() }).await, ["TASK-1", "BUG-1"]);
     assert_eq!(list(ItemFilter { assignee: Some("editor@example.com".into()), ..Default::default() }).await, ["BUG-3"]);
     assert_eq!(list(ItemFilter { q: Some("NEEDLE".into()), ..Default::default() }).await, ["BUG-2"]);
     assert_eq!(list(ItemFilter { q: Some("item 6".into()), ..Default::default() }).await, ["TASK-4"]);
-    f.store.update_item(&f.ws, f.owner, "TASK-2", &ItemPatch { status: Some(Status::Done), ..Default::default() }).await.unwrap();
+    f.store
+        .update_item(&f.ws, f.owner, "TASK-2", &ItemPatch { status: Some(Status::Done), ..Default::default() })
+        .await
+        .unwrap();
     assert_eq!(list(ItemFilter { status: vec![Status::Done], ..Default::default() }).await, ["TASK-2"]);
     f.store.claim(&f.ws, "BUG-1", &f.claim("runner-a", 60)).await.unwrap();
     assert_eq!(list(ItemFilter { leased: Some(true), ..Default::default() }).await, ["BUG-1"]);
@@ -471,7 +505,9 @@ pub async fn items_list_filters_and_pages(store: Arc<dyn Store>) {
         }
     }
     assert_eq!(seen, list(ItemFilter::default()).await);
-    assert!(matches!(f.store.list_items(&f.ws, &ItemFilter::default(), 3, Some("garbage")).await, Err(StoreError::Validation(e)) if e.field == "cursor"));
+    assert!(
+        matches!(f.store.list_items(&f.ws, &ItemFilter::default(), 3, Some("garbage")).await, Err(StoreError::Validation(e)) if e.field == "cursor")
+    );
 }
 
 pub async fn items_update_history_and_conflict(store: Arc<dyn Store>) {
@@ -489,7 +525,8 @@ pub async fn items_update_history_and_conflict(store: Arc<dyn Store>) {
     assert_eq!(updated.labels, ["a", "b"]);
     assert!(updated.updated_at > item.updated_at);
     // A second writer with the old timestamp loses, and nothing is written.
-    let stale = ItemPatch { title: Some("three".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
+    let stale =
+        ItemPatch { title: Some("three".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
     match f.store.update_item(&f.ws, f.owner, "TASK-1", &stale).await {
         Err(StoreError::UpdateConflict { expected, actual }) => {
             assert_eq!(expected, item.updated_at);
@@ -508,7 +545,10 @@ pub async fn items_update_history_and_conflict(store: Arc<dyn Store>) {
     assert_eq!(history[1].changes["title"]["to"], "two");
     assert_eq!(history[1].changes["status"]["to"], "in-progress");
     // A patch that changes nothing adds no version.
-    f.store.update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { title: Some("two".into()), ..Default::default() }).await.unwrap();
+    f.store
+        .update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { title: Some("two".into()), ..Default::default() })
+        .await
+        .unwrap();
     assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 3);
 }
 
@@ -518,7 +558,15 @@ pub async fn items_soft_delete_and_restore(store: Arc<dyn Store>) {
     f.item("two").await;
     let deleted = f.store.delete_item(&f.ws, f.owner, "TASK-1", None).await.unwrap();
     assert!(deleted.deleted_at.is_some());
-    let refs: Vec<_> = f.store.list_items(&f.ws, &ItemFilter::default(), 50, None).await.unwrap().items.into_iter().map(|i| i.item_ref.to_string()).collect();
+    let refs: Vec<_> = f
+        .store
+        .list_items(&f.ws, &ItemFilter::default(), 50, None)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|i| i.item_ref.to_string())
+        .collect();
     assert_eq!(refs, ["TASK-2"]);
     assert!(f.get("TASK-1").await.deleted_at.is_some());
     let restored = f.store.restore_item(&f.ws, f.owner, "TASK-1").await.unwrap();
@@ -532,14 +580,23 @@ pub async fn items_links_parent_and_blockers(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("epic").await;
     f.item("blocker").await;
-    let child = NewItem { title: "child".into(), parent: Some("task-1".into()), blocked_by: vec!["TASK-2".into()], ..Default::default() };
+    let child = NewItem {
+        title: "child".into(),
+        parent: Some("task-1".into()),
+        blocked_by: vec!["TASK-2".into()],
+        ..Default::default()
+    };
     let c = f.store.create_item(&f.ws, f.owner, &child).await.unwrap();
     assert_eq!(c.parent.as_ref().map(ToString::to_string).as_deref(), Some("TASK-1"));
     assert_eq!(c.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-2"]);
     let missing = NewItem { title: "x".into(), blocked_by: vec!["TASK-99".into()], ..Default::default() };
-    assert!(matches!(f.store.create_item(&f.ws, f.owner, &missing).await, Err(StoreError::Validation(e)) if e.field == "blocked_by[0]"));
+    assert!(
+        matches!(f.store.create_item(&f.ws, f.owner, &missing).await, Err(StoreError::Validation(e)) if e.field == "blocked_by[0]")
+    );
     let own_parent = ItemPatch { parent: Some(Some("TASK-3".into())), ..Default::default() };
-    assert!(matches!(f.store.update_item(&f.ws, f.owner, "TASK-3", &own_parent).await, Err(StoreError::Validation(e)) if e.field == "parent"));
+    assert!(
+        matches!(f.store.update_item(&f.ws, f.owner, "TASK-3", &own_parent).await, Err(StoreError::Validation(e)) if e.field == "parent")
+    );
     let cleared = ItemPatch { parent: Some(None), blocked_by: Some(vec![]), ..Default::default() };
     let c = f.store.update_item(&f.ws, f.owner, "TASK-3", &cleared).await.unwrap();
     assert_eq!((c.parent, c.blocked_by.len()), (None, 0));
@@ -551,11 +608,16 @@ pub async fn comments_are_append_only(store: Arc<dyn Store>) {
     f.store.add_comment(&f.ws, f.editor, "TASK-1", "first").await.unwrap();
     f.store.add_comment(&f.ws, f.owner, "TASK-1", "second\nline").await.unwrap();
     let comments = f.store.list_comments(&f.ws, "TASK-1").await.unwrap();
-    assert_eq!(comments.iter().map(|c| (c.author.as_str(), c.body.as_str())).collect::<Vec<_>>(), [("editor@example.com", "first"), ("owner@example.com", "second\nline")]);
+    assert_eq!(
+        comments.iter().map(|c| (c.author.as_str(), c.body.as_str())).collect::<Vec<_>>(),
+        [("editor@example.com", "first"), ("owner@example.com", "second\nline")]
+    );
     let got = f.get("TASK-1").await;
     assert_eq!(got.comments_count, 2);
     assert_eq!(got.updated_at, item.updated_at, "a comment is not an edit of the item");
-    assert!(matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "  ").await, Err(StoreError::Validation(e)) if e.field == "body"));
+    assert!(
+        matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "  ").await, Err(StoreError::Validation(e)) if e.field == "body")
+    );
 }
 
 pub async fn bad_input_names_the_field_and_writes_nothing(store: Arc<dyn Store>) {
@@ -583,7 +645,14 @@ pub async fn bad_input_names_the_field_and_writes_nothing(store: Arc<dyn Store>)
     for (new, field) in cases {
         assert_eq!(field_of(f.store.create_item(&f.ws, f.owner, &new).await), field);
     }
-    assert!(f.store.list_items(&f.ws, &ItemFilter { include_deleted: true, ..Default::default() }, 50, None).await.unwrap().items.is_empty());
+    assert!(
+        f.store
+            .list_items(&f.ws, &ItemFilter { include_deleted: true, ..Default::default() }, 50, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     // Refused creates consumed no ref number.
     assert_eq!(f.item("first").await.item_ref.to_string(), "TASK-1");
 
@@ -594,7 +663,12 @@ pub async fn bad_input_names_the_field_and_writes_nothing(store: Arc<dyn Store>)
     assert_eq!(f.get("TASK-1").await.title, "first");
     assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 1);
 
-    for (holder, session, field) in [("a\0", None, "holder"), ("", None, "holder"), (&"h".repeat(201) as &str, None, "holder"), ("ok", Some("s\n"), "session_id")] {
+    for (holder, session, field) in [
+        ("a\0", None, "holder"),
+        ("", None, "holder"),
+        (&"h".repeat(201) as &str, None, "holder"),
+        ("ok", Some("s\n"), "session_id"),
+    ] {
         let mut req = f.claim(holder, 60);
         req.session_id = session.map(str::to_string);
         match f.store.claim(&f.ws, "TASK-1", &req).await {
@@ -603,14 +677,23 @@ pub async fn bad_input_names_the_field_and_writes_nothing(store: Arc<dyn Store>)
         }
     }
     assert_eq!(f.get("TASK-1").await.lease, None);
-    assert!(matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "x\0").await, Err(StoreError::Validation(e)) if e.field == "body"));
+    assert!(
+        matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "x\0").await, Err(StoreError::Validation(e)) if e.field == "body")
+    );
     assert!(f.store.list_comments(&f.ws, "TASK-1").await.unwrap().is_empty());
 
     for slug in ["Bad", "-x", "a_b", "", "x\0"] {
-        assert!(matches!(f.store.create_workspace(slug, "n", f.owner).await, Err(StoreError::Validation(e)) if e.field == "slug"), "{slug}");
+        assert!(
+            matches!(f.store.create_workspace(slug, "n", f.owner).await, Err(StoreError::Validation(e)) if e.field == "slug"),
+            "{slug}"
+        );
     }
-    assert!(matches!(f.store.create_workspace("ok", "n\0", f.owner).await, Err(StoreError::Validation(e)) if e.field == "name"));
-    assert!(matches!(f.store.create_workspace("acme", "again", f.owner).await, Err(StoreError::Validation(e)) if e.field == "slug"));
+    assert!(
+        matches!(f.store.create_workspace("ok", "n\0", f.owner).await, Err(StoreError::Validation(e)) if e.field == "name")
+    );
+    assert!(
+        matches!(f.store.create_workspace("acme", "again", f.owner).await, Err(StoreError::Validation(e)) if e.field == "slug")
+    );
     assert_eq!(f.store.list_workspaces(f.owner).await.unwrap().len(), 1);
     assert!(matches!(f.store.ensure_user("bad\0@x").await, Err(StoreError::Validation(e)) if e.field == "email"));
 }
@@ -632,13 +715,19 @@ pub async fn workspaces_members_and_tokens(store: Arc<dyn Store>) {
     s.set_member(&f.ws, "editor@example.com", Role::Viewer).await.unwrap();
     assert_eq!(s.membership(f.editor, "acme").await.unwrap().1, Role::Viewer);
     let members = s.list_members(&f.ws).await.unwrap();
-    assert_eq!(members.iter().map(|m| (m.email.as_str(), m.role)).collect::<Vec<_>>(), [("owner@example.com", Role::Owner), ("editor@example.com", Role::Viewer)]);
+    assert_eq!(
+        members.iter().map(|m| (m.email.as_str(), m.role)).collect::<Vec<_>>(),
+        [("owner@example.com", Role::Owner), ("editor@example.com", Role::Viewer)]
+    );
     // Tokens are found by hash, listed without it, and stop working when revoked.
     let t = s.create_token(f.editor, "ci", "hash-1").await.unwrap();
     assert_eq!(s.authenticate("hash-1").await.unwrap().map(|u| u.id), Some(f.editor.user_id));
     assert_eq!(s.authenticate("hash-2").await.unwrap(), None);
     let listed = s.list_tokens(&f.ws).await.unwrap();
-    assert_eq!(listed.iter().map(|t| (t.name.as_str(), t.email.as_str())).collect::<Vec<_>>(), [("ci", "editor@example.com")]);
+    assert_eq!(
+        listed.iter().map(|t| (t.name.as_str(), t.email.as_str())).collect::<Vec<_>>(),
+        [("ci", "editor@example.com")]
+    );
     assert_eq!(s.get_token(&f.ws, t.id).await.unwrap().id, t.id);
     let other = s.create_workspace("other", "Other", outsider).await.unwrap();
     assert!(matches!(s.get_token(&other, t.id).await, Err(StoreError::NotFound { .. })));
@@ -653,7 +742,14 @@ pub async fn concurrent_creates_allocate_distinct_refs(store: Arc<dyn Store>) {
     let tasks: Vec<_> = (0..32)
         .map(|i| {
             let f = f.clone();
-            tokio::spawn(async move { f.store.create_item(&f.ws, f.owner, &NewItem { title: format!("c{i}"), ..Default::default() }).await.unwrap().item_ref.number })
+            tokio::spawn(async move {
+                f.store
+                    .create_item(&f.ws, f.owner, &NewItem { title: format!("c{i}"), ..Default::default() })
+                    .await
+                    .unwrap()
+                    .item_ref
+                    .number
+            })
         })
         .collect();
     let mut numbers: Vec<i64> = futures::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();

@@ -68,11 +68,23 @@ pub trait Store: Send + Sync + 'static {
     /// `ref` is parsed here (case-insensitively); deleted items are found too.
     async fn get_item(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Item>;
     /// Items in ref order; `cursor` is the `next_cursor` of the previous page.
-    async fn list_items(&self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Item>>;
+    async fn list_items(
+        &self,
+        ws: &Workspace,
+        filter: &ItemFilter,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<Item>>;
     /// A content change: one history version, `updated_at` moves on.
     async fn update_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, patch: &ItemPatch) -> StoreResult<Item>;
     /// Soft delete, fenced by `lease_epoch` when given (L10).
-    async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, lease_epoch: Option<i64>) -> StoreResult<Item>;
+    async fn delete_item(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        item_ref: &str,
+        lease_epoch: Option<i64>,
+    ) -> StoreResult<Item>;
     async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
     /// History versions, newest first.
     async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>>;

@@ -1,0 +1,989 @@
+//! pad's embedded store: one SQLite file in WAL mode.
+//!
+//! Writes go through a single connection and each one is a `BEGIN IMMEDIATE`
+//! transaction, so a write never starts on a stale read and contention waits
+//! on the busy timeout instead of failing. The lease rules themselves come
+//! from `pad_core::lease`: each lease operation reads the item's lease slot
+//! under the write lock, asks the rule, and writes its answer. Reads use a
+//! separate pool of read-only connections.
+
+mod clock;
+mod rows;
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pad_core::lease::{self, ClaimDecision, LeaseSlot, ReleaseDecision, RenewDecision};
+use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, validate_slug};
+use pad_core::validate::{self, Lines};
+use pad_core::{
+    Claimant, Comment, Item, ItemFilter, ItemPatch, ItemRef, Kind, LIST_LIMIT_MAX, Lease, Member, NewItem, Page, Role,
+    Timestamp, TokenInfo, User, Version, Workspace,
+};
+use pad_store::{
+    Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
+};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+
+use clock::Clock;
+use rows::{ITEM_SELECT, item_from_row, micros, ts};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    clock: Clock,
+}
+
+/// Maps a driver error once, at this crate's boundary.
+fn db(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        sqlx::Error::Database(d) if d.message().contains("database is locked") || d.message().contains("busy") => {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+fn parse_ref(field: &str, s: &str) -> StoreResult<ItemRef> {
+    Ok(ItemRef::parse_field(field, s)?)
+}
+
+/// The lease slot of an item row, as the rules in `pad_core::lease` want it.
+struct Locked {
+    id: i64,
+    deleted: bool,
+    slot: LeaseSlot,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and applies migrations.
+    pub async fn open(path: &Path) -> StoreResult<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(opts.clone())
+            .await
+            .map_err(db)?;
+        MIGRATOR.run(&writer).await.map_err(|e| StoreError::Internal(format!("migrations: {e}")))?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(opts.read_only(true))
+            .await
+            .map_err(db)?;
+        Ok(SqliteStore { writer, reader, clock: Clock::default() })
+    }
+
+    /// Accepts `sqlite://PATH`, `sqlite:PATH` or a plain path.
+    pub async fn open_url(url: &str) -> StoreResult<Self> {
+        let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+        Self::open(Path::new(path)).await
+    }
+
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    /// Begins a write: `BEGIN IMMEDIATE` takes the write lock up front, and
+    /// `now` is read only once it is held, so time order is commit order.
+    async fn begin(&self) -> StoreResult<(sqlx::Transaction<'static, Sqlite>, Timestamp)> {
+        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
+        Ok((tx, self.clock.tick()))
+    }
+
+    async fn lock_item(conn: &mut SqliteConnection, ws: &Workspace, r: &ItemRef) -> StoreResult<Locked> {
+        let row = sqlx::query(
+            "SELECT id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
+                    lease_renewed_at, lease_expires_at, lease_ttl_seconds
+             FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?",
+        )
+        .bind(ws.id)
+        .bind(&r.prefix)
+        .bind(r.number)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?
+        .ok_or_else(|| StoreError::not_found(format!("item {r}")))?;
+        Ok(Locked {
+            id: row.get("id"),
+            deleted: row.get::<Option<i64>, _>("deleted_at").is_some(),
+            slot: rows::lease_slot(&row)?,
+        })
+    }
+
+    /// Like [`lock_item`](Self::lock_item) but refuses deleted items: they take no leases.
+    async fn lock_live_item(conn: &mut SqliteConnection, ws: &Workspace, r: &ItemRef) -> StoreResult<Locked> {
+        let locked = Self::lock_item(conn, ws, r).await?;
+        if locked.deleted {
+            return Err(StoreError::not_found(format!("item {r} (deleted)")));
+        }
+        Ok(locked)
+    }
+
+    async fn load_item(conn: &mut SqliteConnection, id: i64, now: Timestamp) -> StoreResult<Item> {
+        let sql = format!("{ITEM_SELECT} WHERE i.id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *conn).await.map_err(db)?;
+        item_from_row(&row, now)
+    }
+
+    async fn item_id(conn: &mut SqliteConnection, ws: &Workspace, field: &str, r: &ItemRef) -> StoreResult<i64> {
+        sqlx::query_scalar(
+            "SELECT id FROM items WHERE workspace_id = ? AND prefix = ? AND number = ? AND deleted_at IS NULL",
+        )
+        .bind(ws.id)
+        .bind(&r.prefix)
+        .bind(r.number)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?
+        .ok_or_else(|| StoreError::invalid(field, format!("{r} does not exist in this workspace")))
+    }
+
+    async fn member_id(conn: &mut SqliteConnection, ws: &Workspace, field: &str, email: &str) -> StoreResult<i64> {
+        sqlx::query_scalar(
+            "SELECT u.id FROM users u JOIN members m ON m.user_id = u.id WHERE m.workspace_id = ? AND u.email = ?",
+        )
+        .bind(ws.id)
+        .bind(email.to_lowercase())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?
+        .ok_or_else(|| StoreError::invalid(field, format!("{email} is not a member of this workspace")))
+    }
+
+    async fn set_blockers(
+        conn: &mut SqliteConnection,
+        ws: &Workspace,
+        item: i64,
+        blockers: &[ItemRef],
+    ) -> StoreResult<()> {
+        sqlx::query("DELETE FROM item_blockers WHERE item_id = ?").bind(item).execute(&mut *conn).await.map_err(db)?;
+        for (i, b) in blockers.iter().enumerate() {
+            let bid = Self::item_id(conn, ws, &format!("blocked_by[{i}]"), b).await?;
+            sqlx::query("INSERT INTO item_blockers (item_id, blocker_id) VALUES (?, ?)")
+                .bind(item)
+                .bind(bid)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+
+    async fn add_version(
+        conn: &mut SqliteConnection,
+        id: i64,
+        actor: Actor,
+        changes: serde_json::Map<String, serde_json::Value>,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO item_versions (item_id, version, actor_id, at, changes)
+             VALUES (?, (SELECT COALESCE(MAX(version), 0) + 1 FROM item_versions WHERE item_id = ?), ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(id)
+        .bind(actor.user_id)
+        .bind(micros(now))
+        .bind(serde_json::Value::Object(changes).to_string())
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn event(
+        conn: &mut SqliteConnection,
+        ws: &Workspace,
+        kind: &str,
+        item_ref: &ItemRef,
+        actor: Option<Actor>,
+        now: Timestamp,
+        data: serde_json::Value,
+    ) -> StoreResult<()> {
+        sqlx::query("INSERT INTO events (workspace_id, type, item_ref, actor_id, at, data) VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(ws.id)
+            .bind(kind)
+            .bind(item_ref.to_string())
+            .bind(actor.map(|a| a.user_id))
+            .bind(micros(now))
+            .bind(data.to_string())
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn write_lease(conn: &mut SqliteConnection, id: i64, l: &Lease, note: Option<&str>) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE items SET lease_holder = ?, lease_user_id = ?, lease_session_id = ?, lease_epoch = ?,
+                    lease_acquired_at = ?, lease_renewed_at = ?, lease_expires_at = ?, lease_ttl_seconds = ?,
+                    lease_note = COALESCE(?, lease_note),
+                    lease_note_holder = CASE WHEN ? IS NULL THEN lease_note_holder ELSE ? END
+             WHERE id = ?",
+        )
+        .bind(&l.holder)
+        .bind(l.user_id)
+        .bind(&l.session_id)
+        .bind(l.epoch)
+        .bind(micros(l.acquired_at))
+        .bind(micros(l.renewed_at))
+        .bind(micros(l.expires_at))
+        .bind(i64::from(l.ttl_seconds))
+        .bind(note)
+        .bind(note)
+        .bind(&l.holder)
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn now(&self) -> StoreResult<Timestamp> {
+        Ok(self.clock.read())
+    }
+
+    async fn has_users(&self) -> StoreResult<bool> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(&self.reader).await.map_err(db)?;
+        Ok(n > 0)
+    }
+
+    async fn ensure_user(&self, email: &str) -> StoreResult<User> {
+        validate::email("email", email)?;
+        let (mut tx, now) = self.begin().await?;
+        let user = rows::ensure_user(&mut tx, email, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(user)
+    }
+
+    async fn create_workspace(&self, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
+        validate_slug("slug", slug)?;
+        validate::text("name", name, 1, 200, Lines::Single)?;
+        let (mut tx, now) = self.begin().await?;
+        let taken: Option<i64> = sqlx::query_scalar("SELECT id FROM workspaces WHERE slug = ?")
+            .bind(slug)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+        if taken.is_some() {
+            return Err(StoreError::invalid("slug", format!("workspace {slug:?} already exists")));
+        }
+        let id: i64 =
+            sqlx::query_scalar("INSERT INTO workspaces (slug, name, created_at) VALUES (?, ?, ?) RETURNING id")
+                .bind(slug)
+                .bind(name)
+                .bind(micros(now))
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+        sqlx::query("INSERT INTO members (workspace_id, user_id, role, added_at) VALUES (?, ?, 'owner', ?)")
+            .bind(id)
+            .bind(owner.user_id)
+            .bind(micros(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        for (kind, prefix) in DEFAULT_KINDS {
+            sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES (?, ?, ?)")
+                .bind(id)
+                .bind(kind)
+                .bind(prefix)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        let row =
+            sqlx::query("SELECT * FROM workspaces WHERE id = ?").bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+        let ws = rows::workspace_from_row(&row)?;
+        tx.commit().await.map_err(db)?;
+        Ok(ws)
+    }
+
+    async fn list_workspaces(&self, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
+        let rows = sqlx::query("SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id WHERE m.user_id = ? ORDER BY w.slug")
+            .bind(user.user_id)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db)?;
+        rows.iter().map(|r| Ok((rows::workspace_from_row(r)?, rows::role(r)?))).collect()
+    }
+
+    async fn membership(&self, user: Actor, slug: &str) -> StoreResult<(Workspace, Role)> {
+        validate_slug("workspace", slug)?;
+        let row = sqlx::query("SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id WHERE m.user_id = ? AND w.slug = ?")
+            .bind(user.user_id)
+            .bind(slug)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::not_found(format!("workspace {slug}")))?;
+        Ok((rows::workspace_from_row(&row)?, rows::role(&row)?))
+    }
+
+    async fn set_member(&self, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
+        validate::email("email", email)?;
+        let (mut tx, now) = self.begin().await?;
+        let user = rows::ensure_user(&mut tx, email, now).await?;
+        let current: Option<String> =
+            sqlx::query_scalar("SELECT role FROM members WHERE workspace_id = ? AND user_id = ?")
+                .bind(ws.id)
+                .bind(user.id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+        if current.as_deref() == Some("owner") && role != Role::Owner {
+            let owners: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = ? AND role = 'owner'")
+                    .bind(ws.id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            if owners <= 1 {
+                return Err(StoreError::invalid("role", "a workspace needs at least one owner"));
+            }
+        }
+        sqlx::query(
+            "INSERT INTO members (workspace_id, user_id, role, added_at) VALUES (?, ?, ?, ?)
+             ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role",
+        )
+        .bind(ws.id)
+        .bind(user.id)
+        .bind(role.as_str())
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let added: i64 = sqlx::query_scalar("SELECT added_at FROM members WHERE workspace_id = ? AND user_id = ?")
+            .bind(ws.id)
+            .bind(user.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(Member { email: user.email, role, added_at: ts(added)? })
+    }
+
+    async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>> {
+        let rows = sqlx::query("SELECT u.email, m.role, m.added_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = ? ORDER BY m.added_at, u.id")
+            .bind(ws.id)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|r| Ok(Member { email: r.get("email"), role: rows::role(r)?, added_at: ts(r.get("added_at"))? }))
+            .collect()
+    }
+
+    async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
+        validate::text("name", name, 1, 200, Lines::Single)?;
+        let (mut tx, now) = self.begin().await?;
+        let id: i64 =
+            sqlx::query_scalar("INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?) RETURNING id")
+                .bind(user.user_id)
+                .bind(name)
+                .bind(hash)
+                .bind(micros(now))
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+        let row = sqlx::query(rows::TOKEN_SELECT_BY_ID).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        rows::token_from_row(&row)
+    }
+
+    async fn list_tokens(&self, ws: &Workspace) -> StoreResult<Vec<TokenInfo>> {
+        let rows = sqlx::query(
+            "SELECT t.id, t.name, u.email, t.created_at, t.last_used_at FROM tokens t JOIN users u ON u.id = t.user_id
+             JOIN members m ON m.user_id = t.user_id AND m.workspace_id = ? WHERE t.revoked_at IS NULL ORDER BY t.id",
+        )
+        .bind(ws.id)
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db)?;
+        rows.iter().map(rows::token_from_row).collect()
+    }
+
+    async fn get_token(&self, ws: &Workspace, id: i64) -> StoreResult<TokenInfo> {
+        let row = sqlx::query(
+            "SELECT t.id, t.name, u.email, t.created_at, t.last_used_at FROM tokens t JOIN users u ON u.id = t.user_id
+             JOIN members m ON m.user_id = t.user_id AND m.workspace_id = ? WHERE t.revoked_at IS NULL AND t.id = ?",
+        )
+        .bind(ws.id)
+        .bind(id)
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(db)?
+        .ok_or_else(|| StoreError::not_found(format!("token {id}")))?;
+        rows::token_from_row(&row)
+    }
+
+    async fn revoke_token(&self, id: i64) -> StoreResult<()> {
+        let (mut tx, now) = self.begin().await?;
+        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+            .bind(micros(now))
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(())
+    }
+
+    async fn authenticate(&self, hash: &str) -> StoreResult<Option<User>> {
+        let row = sqlx::query("SELECT t.id AS token_id, t.last_used_at, u.id, u.email FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL")
+            .bind(hash)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db)?;
+        let Some(row) = row else { return Ok(None) };
+        // Record use at most once a minute, so authentication stays off the write path.
+        let now = self.clock.read();
+        let last: Option<i64> = row.get("last_used_at");
+        if last.is_none_or(|l| micros(now) - l > 60_000_000) {
+            let (mut tx, now) = self.begin().await?;
+            sqlx::query("UPDATE tokens SET last_used_at = ? WHERE id = ?")
+                .bind(micros(now))
+                .bind(row.get::<i64, _>("token_id"))
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            tx.commit().await.map_err(db)?;
+        }
+        Ok(Some(User { id: row.get("id"), email: row.get("email") }))
+    }
+
+    async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {
+        let rows = sqlx::query("SELECT name, prefix FROM kinds WHERE workspace_id = ? ORDER BY rowid")
+            .bind(ws.id)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db)?;
+        Ok(rows.iter().map(|r| Kind { name: r.get("name"), prefix: r.get("prefix") }).collect())
+    }
+
+    async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind> {
+        validate_kind_name("name", name)?;
+        validate_prefix("prefix", prefix)?;
+        let (mut tx, _) = self.begin().await?;
+        let clash: Option<String> =
+            sqlx::query_scalar("SELECT name FROM kinds WHERE workspace_id = ? AND (name = ? OR prefix = ?)")
+                .bind(ws.id)
+                .bind(name)
+                .bind(prefix)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+        if let Some(existing) = clash {
+            return Err(StoreError::invalid(
+                if existing == name { "name" } else { "prefix" },
+                format!("clashes with kind {existing:?}"),
+            ));
+        }
+        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES (?, ?, ?)")
+            .bind(ws.id)
+            .bind(name)
+            .bind(prefix)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(Kind { name: name.into(), prefix: prefix.into() })
+    }
+
+    async fn create_item(&self, ws: &Workspace, actor: Actor, new: &NewItem) -> StoreResult<Item> {
+        let v = new.validate()?;
+        let (mut tx, now) = self.begin().await?;
+        let prefix: String = sqlx::query_scalar("SELECT prefix FROM kinds WHERE workspace_id = ? AND name = ?")
+            .bind(ws.id)
+            .bind(&v.kind)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::invalid("kind", format!("{:?} is not a kind of this workspace", v.kind)))?;
+        let parent = match &v.parent {
+            Some(p) => Some(Self::item_id(&mut tx, ws, "parent", p).await?),
+            None => None,
+        };
+        let assignee = match &v.assignee {
+            Some(a) => Some(Self::member_id(&mut tx, ws, "assignee", a).await?),
+            None => None,
+        };
+        let number: i64 = sqlx::query_scalar("UPDATE kinds SET next_number = next_number + 1 WHERE workspace_id = ? AND name = ? RETURNING next_number - 1")
+            .bind(ws.id)
+            .bind(&v.kind)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(ws.id)
+        .bind(&prefix)
+        .bind(number)
+        .bind(&v.kind)
+        .bind(&v.title)
+        .bind(&v.body)
+        .bind(v.priority.rank())
+        .bind(serde_json::to_string(&v.labels).expect("labels serialize"))
+        .bind(parent)
+        .bind(assignee)
+        .bind(actor.user_id)
+        .bind(micros(now))
+        .bind(micros(now))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        Self::set_blockers(&mut tx, ws, id, &v.blocked_by).await?;
+        let item = Self::load_item(&mut tx, id, now).await?;
+        Self::add_version(&mut tx, id, actor, item.changes_since(None), now).await?;
+        Self::event(
+            &mut tx,
+            ws,
+            "item.created",
+            &item.item_ref,
+            Some(actor),
+            now,
+            serde_json::json!({ "title": item.title }),
+        )
+        .await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
+    async fn get_item(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        let sql = format!("{ITEM_SELECT} WHERE i.workspace_id = ? AND i.prefix = ? AND i.number = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::not_found(format!("item {r}")))?;
+        item_from_row(&row, self.clock.read())
+    }
+
+    async fn list_items(
+        &self,
+        ws: &Workspace,
+        filter: &ItemFilter,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<Item>> {
+        let after: i64 = match cursor {
+            Some(c) => c
+                .parse()
+                .ok()
+                .filter(|n: &i64| *n >= 0)
+                .ok_or_else(|| StoreError::invalid("cursor", "is not a cursor this server issued"))?,
+            None => 0,
+        };
+        let limit = limit.clamp(1, LIST_LIMIT_MAX);
+        for (i, l) in filter.labels.iter().enumerate() {
+            pad_core::model::validate_label(&format!("label[{i}]"), l)?;
+        }
+        if let Some(q) = &filter.q {
+            validate::text("q", q, 1, 200, Lines::Single)?;
+        }
+        let now = self.clock.read();
+        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(ITEM_SELECT);
+        qb.push(" WHERE i.workspace_id = ").push_bind(ws.id).push(" AND i.id > ").push_bind(after);
+        if !filter.include_deleted {
+            qb.push(" AND i.deleted_at IS NULL");
+        }
+        if !filter.status.is_empty() {
+            qb.push(" AND i.status IN (");
+            let mut sep = qb.separated(", ");
+            for s in &filter.status {
+                sep.push_bind(s.as_str());
+            }
+            qb.push(")");
+        }
+        if !filter.kind.is_empty() {
+            qb.push(" AND i.kind IN (");
+            let mut sep = qb.separated(", ");
+            for k in &filter.kind {
+                sep.push_bind(k.to_ascii_lowercase());
+            }
+            qb.push(")");
+        }
+        if !filter.priority.is_empty() {
+            qb.push(" AND i.priority IN (");
+            let mut sep = qb.separated(", ");
+            for p in &filter.priority {
+                sep.push_bind(p.rank());
+            }
+            qb.push(")");
+        }
+        for l in &filter.labels {
+            qb.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").push_bind(l.clone()).push(")");
+        }
+        if let Some(a) = &filter.assignee {
+            qb.push(" AND a.email = ").push_bind(a.to_lowercase());
+        }
+        match filter.leased {
+            Some(true) => {
+                qb.push(" AND i.lease_holder IS NOT NULL AND i.lease_expires_at > ").push_bind(micros(now));
+            }
+            Some(false) => {
+                qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= ").push_bind(micros(now)).push(")");
+            }
+            None => {}
+        }
+        if let Some(q) = &filter.q {
+            let q = q.to_lowercase();
+            qb.push(" AND (instr(lower(i.title), ")
+                .push_bind(q.clone())
+                .push(") > 0 OR instr(lower(i.body), ")
+                .push_bind(q)
+                .push(") > 0)");
+        }
+        qb.push(" ORDER BY i.id LIMIT ").push_bind(i64::from(limit) + 1);
+        let rows = qb.build().fetch_all(&self.reader).await.map_err(db)?;
+        let mut items = Vec::with_capacity(rows.len());
+        let mut last_id = 0;
+        for row in rows.iter().take(limit as usize) {
+            last_id = row.get("id");
+            items.push(item_from_row(row, now)?);
+        }
+        let next_cursor = (rows.len() > limit as usize).then(|| last_id.to_string());
+        Ok(Page { items, next_cursor })
+    }
+
+    async fn update_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, patch: &ItemPatch) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        let p = patch.validate()?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        lease::check_fence(&locked.slot, p.lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        if let Some(expected) = p.expected_updated_at {
+            if expected != old.updated_at {
+                return Err(StoreError::UpdateConflict { expected, actual: old.updated_at });
+            }
+        }
+        let new = old.patched(&p)?;
+        let changes = new.changes_since(Some(&old));
+        if changes.is_empty() {
+            return Ok(old);
+        }
+        if new.kind != old.kind {
+            let known: Option<String> =
+                sqlx::query_scalar("SELECT name FROM kinds WHERE workspace_id = ? AND name = ?")
+                    .bind(ws.id)
+                    .bind(&new.kind)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            known.ok_or_else(|| {
+                StoreError::invalid("kind", format!("{:?} is not a kind of this workspace", new.kind))
+            })?;
+        }
+        let parent = match &new.parent {
+            Some(pr) => {
+                let pid = Self::item_id(&mut tx, ws, "parent", pr).await?;
+                // Refuse cycles: walk up from the new parent.
+                let cycle: i64 = sqlx::query_scalar(
+                    "WITH RECURSIVE up(id) AS (SELECT ? UNION SELECT i.parent_id FROM items i JOIN up ON i.id = up.id WHERE i.parent_id IS NOT NULL)
+                     SELECT COUNT(*) FROM up WHERE id = ?",
+                )
+                .bind(pid)
+                .bind(locked.id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+                if cycle > 0 {
+                    return Err(StoreError::invalid("parent", format!("{pr} is a descendant of {r}")));
+                }
+                Some(pid)
+            }
+            None => None,
+        };
+        let assignee = match &new.assignee {
+            Some(a) => Some(Self::member_id(&mut tx, ws, "assignee", a).await?),
+            None => None,
+        };
+        if p.blocked_by.is_some() {
+            Self::set_blockers(&mut tx, ws, locked.id, &new.blocked_by).await?;
+        }
+        sqlx::query(
+            "UPDATE items SET title = ?, body = ?, kind = ?, status = ?, priority = ?, labels = ?, parent_id = ?, assignee_id = ?,
+                    updated_at = ?, version = version + 1 WHERE id = ?",
+        )
+        .bind(&new.title)
+        .bind(&new.body)
+        .bind(&new.kind)
+        .bind(new.status.as_str())
+        .bind(new.priority.rank())
+        .bind(serde_json::to_string(&new.labels).expect("labels serialize"))
+        .bind(parent)
+        .bind(assignee)
+        .bind(micros(now))
+        .bind(locked.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let fields: Vec<String> = changes.keys().cloned().collect();
+        Self::add_version(&mut tx, locked.id, actor, changes, now).await?;
+        Self::event(&mut tx, ws, "item.updated", &r, Some(actor), now, serde_json::json!({ "fields": fields })).await?;
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
+    async fn delete_item(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        item_ref: &str,
+        lease_epoch: Option<i64>,
+    ) -> StoreResult<Item> {
+        self.set_deleted(ws, actor, item_ref, lease_epoch, true).await
+    }
+
+    async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item> {
+        self.set_deleted(ws, actor, item_ref, None, false).await
+    }
+
+    async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>> {
+        let r = parse_ref("ref", item_ref)?;
+        let id = self.find_id(ws, &r).await?;
+        let rows = sqlx::query("SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id WHERE v.item_id = ? ORDER BY v.version DESC")
+            .bind(id)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|row| {
+                Ok(Version {
+                    version: row.get("version"),
+                    actor: row.get("email"),
+                    at: ts(row.get("at"))?,
+                    changes: serde_json::from_str(row.get("changes"))
+                        .map_err(|e| StoreError::Internal(e.to_string()))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &str, body: &str) -> StoreResult<Comment> {
+        let r = parse_ref("ref", item_ref)?;
+        pad_core::model::validate_comment(body)?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO comments (item_id, author_id, body, created_at) VALUES (?, ?, ?, ?) RETURNING id",
+        )
+        .bind(locked.id)
+        .bind(actor.user_id)
+        .bind(body)
+        .bind(micros(now))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        Self::event(&mut tx, ws, "comment.created", &r, Some(actor), now, serde_json::json!({ "comment_id": id }))
+            .await?;
+        let author: String = sqlx::query_scalar("SELECT email FROM users WHERE id = ?")
+            .bind(actor.user_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(Comment { id, author, body: body.to_string(), created_at: now })
+    }
+
+    async fn list_comments(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Comment>> {
+        let r = parse_ref("ref", item_ref)?;
+        let id = self.find_id(ws, &r).await?;
+        let rows = sqlx::query("SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id WHERE c.item_id = ? ORDER BY c.id")
+            .bind(id)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|row| {
+                Ok(Comment {
+                    id: row.get("id"),
+                    author: row.get("email"),
+                    body: row.get("body"),
+                    created_at: ts(row.get("created_at"))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim(&self, ws: &Workspace, item_ref: &str, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
+        let r = parse_ref("ref", item_ref)?;
+        let ttl = req.validate(&ws.settings)?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        let claimant =
+            Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: req.session_id.as_deref() };
+        match lease::decide_claim(&locked.slot, &claimant, ttl, now) {
+            ClaimDecision::Held(l) => Err(StoreError::held(l, now)),
+            ClaimDecision::Refresh(l) => {
+                Self::write_lease(&mut tx, locked.id, &l, req.note.as_deref()).await?;
+                tx.commit().await.map_err(db)?;
+                Ok(ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None })
+            }
+            ClaimDecision::Grant { lease: l, previous_expired } => {
+                let prev = sqlx::query("SELECT lease_note, lease_note_holder FROM items WHERE id = ?")
+                    .bind(locked.id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db)?;
+                if previous_expired {
+                    let old = locked.slot.current.as_ref().expect("an expired lease was recorded");
+                    sqlx::query("UPDATE items SET lease_expiries = lease_expiries + 1 WHERE id = ?")
+                        .bind(locked.id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                    Self::event(
+                        &mut tx,
+                        ws,
+                        "lease.expired",
+                        &r,
+                        None,
+                        now,
+                        serde_json::json!({ "holder": old.holder, "epoch": old.epoch, "expired_at": old.expires_at }),
+                    )
+                    .await?;
+                }
+                Self::write_lease(&mut tx, locked.id, &l, req.note.as_deref()).await?;
+                Self::event(&mut tx, ws, "lease.claimed", &r, Some(req.actor), now, serde_json::json!({ "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "expires_at": l.expires_at })).await?;
+                tx.commit().await.map_err(db)?;
+                Ok(ClaimOutcome {
+                    lease: l,
+                    refreshed: false,
+                    previous_note: prev.get("lease_note"),
+                    previous_holder: prev.get("lease_note_holder"),
+                })
+            }
+        }
+    }
+
+    async fn renew(&self, ws: &Workspace, item_ref: &str, req: &RenewRequest) -> StoreResult<Lease> {
+        let r = parse_ref("ref", item_ref)?;
+        let ttl = req.validate(&ws.settings)?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
+        match lease::decide_renew(&locked.slot, &claimant, req.epoch, ttl, now) {
+            RenewDecision::Renewed(l) => {
+                Self::write_lease(&mut tx, locked.id, &l, req.note.as_deref()).await?;
+                tx.commit().await.map_err(db)?;
+                Ok(l)
+            }
+            RenewDecision::Lost(live) => Err(StoreError::lost(live, now)),
+            RenewDecision::Held(l) => Err(StoreError::held(l, now)),
+        }
+    }
+
+    async fn release(&self, ws: &Workspace, item_ref: &str, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
+        let r = parse_ref("ref", item_ref)?;
+        req.validate()?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_item(&mut tx, ws, &r).await?;
+        let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
+        let (lease, kind, reason) = match lease::decide_release(&locked.slot, &claimant, req.epoch, req.force, now) {
+            ReleaseDecision::NoLiveLease => {
+                return Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None });
+            }
+            ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
+            ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
+            ReleaseDecision::Released(l) => (l, "lease.released", "released"),
+            ReleaseDecision::Broken(l) => (l, "lease.broken", "broken"),
+        };
+        sqlx::query(
+            "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
+                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL WHERE id = ?",
+        )
+        .bind(locked.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        Self::event(
+            &mut tx,
+            ws,
+            kind,
+            &r,
+            Some(req.actor),
+            now,
+            serde_json::json!({ "holder": lease.holder, "epoch": lease.epoch, "reason": req.reason }),
+        )
+        .await?;
+        tx.commit().await.map_err(db)?;
+        Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
+    }
+}
+
+impl SqliteStore {
+    async fn find_id(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<i64> {
+        sqlx::query_scalar("SELECT id FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?")
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::not_found(format!("item {r}")))
+    }
+
+    async fn set_deleted(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        item_ref: &str,
+        lease_epoch: Option<i64>,
+        deleted: bool,
+    ) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_item(&mut tx, ws, &r).await?;
+        lease::check_fence(&locked.slot, lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        if locked.deleted == deleted {
+            return Ok(old);
+        }
+        let at = deleted.then(|| micros(now));
+        sqlx::query("UPDATE items SET deleted_at = ?, updated_at = ?, version = version + 1 WHERE id = ?")
+            .bind(at)
+            .bind(micros(now))
+            .bind(locked.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let new = Self::load_item(&mut tx, locked.id, now).await?;
+        Self::add_version(&mut tx, locked.id, actor, new.changes_since(Some(&old)), now).await?;
+        let kind = if deleted { "item.deleted" } else { "item.restored" };
+        Self::event(&mut tx, ws, kind, &r, Some(actor), now, serde_json::json!({})).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(new)
+    }
+}

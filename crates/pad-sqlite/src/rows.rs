@@ -1,0 +1,135 @@
+//! Row mapping: SQLite rows to the domain types.
+
+use pad_core::lease::LeaseSlot;
+use pad_core::{
+    Item, ItemRef, Lease, Priority, Role, Status, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings,
+};
+use pad_store::{StoreError, StoreResult};
+use sqlx::Row;
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+
+pub fn micros(t: Timestamp) -> i64 {
+    t.timestamp_micros()
+}
+
+pub fn ts(m: i64) -> StoreResult<Timestamp> {
+    Timestamp::from_timestamp_micros(m).ok_or_else(|| StoreError::Internal(format!("timestamp out of range: {m}")))
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(format!("unreadable {what} in the database: {e}"))
+}
+
+/// Every item read goes through this one SELECT, so get and list agree.
+pub const ITEM_SELECT: &str =
+    "SELECT i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
+        i.created_at, i.updated_at, i.deleted_at,
+        i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
+        i.lease_expires_at, i.lease_ttl_seconds,
+        p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
+        (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = i.id) AS comments_count,
+        (SELECT json_group_array(b.prefix || '-' || b.number) FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
+          WHERE ib.item_id = i.id) AS blocked_by
+    FROM items i
+    LEFT JOIN items p ON p.id = i.parent_id
+    LEFT JOIN users a ON a.id = i.assignee_id
+    JOIN users c ON c.id = i.created_by";
+
+pub fn lease_slot(row: &SqliteRow) -> StoreResult<LeaseSlot> {
+    let last_epoch: i64 = row.get("lease_epoch");
+    let holder: Option<String> = row.get("lease_holder");
+    let current = match holder {
+        None => None,
+        Some(holder) => Some(Lease {
+            holder,
+            session_id: row.get("lease_session_id"),
+            epoch: last_epoch,
+            acquired_at: ts(row.get("lease_acquired_at"))?,
+            renewed_at: ts(row.get("lease_renewed_at"))?,
+            expires_at: ts(row.get("lease_expires_at"))?,
+            ttl_seconds: u32::try_from(row.get::<i64, _>("lease_ttl_seconds")).map_err(|e| corrupt("ttl", e))?,
+            user_id: row.get("lease_user_id"),
+        }),
+    };
+    Ok(LeaseSlot { current, last_epoch })
+}
+
+pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
+    let parent = match row.get::<Option<String>, _>("parent_prefix") {
+        Some(prefix) => Some(ItemRef { prefix, number: row.get("parent_number") }),
+        None => None,
+    };
+    let blocked: Vec<String> = serde_json::from_str(row.get("blocked_by")).map_err(|e| corrupt("blockers", e))?;
+    let mut blocked_by = blocked
+        .iter()
+        .map(|b| b.parse::<ItemRef>().map_err(|e| corrupt("blocker ref", e)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    blocked_by.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
+    Ok(Item {
+        item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
+        kind: row.get("kind"),
+        title: row.get("title"),
+        body: row.get("body"),
+        status: row.get::<String, _>("status").parse::<Status>().map_err(|e| corrupt("status", e))?,
+        priority: Priority::from_rank(row.get("priority")).ok_or_else(|| corrupt("priority", "out of range"))?,
+        labels: serde_json::from_str(row.get("labels")).map_err(|e| corrupt("labels", e))?,
+        parent,
+        blocked_by,
+        assignee: row.get("assignee_email"),
+        created_by: row.get("creator_email"),
+        created_at: ts(row.get("created_at"))?,
+        updated_at: ts(row.get("updated_at"))?,
+        deleted_at: row.get::<Option<i64>, _>("deleted_at").map(ts).transpose()?,
+        comments_count: row.get("comments_count"),
+        // L5: an expired lease reads as absent.
+        lease: lease_slot(row)?.live(now).cloned(),
+    })
+}
+
+pub fn role(row: &SqliteRow) -> StoreResult<Role> {
+    row.get::<String, _>("role").parse().map_err(|e| corrupt("role", e))
+}
+
+pub fn workspace_from_row(row: &SqliteRow) -> StoreResult<Workspace> {
+    let n = |c: &str| u32::try_from(row.get::<i64, _>(c)).map_err(|e| corrupt(c, e));
+    Ok(Workspace {
+        id: row.get("id"),
+        slug: row.get("slug"),
+        name: row.get("name"),
+        created_at: ts(row.get("created_at"))?,
+        settings: WorkspaceSettings {
+            default_ttl_seconds: n("default_ttl_seconds")?,
+            max_ttl_seconds: n("max_ttl_seconds")?,
+            quarantine_after_expiries: n("quarantine_after_expiries")?,
+        },
+    })
+}
+
+pub const TOKEN_SELECT_BY_ID: &str = "SELECT t.id, t.name, u.email, t.created_at, t.last_used_at FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.id = ?";
+
+pub fn token_from_row(row: &SqliteRow) -> StoreResult<TokenInfo> {
+    Ok(TokenInfo {
+        id: row.get("id"),
+        name: row.get("name"),
+        email: row.get("email"),
+        created_at: ts(row.get("created_at"))?,
+        last_used_at: row.get::<Option<i64>, _>("last_used_at").map(ts).transpose()?,
+    })
+}
+
+/// Emails are identities: compared and stored lower-case.
+pub async fn ensure_user(conn: &mut SqliteConnection, email: &str, now: Timestamp) -> StoreResult<User> {
+    let email = email.to_lowercase();
+    sqlx::query("INSERT INTO users (email, created_at) VALUES (?, ?) ON CONFLICT (email) DO NOTHING")
+        .bind(&email)
+        .bind(micros(now))
+        .execute(&mut *conn)
+        .await
+        .map_err(super::db)?;
+    let id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE email = ?")
+        .bind(&email)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(super::db)?;
+    Ok(User { id, email })
+}
