@@ -66,15 +66,16 @@ string_enum!(
     Priority { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
 );
 
-impl Status {
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Done | Status::Cancelled)
-    }
-}
-
+#[allow(clippy::derivable_impls)] // the macro-made enum cannot take `#[default]`
 impl Default for Priority {
     fn default() -> Self {
         Priority::Medium
+    }
+}
+
+impl Status {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Done | Status::Cancelled)
     }
 }
 

@@ -682,10 +682,10 @@ impl Store for SqliteStore {
         let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
         lease::check_fence(&locked.slot, p.lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
         let old = Self::load_item(&mut tx, locked.id, now).await?;
-        if let Some(expected) = p.expected_updated_at {
-            if expected != old.updated_at {
-                return Err(StoreError::UpdateConflict { expected, actual: old.updated_at });
-            }
+        if let Some(expected) = p.expected_updated_at
+            && expected != old.updated_at
+        {
+            return Err(StoreError::UpdateConflict { expected, actual: old.updated_at });
         }
         let new = old.patched(&p)?;
         let changes = new.changes_since(Some(&old));

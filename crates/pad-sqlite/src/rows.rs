@@ -55,10 +55,9 @@ pub fn lease_slot(row: &SqliteRow) -> StoreResult<LeaseSlot> {
 }
 
 pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
-    let parent = match row.get::<Option<String>, _>("parent_prefix") {
-        Some(prefix) => Some(ItemRef { prefix, number: row.get("parent_number") }),
-        None => None,
-    };
+    let parent = row
+        .get::<Option<String>, _>("parent_prefix")
+        .map(|prefix| ItemRef { prefix, number: row.get("parent_number") });
     let blocked: Vec<String> = serde_json::from_str(row.get("blocked_by")).map_err(|e| corrupt("blockers", e))?;
     let mut blocked_by = blocked
         .iter()
