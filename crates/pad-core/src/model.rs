@@ -544,76 +544,6 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refs_parse_case_insensitively_and_print_upper() {
-        let r: ItemRef = "task-5".parse().unwrap();
-        assert_eq!(r.to_string(), "TASK-5");
-        for bad in [
-            "",
-            "TASK",
-            "TASK-",
-            "-5",
-            "TASK-0",
-            "TASK-05",
-            "TA SK-1",
-            "TASK-1x",
-            "1ASK-1",
-            "TOOLONGPREFIX-1",
-            "TASK-99999999999999999999",
-        ] {
-            assert!(bad.parse::<ItemRef>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn slugs() {
-        assert!(validate_slug("slug", "default").is_ok());
-        assert!(validate_slug("slug", "a-1").is_ok());
-        assert!(validate_slug("slug", &"a".repeat(63)).is_ok());
-        for bad in ["", "-a", "A", "a_b", "a b", &"a".repeat(64)] {
-            assert!(validate_slug("slug", bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn new_item_validation_names_the_field() {
-        let ok = NewItem { title: "x".into(), ..Default::default() };
-        assert_eq!(ok.validate().unwrap().kind, "task");
-        let e = NewItem { title: "a\0".into(), ..Default::default() }.validate().unwrap_err();
-        assert_eq!(e.field, "title");
-        let e = NewItem { title: "x".into(), labels: vec!["ok".into(), "".into()], ..Default::default() }
-            .validate()
-            .unwrap_err();
-        assert_eq!(e.field, "labels[1]");
-        let e =
-            NewItem { title: "x".into(), parent: Some("nope".into()), ..Default::default() }.validate().unwrap_err();
-        assert_eq!(e.field, "parent");
-        let e = NewItem { title: "x".repeat(501), ..Default::default() }.validate().unwrap_err();
-        assert_eq!(e.field, "title");
-    }
-
-    #[test]
-    fn patch_distinguishes_null_from_absent() {
-        let p: ItemPatch = serde_json::from_str(r#"{"assignee": null}"#).unwrap();
-        assert_eq!(p.assignee, Some(None));
-        let p: ItemPatch = serde_json::from_str(r#"{}"#).unwrap();
-        assert_eq!(p.assignee, None);
-        assert!(serde_json::from_str::<ItemPatch>(r#"{"titel": "x"}"#).is_err());
-    }
-
-    #[test]
-    fn priority_ranks_round_trip() {
-        for p in Priority::ALL {
-            assert_eq!(Priority::from_rank(p.rank()), Some(*p));
-        }
-        assert!(Priority::Critical > Priority::Low);
-    }
-}
-
 impl Item {
     /// The item after `patch`, or an error naming the field. Backends resolve
     /// and check links themselves; this is the shared, pure part of an update.
@@ -681,5 +611,75 @@ impl Item {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_parse_case_insensitively_and_print_upper() {
+        let r: ItemRef = "task-5".parse().unwrap();
+        assert_eq!(r.to_string(), "TASK-5");
+        for bad in [
+            "",
+            "TASK",
+            "TASK-",
+            "-5",
+            "TASK-0",
+            "TASK-05",
+            "TA SK-1",
+            "TASK-1x",
+            "1ASK-1",
+            "TOOLONGPREFIX-1",
+            "TASK-99999999999999999999",
+        ] {
+            assert!(bad.parse::<ItemRef>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn slugs() {
+        assert!(validate_slug("slug", "default").is_ok());
+        assert!(validate_slug("slug", "a-1").is_ok());
+        assert!(validate_slug("slug", &"a".repeat(63)).is_ok());
+        for bad in ["", "-a", "A", "a_b", "a b", &"a".repeat(64)] {
+            assert!(validate_slug("slug", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn new_item_validation_names_the_field() {
+        let ok = NewItem { title: "x".into(), ..Default::default() };
+        assert_eq!(ok.validate().unwrap().kind, "task");
+        let e = NewItem { title: "a\0".into(), ..Default::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "title");
+        let e = NewItem { title: "x".into(), labels: vec!["ok".into(), "".into()], ..Default::default() }
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.field, "labels[1]");
+        let e =
+            NewItem { title: "x".into(), parent: Some("nope".into()), ..Default::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "parent");
+        let e = NewItem { title: "x".repeat(501), ..Default::default() }.validate().unwrap_err();
+        assert_eq!(e.field, "title");
+    }
+
+    #[test]
+    fn patch_distinguishes_null_from_absent() {
+        let p: ItemPatch = serde_json::from_str(r#"{"assignee": null}"#).unwrap();
+        assert_eq!(p.assignee, Some(None));
+        let p: ItemPatch = serde_json::from_str(r#"{}"#).unwrap();
+        assert_eq!(p.assignee, None);
+        assert!(serde_json::from_str::<ItemPatch>(r#"{"titel": "x"}"#).is_err());
+    }
+
+    #[test]
+    fn priority_ranks_round_trip() {
+        for p in Priority::ALL {
+            assert_eq!(Priority::from_rank(p.rank()), Some(*p));
+        }
+        assert!(Priority::Critical > Priority::Low);
     }
 }
