@@ -4,6 +4,7 @@
 //! This crate does no I/O and reads no clock: every rule takes `now` as an
 //! argument, so the store decides what time it is and the rules stay testable.
 
+pub mod api;
 pub mod authz;
 pub mod lease;
 pub mod model;

@@ -1,0 +1,336 @@
+//! The HTTP API's wire shapes (SPEC §4), shared by the server and the typed
+//! client so the two cannot drift apart. Item and lease shapes live in
+//! [`crate::model`] and [`crate::lease`].
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{Comment, Kind, Lease, Member, Role, TokenInfo, Version, WorkspaceSettings};
+
+/// The stable error codes of SPEC §4, with their HTTP status and CLI exit
+/// code: the one table both ends read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BadRequest,
+    ValidationFailed,
+    InvalidTtl,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    LeaseHeld,
+    LeaseLost,
+    UpdateConflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    RateLimited,
+    InternalError,
+    Unavailable,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::ValidationFailed => "validation_failed",
+            ErrorCode::InvalidTtl => "invalid_ttl",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::LeaseHeld => "lease_held",
+            ErrorCode::LeaseLost => "lease_lost",
+            ErrorCode::UpdateConflict => "update_conflict",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::InternalError => "internal_error",
+            ErrorCode::Unavailable => "unavailable",
+        }
+    }
+
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest | ErrorCode::ValidationFailed | ErrorCode::InvalidTtl => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::LeaseHeld | ErrorCode::LeaseLost | ErrorCode::UpdateConflict => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::InternalError => 500,
+            ErrorCode::Unavailable => 503,
+        }
+    }
+
+    /// SPEC §5's exit codes.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorCode::BadRequest
+            | ErrorCode::ValidationFailed
+            | ErrorCode::InvalidTtl
+            | ErrorCode::PayloadTooLarge
+            | ErrorCode::UnsupportedMediaType => 2,
+            ErrorCode::Unauthorized | ErrorCode::Forbidden => 4,
+            ErrorCode::NotFound => 5,
+            ErrorCode::LeaseHeld | ErrorCode::LeaseLost | ErrorCode::UpdateConflict => 7,
+            ErrorCode::RateLimited | ErrorCode::Unavailable => 8,
+            ErrorCode::InternalError => 1,
+        }
+    }
+}
+
+/// `{"error": {...}}`: every non-2xx answer has this body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorEnvelope {
+    pub error: ErrorBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Code-specific: `field` for validation; the live lease for `lease_held`;
+    /// `current` for `lease_lost`; both timestamps for `update_conflict`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceView {
+    pub slug: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub settings: WorkspaceSettings,
+    /// The caller's role here.
+    pub role: Role,
+    #[serde(default)]
+    pub kinds: Vec<Kind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceList {
+    pub workspaces: Vec<WorkspaceView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWorkspace {
+    pub slug: String,
+    /// Defaults to the slug.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateKind {
+    pub name: String,
+    pub prefix: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KindList {
+    pub kinds: Vec<Kind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetMember {
+    pub email: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MemberList {
+    pub members: Vec<Member>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    pub name: String,
+    /// Whose token: defaults to the caller; only owners may name another member.
+    #[serde(default)]
+    pub email: Option<String>,
+}
+
+/// The one time a token's secret is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TokenCreated {
+    pub token: String,
+    #[serde(flatten)]
+    pub info: TokenInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TokenList {
+    pub tokens: Vec<TokenInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Me {
+    pub email: String,
+    pub workspaces: Vec<WorkspaceRole>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceRole {
+    pub slug: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct VersionList {
+    pub versions: Vec<Version>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CommentList {
+    pub comments: Vec<Comment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewComment {
+    pub body: String,
+}
+
+/// `ttl_seconds` is taken as raw JSON so that `1.5` or `"x"` is answered with
+/// `invalid_ttl` rather than a generic parse error (L8).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimBody {
+    /// Defaults to the caller's email.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// 1..=86400; default 900 (or the workspace's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
+    pub ttl_seconds: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ClaimResponse {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    pub lease: Lease,
+    pub refreshed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_holder: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewBody {
+    pub epoch: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Keeps the lease's TTL when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
+    pub ttl_seconds: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RenewResponse {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    pub lease: Lease,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    /// Owners only: break another worker's live lease; needs `reason`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseResponse {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    pub released: bool,
+    /// `released`, `broken` or `no live lease`.
+    pub reason: String,
+}
+
+/// Query of `GET …/items`. Multi-valued filters are comma-separated
+/// (`status=open,in-progress`); `label=a,b` means both labels.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leased: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteQuery {
+    /// Fencing (L10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_epoch: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ItemPage {
+    pub items: Vec<crate::Item>,
+    pub next_cursor: Option<String>,
+}
+
+fn split(s: &Option<String>) -> Vec<&str> {
+    s.as_deref().map(|s| s.split(',').map(str::trim).filter(|p| !p.is_empty()).collect()).unwrap_or_default()
+}
+
+impl ListQuery {
+    /// The store filter this query asks for, or the field that is wrong.
+    pub fn filter(&self) -> Result<crate::ItemFilter, crate::ValidationError> {
+        use crate::ValidationError;
+        let named = |field: &'static str| move |e: ValidationError| ValidationError::new(field, e.message);
+        Ok(crate::ItemFilter {
+            status: split(&self.status).into_iter().map(str::parse).collect::<Result<_, _>>().map_err(named("status"))?,
+            kind: split(&self.kind).into_iter().map(str::to_ascii_lowercase).collect(),
+            labels: split(&self.label).into_iter().map(str::to_string).collect(),
+            priority: split(&self.priority).into_iter().map(str::parse).collect::<Result<_, _>>().map_err(named("priority"))?,
+            assignee: self.assignee.clone(),
+            leased: self.leased,
+            q: self.q.clone().filter(|q| !q.is_empty()),
+            include_deleted: false,
+        })
+    }
+}
