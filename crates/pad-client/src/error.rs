@@ -1,0 +1,204 @@
+//! The one error type of the client: the server's refusal (with its stable
+//! code), a server that could not be reached, or an answer that made no sense.
+
+use chrono::{DateTime, Utc};
+use pad_core::Lease;
+use pad_core::api::{ErrorCode, ErrorEnvelope};
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with its `{"error": {...}}` envelope.
+    #[error("{message}")]
+    Api {
+        status: u16,
+        code: ErrorCode,
+        message: String,
+        details: serde_json::Value,
+        /// Seconds, from `Retry-After` (`lease_held`, `rate_limited`).
+        retry_after: Option<u64>,
+    },
+    /// No answer: connection refused, reset, timed out, or a gateway saying
+    /// the server behind it is down.
+    #[error("server unavailable: {0}")]
+    Unavailable(String),
+    /// An answer that is not what the API promises.
+    #[error("unexpected answer from the server: {0}")]
+    Protocol(String),
+}
+
+/// The live lease a `lease_held` refusal names (SPEC L2).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct HeldLease {
+    pub holder: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    pub epoch: i64,
+    pub acquired_at: DateTime<Utc>,
+    pub renewed_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub expires_in_seconds: i64,
+}
+
+impl ClientError {
+    /// SPEC §5's exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Api { code, .. } => code.exit_code(),
+            ClientError::Unavailable(_) => ErrorCode::Unavailable.exit_code(),
+            ClientError::Protocol(_) => ErrorCode::InternalError.exit_code(),
+        }
+    }
+
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The holder of the lease that refused a claim, renew or release.
+    pub fn held_lease(&self) -> Option<HeldLease> {
+        match self {
+            ClientError::Api { code: ErrorCode::LeaseHeld, details, .. } => HeldLease::deserialize(details).ok(),
+            _ => None,
+        }
+    }
+
+    /// For `lease_lost`: the lease that is live now, if any (`Some(None)`
+    /// means the lease simply expired and nobody holds the item).
+    pub fn current_lease(&self) -> Option<Option<Lease>> {
+        match self {
+            ClientError::Api { code: ErrorCode::LeaseLost, details, .. } => {
+                Option::<Lease>::deserialize(details.get("current").unwrap_or(&serde_json::Value::Null)).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// The error for a non-2xx answer with this status and body.
+    pub(crate) fn from_answer(status: u16, retry_after: Option<u64>, body: &[u8]) -> Self {
+        if let Ok(ErrorEnvelope { error }) = serde_json::from_slice::<ErrorEnvelope>(body) {
+            return ClientError::Api {
+                status,
+                code: error.code,
+                message: error.message,
+                details: error.details,
+                retry_after,
+            };
+        }
+        // A proxy or load balancer in front of a server that is down answers
+        // with its own page, not our envelope.
+        if matches!(status, 502..=504) {
+            return ClientError::Unavailable(format!("HTTP {status} from a gateway"));
+        }
+        ClientError::Protocol(format!("HTTP {status} without an error envelope: {}", snippet(body)))
+    }
+
+    /// A failure before any answer arrived.
+    pub(crate) fn from_transport(e: reqwest::Error) -> Self {
+        if e.is_builder() || e.is_decode() || e.is_redirect() {
+            ClientError::Protocol(chain(&e))
+        } else {
+            ClientError::Unavailable(chain(&e))
+        }
+    }
+}
+
+/// reqwest's own message is "error sending request"; the cause (refused,
+/// timed out, reset) is further down the chain.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+pub(crate) fn snippet(body: &[u8]) -> String {
+    const MAX: usize = 200;
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None if text.is_empty() => "(empty body)".to_string(),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(status: u16, retry_after: Option<u64>, body: serde_json::Value) -> ClientError {
+        ClientError::from_answer(status, retry_after, body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn envelope_becomes_api_error_with_its_exit_code() {
+        let e = answer(404, None, json!({"error": {"code": "not_found", "message": "no item TASK-9"}}));
+        assert!(
+            matches!(&e, ClientError::Api { status: 404, code: ErrorCode::NotFound, message, .. } if message == "no item TASK-9")
+        );
+        assert_eq!(e.exit_code(), 5);
+        assert_eq!(e.to_string(), "no item TASK-9");
+    }
+
+    #[test]
+    fn lease_held_details_are_typed() {
+        let e = answer(
+            409,
+            Some(840),
+            json!({"error": {"code": "lease_held", "message": "leased", "details": {
+                "holder": "runner-a", "session_id": null, "epoch": 3,
+                "acquired_at": "2026-01-01T00:00:00Z", "renewed_at": "2026-01-01T00:00:00Z",
+                "expires_at": "2026-01-01T00:15:00Z", "expires_in_seconds": 840
+            }}}),
+        );
+        assert_eq!(e.exit_code(), 7);
+        assert!(matches!(e, ClientError::Api { retry_after: Some(840), .. }));
+        let held = e.held_lease().unwrap();
+        assert_eq!((held.holder.as_str(), held.epoch, held.expires_in_seconds), ("runner-a", 3, 840));
+        assert_eq!(e.current_lease(), None);
+    }
+
+    #[test]
+    fn lease_lost_carries_the_current_lease_or_none() {
+        let e = answer(
+            409,
+            None,
+            json!({"error": {"code": "lease_lost", "message": "lost", "details": {"current": null}}}),
+        );
+        assert_eq!(e.current_lease(), Some(None));
+        let e = answer(
+            409,
+            None,
+            json!({"error": {"code": "lease_lost", "message": "lost", "details": {"current": {
+                "holder": "runner-b", "session_id": "s", "epoch": 4, "ttl_seconds": 60,
+                "acquired_at": "2026-01-01T00:00:00Z", "renewed_at": "2026-01-01T00:00:00Z",
+                "expires_at": "2026-01-01T00:01:00Z"
+            }}}}),
+        );
+        assert_eq!(e.current_lease().unwrap().unwrap().holder, "runner-b");
+    }
+
+    #[test]
+    fn answers_without_an_envelope() {
+        let e = ClientError::from_answer(502, None, b"<html>Bad Gateway</html>");
+        assert!(matches!(e, ClientError::Unavailable(_)));
+        assert_eq!(e.exit_code(), 8);
+        let e = ClientError::from_answer(500, None, b"");
+        assert!(matches!(&e, ClientError::Protocol(m) if m.contains("(empty body)")));
+        assert_eq!(e.exit_code(), 1);
+    }
+
+    #[test]
+    fn snippet_is_bounded() {
+        let long = "x".repeat(1000);
+        assert_eq!(snippet(long.as_bytes()).chars().count(), 201);
+    }
+}

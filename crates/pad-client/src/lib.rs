@@ -1,0 +1,263 @@
+//! A typed async client for pad's HTTP API (SPEC §4): one method per route,
+//! answering with pad-core's wire types, and one error type, [`ClientError`],
+//! that knows the CLI's exit codes.
+
+mod error;
+
+use std::fmt;
+use std::time::Duration;
+
+use pad_core::api::{
+    ClaimBody, ClaimResponse, CommentList, CreateKind, CreateToken, CreateWorkspace, DeleteQuery, ItemPage, KindList,
+    ListQuery, Me, MemberList, NewComment, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse, SetMember,
+    TokenCreated, TokenList, VersionList, WorkspaceList, WorkspaceView,
+};
+use pad_core::{Comment, Item, ItemPatch, Kind, Member, NewItem};
+use reqwest::{Method, RequestBuilder, header};
+use serde::de::DeserializeOwned;
+
+pub use error::{ClientError, HeldLease};
+pub use reqwest::Url;
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// Long enough for a slow database, short enough that a hung server does not
+/// hang a script forever.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A connection to one server as one identity. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    base_url: Url,
+    token: String,
+    http: reqwest::Client,
+}
+
+/// Never prints the token.
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("base_url", &self.base_url.as_str()).finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// `base_url` is the server's root (`http://127.0.0.1:7777`, or one with
+    /// a path prefix behind a proxy); `/api/v1/…` is appended to it.
+    pub fn new(base_url: Url, token: impl Into<String>) -> Result<Self> {
+        if base_url.cannot_be_a_base() || !matches!(base_url.scheme(), "http" | "https") {
+            return Err(ClientError::Protocol(format!("{base_url} is not an http(s) URL")));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(concat!("pad/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(ClientError::from_transport)?;
+        Ok(Self { base_url, token: token.into(), http })
+    }
+
+    pub fn base_url(&self) -> &Url {
+        &self.base_url
+    }
+
+    // --- identity and workspaces -------------------------------------------
+
+    pub async fn me(&self) -> Result<Me> {
+        self.json(self.request(Method::GET, &["me"])).await
+    }
+
+    pub async fn workspaces(&self) -> Result<WorkspaceList> {
+        self.json(self.request(Method::GET, &["workspaces"])).await
+    }
+
+    pub async fn create_workspace(&self, body: &CreateWorkspace) -> Result<WorkspaceView> {
+        self.json(self.request(Method::POST, &["workspaces"]).json(body)).await
+    }
+
+    pub async fn workspace(&self, ws: &str) -> Result<WorkspaceView> {
+        self.json(self.request(Method::GET, &["workspaces", ws])).await
+    }
+
+    /// The caller's view of one workspace (`GET /workspaces/{ws}/me`).
+    pub async fn my_workspace(&self, ws: &str) -> Result<WorkspaceView> {
+        self.json(self.request(Method::GET, &["workspaces", ws, "me"])).await
+    }
+
+    pub async fn kinds(&self, ws: &str) -> Result<KindList> {
+        self.json(self.request(Method::GET, &["workspaces", ws, "kinds"])).await
+    }
+
+    pub async fn create_kind(&self, ws: &str, body: &CreateKind) -> Result<Kind> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "kinds"]).json(body)).await
+    }
+
+    // --- items ---------------------------------------------------------------
+
+    pub async fn list_items(&self, ws: &str, query: &ListQuery) -> Result<ItemPage> {
+        self.json(self.request(Method::GET, &["workspaces", ws, "items"]).query(query)).await
+    }
+
+    pub async fn create_item(&self, ws: &str, body: &NewItem) -> Result<Item> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "items"]).json(body)).await
+    }
+
+    pub async fn item(&self, ws: &str, item_ref: &str) -> Result<Item> {
+        self.json(self.item_request(Method::GET, ws, item_ref, None)).await
+    }
+
+    pub async fn update_item(&self, ws: &str, item_ref: &str, patch: &ItemPatch) -> Result<Item> {
+        self.json(self.item_request(Method::PATCH, ws, item_ref, None).json(patch)).await
+    }
+
+    /// Soft delete; answers with the deleted item.
+    pub async fn delete_item(&self, ws: &str, item_ref: &str, query: &DeleteQuery) -> Result<Item> {
+        self.json(self.item_request(Method::DELETE, ws, item_ref, None).query(query)).await
+    }
+
+    pub async fn restore_item(&self, ws: &str, item_ref: &str) -> Result<Item> {
+        self.json(self.item_request(Method::POST, ws, item_ref, Some("restore"))).await
+    }
+
+    pub async fn history(&self, ws: &str, item_ref: &str) -> Result<VersionList> {
+        self.json(self.item_request(Method::GET, ws, item_ref, Some("history"))).await
+    }
+
+    pub async fn comments(&self, ws: &str, item_ref: &str) -> Result<CommentList> {
+        self.json(self.item_request(Method::GET, ws, item_ref, Some("comments"))).await
+    }
+
+    pub async fn add_comment(&self, ws: &str, item_ref: &str, body: &NewComment) -> Result<Comment> {
+        self.json(self.item_request(Method::POST, ws, item_ref, Some("comments")).json(body)).await
+    }
+
+    // --- leases (SPEC §2) ----------------------------------------------------
+
+    pub async fn claim(&self, ws: &str, item_ref: &str, body: &ClaimBody) -> Result<ClaimResponse> {
+        self.json(self.item_request(Method::POST, ws, item_ref, Some("claim")).json(body)).await
+    }
+
+    pub async fn renew(&self, ws: &str, item_ref: &str, body: &RenewBody) -> Result<RenewResponse> {
+        self.json(self.item_request(Method::POST, ws, item_ref, Some("renew")).json(body)).await
+    }
+
+    pub async fn release(&self, ws: &str, item_ref: &str, body: &ReleaseBody) -> Result<ReleaseResponse> {
+        self.json(self.item_request(Method::POST, ws, item_ref, Some("release")).json(body)).await
+    }
+
+    // --- members and tokens --------------------------------------------------
+
+    pub async fn members(&self, ws: &str) -> Result<MemberList> {
+        self.json(self.request(Method::GET, &["workspaces", ws, "members"])).await
+    }
+
+    /// Adds a member, or changes an existing member's role.
+    pub async fn set_member(&self, ws: &str, body: &SetMember) -> Result<Member> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "members"]).json(body)).await
+    }
+
+    pub async fn tokens(&self, ws: &str) -> Result<TokenList> {
+        self.json(self.request(Method::GET, &["workspaces", ws, "tokens"])).await
+    }
+
+    /// The answer is the only time the token's secret is shown.
+    pub async fn create_token(&self, ws: &str, body: &CreateToken) -> Result<TokenCreated> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "tokens"]).json(body)).await
+    }
+
+    pub async fn revoke_token(&self, ws: &str, id: i64) -> Result<()> {
+        self.send(self.request(Method::DELETE, &["workspaces", ws, "tokens", &id.to_string()])).await.map(drop)
+    }
+
+    // --- plumbing ------------------------------------------------------------
+
+    /// `segments` are percent-encoded one by one, so a ref or slug typed by a
+    /// person can never reach another route.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base_url.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        // `new` refused URLs that cannot take a path.
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(["api", "v1"]).extend(segments);
+        }
+        url
+    }
+
+    fn request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
+        self.http
+            .request(method, self.url(segments))
+            .bearer_auth(&self.token)
+            .header(header::ACCEPT, "application/json")
+    }
+
+    fn item_request(&self, method: Method, ws: &str, item_ref: &str, action: Option<&str>) -> RequestBuilder {
+        let mut segments = vec!["workspaces", ws, "items", item_ref];
+        segments.extend(action);
+        self.request(method, &segments)
+    }
+
+    async fn json<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T> {
+        let body = self.send(request).await?;
+        serde_json::from_slice(&body).map_err(|e| ClientError::Protocol(format!("{e} in {}", error::snippet(&body))))
+    }
+
+    /// Sends and answers with the body of a 2xx answer, or the error.
+    async fn send(&self, request: RequestBuilder) -> Result<Vec<u8>> {
+        let response = request.send().await.map_err(ClientError::from_transport)?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let body = response.bytes().await.map_err(ClientError::from_transport)?;
+        if status.is_success() {
+            Ok(body.to_vec())
+        } else {
+            Err(ClientError::from_answer(status.as_u16(), retry_after, &body))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base: &str) -> Client {
+        Client::new(Url::parse(base).unwrap(), "t").unwrap()
+    }
+
+    #[test]
+    fn urls_append_to_the_base_and_encode_segments() {
+        let c = client("http://127.0.0.1:7777");
+        assert_eq!(
+            c.url(&["workspaces", "default", "items"]).as_str(),
+            "http://127.0.0.1:7777/api/v1/workspaces/default/items"
+        );
+        let c = client("https://example.test/pad/?x=1");
+        assert_eq!(c.url(&["me"]).as_str(), "https://example.test/pad/api/v1/me");
+        assert_eq!(c.url(&["workspaces", "a/b?c"]).as_str(), "https://example.test/pad/api/v1/workspaces/a%2Fb%3Fc");
+    }
+
+    #[test]
+    fn only_http_urls_are_accepted() {
+        assert!(Client::new(Url::parse("mailto:a@b").unwrap(), "t").is_err());
+        assert!(Client::new(Url::parse("ftp://x").unwrap(), "t").is_err());
+    }
+
+    #[test]
+    fn debug_hides_the_token() {
+        let c = Client::new(Url::parse("http://x").unwrap(), "secret-token").unwrap();
+        assert!(!format!("{c:?}").contains("secret"));
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_unavailable() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let c = client(&format!("http://127.0.0.1:{port}"));
+        let e = c.me().await.unwrap_err();
+        assert!(matches!(e, ClientError::Unavailable(_)), "{e:?}");
+        assert_eq!(e.exit_code(), 8);
+    }
+}
