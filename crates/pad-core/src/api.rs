@@ -323,10 +323,18 @@ impl ListQuery {
         use crate::ValidationError;
         let named = |field: &'static str| move |e: ValidationError| ValidationError::new(field, e.message);
         Ok(crate::ItemFilter {
-            status: split(&self.status).into_iter().map(str::parse).collect::<Result<_, _>>().map_err(named("status"))?,
+            status: split(&self.status)
+                .into_iter()
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(named("status"))?,
             kind: split(&self.kind).into_iter().map(str::to_ascii_lowercase).collect(),
             labels: split(&self.label).into_iter().map(str::to_string).collect(),
-            priority: split(&self.priority).into_iter().map(str::parse).collect::<Result<_, _>>().map_err(named("priority"))?,
+            priority: split(&self.priority)
+                .into_iter()
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(named("priority"))?,
             assignee: self.assignee.clone(),
             leased: self.leased,
             q: self.q.clone().filter(|q| !q.is_empty()),

@@ -13,17 +13,15 @@ pub enum Action {
     Lease,
     /// Break another worker's live lease (L7).
     BreakLease,
-    /// Add and change members, and manage other members' tokens.
-    ManageMembers,
-    /// Create a token for oneself.
-    OwnTokens,
+    /// Members, kinds, and other members' tokens.
+    Administer,
 }
 
 pub fn permits(role: Role, action: Action) -> bool {
     match action {
-        Action::Read | Action::OwnTokens => true,
+        Action::Read => true,
         Action::Write | Action::Lease => matches!(role, Role::Owner | Role::Editor),
-        Action::BreakLease | Action::ManageMembers => role == Role::Owner,
+        Action::BreakLease | Action::Administer => role == Role::Owner,
     }
 }
 

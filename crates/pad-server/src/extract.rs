@@ -1,0 +1,169 @@
+//! Request extractors whose failures are answered in the API's envelope:
+//! JSON bodies (SPEC §10), queries, and the authenticated caller.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use pad_core::api::ErrorCode;
+use pad_core::{Action, Role, User, Workspace, permits};
+use pad_store::Actor;
+use serde::de::DeserializeOwned;
+
+use crate::AppState;
+use crate::auth::hash_token;
+use crate::error::ApiError;
+
+/// The request body cap (SPEC §10).
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// A JSON body: `application/json` only, at most [`BODY_LIMIT`], unknown
+/// fields refused with the field named.
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+        if !is_json {
+            return Err(ApiError::new(ErrorCode::UnsupportedMediaType, "request bodies must be application/json"));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("request bodies are limited to {} KiB", BODY_LIMIT / 1024),
+                )
+            } else {
+                ApiError::bad_request(format!("could not read the request body: {e}"), None)
+            }
+        })?;
+        parse_json(&bytes).map(Json)
+    }
+}
+
+/// Parses a body, naming the field on failure (`labels[2]`, `titel`).
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let unknown =
+            inner.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
+        // The path already ends in an unknown field's name, except at the top.
+        let field = if path == "." { unknown } else { Some(path) };
+        let message = match &field {
+            Some(f) => format!("invalid JSON body at {f}: {inner}"),
+            None => format!("invalid JSON body: {inner}"),
+        };
+        ApiError::bad_request(message, field.as_deref())
+    })
+}
+
+/// A query string, refused with `bad_request` naming the parameter.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).map(Query).map_err(|e| {
+            let field =
+                e.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
+            ApiError::bad_request(format!("invalid query: {e}"), field.as_deref())
+        })
+    }
+}
+
+/// The authenticated caller (`Authorization: Bearer …`).
+pub struct Caller {
+    pub user: User,
+}
+
+impl Caller {
+    pub fn actor(&self) -> Actor {
+        Actor { user_id: self.user.id }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::new(ErrorCode::Unauthorized, "missing bearer token (Authorization: Bearer <token>)")
+            })?;
+        match state.store.authenticate(&hash_token(token)).await? {
+            Some(user) => Ok(Caller { user }),
+            None => Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked")),
+        }
+    }
+}
+
+/// A caller inside one workspace (`/workspaces/{ws}/…`), with its role
+/// there and the other path parameters. Non-members get `not_found`, so a
+/// token learns nothing about workspaces it cannot reach.
+pub struct Ctx {
+    pub caller: Caller,
+    pub ws: Workspace,
+    pub role: Role,
+    params: HashMap<String, String>,
+}
+
+impl Ctx {
+    pub fn actor(&self) -> Actor {
+        self.caller.actor()
+    }
+
+    /// Refuses with `forbidden` unless the caller's role permits `action`.
+    pub fn require(&self, action: Action) -> Result<(), ApiError> {
+        if permits(self.role, action) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!("your role in {} ({}) does not allow this", self.ws.slug, self.role)))
+        }
+    }
+
+    pub fn param(&self, name: &str) -> &str {
+        self.params.get(name).map(String::as_str).unwrap_or_default()
+    }
+
+    /// The holder label: the given one, or the caller's email (SPEC §1).
+    pub fn holder(&self, given: Option<String>) -> String {
+        given.unwrap_or_else(|| self.caller.user.email.clone())
+    }
+}
+
+impl FromRequestParts<AppState> for Ctx {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("invalid path: {e}"), None))?;
+        let slug = params.get("ws").cloned().unwrap_or_default();
+        let (ws, role) = state.store.membership(caller.actor(), &slug).await.map_err(|e| match e {
+            pad_store::StoreError::Validation(_) => {
+                ApiError::new(ErrorCode::NotFound, format!("workspace {slug} not found"))
+            }
+            e => e.into(),
+        })?;
+        Ok(Ctx { caller, ws, role, params })
+    }
+}

@@ -1,0 +1,101 @@
+//! Items, their history and comments (SPEC §3).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use pad_core::api::{CommentList, DeleteQuery, ErrorEnvelope, ItemPage, ListQuery, NewComment, VersionList};
+use pad_core::{Action, Comment, Item, ItemPatch, LIST_LIMIT_DEFAULT, NewItem};
+
+use crate::AppState;
+use crate::error::ApiResult;
+use crate::extract::{Ctx, Json, Query};
+
+type JsonOut<T> = ApiResult<axum::Json<T>>;
+
+/// List items, oldest first, with filters and cursor pagination.
+#[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items", tag = "items",
+    params(("ws" = String, Path), ListQuery),
+    responses((status = 200, body = ItemPage), (status = "default", body = ErrorEnvelope)))]
+pub async fn list(State(s): State<AppState>, ctx: Ctx, Query(q): Query<ListQuery>) -> JsonOut<ItemPage> {
+    ctx.require(Action::Read)?;
+    let filter = q.filter().map_err(pad_store::StoreError::from)?;
+    let page = s.store.list_items(&ctx.ws, &filter, q.limit.unwrap_or(LIST_LIMIT_DEFAULT), q.cursor.as_deref()).await?;
+    Ok(axum::Json(ItemPage { items: page.items, next_cursor: page.next_cursor }))
+}
+
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items", tag = "items",
+    params(("ws" = String, Path)), request_body = NewItem,
+    responses((status = 201, body = Item), (status = "default", body = ErrorEnvelope)))]
+pub async fn create(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(new): Json<NewItem>,
+) -> ApiResult<(StatusCode, axum::Json<Item>)> {
+    ctx.require(Action::Write)?;
+    let item = s.store.create_item(&ctx.ws, ctx.actor(), &new).await?;
+    Ok((StatusCode::CREATED, axum::Json(item)))
+}
+
+/// Show an item; `lease` is present only while a live lease exists.
+#[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}", tag = "items",
+    params(("ws" = String, Path), ("ref" = String, Path)),
+    responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
+pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
+    ctx.require(Action::Read)?;
+    Ok(axum::Json(s.store.get_item(&ctx.ws, ctx.param("ref")).await?))
+}
+
+/// Update content; `expected_updated_at` and `lease_epoch` guard the write.
+#[utoipa::path(patch, path = "/api/v1/workspaces/{ws}/items/{ref}", tag = "items",
+    params(("ws" = String, Path), ("ref" = String, Path)), request_body = ItemPatch,
+    responses((status = 200, body = Item), (status = 409, body = ErrorEnvelope, description = "update_conflict or lease_lost"), (status = "default", body = ErrorEnvelope)))]
+pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemPatch>) -> JsonOut<Item> {
+    ctx.require(Action::Write)?;
+    Ok(axum::Json(s.store.update_item(&ctx.ws, ctx.actor(), ctx.param("ref"), &patch).await?))
+}
+
+/// Soft delete.
+#[utoipa::path(delete, path = "/api/v1/workspaces/{ws}/items/{ref}", tag = "items",
+    params(("ws" = String, Path), ("ref" = String, Path), DeleteQuery),
+    responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
+pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQuery>) -> JsonOut<Item> {
+    ctx.require(Action::Write)?;
+    Ok(axum::Json(s.store.delete_item(&ctx.ws, ctx.actor(), ctx.param("ref"), q.lease_epoch).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/restore", tag = "items",
+    params(("ws" = String, Path), ("ref" = String, Path)),
+    responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
+pub async fn restore(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
+    ctx.require(Action::Write)?;
+    Ok(axum::Json(s.store.restore_item(&ctx.ws, ctx.actor(), ctx.param("ref")).await?))
+}
+
+/// History versions, newest first.
+#[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/history", tag = "items",
+    params(("ws" = String, Path), ("ref" = String, Path)),
+    responses((status = 200, body = VersionList), (status = "default", body = ErrorEnvelope)))]
+pub async fn history(State(s): State<AppState>, ctx: Ctx) -> JsonOut<VersionList> {
+    ctx.require(Action::Read)?;
+    Ok(axum::Json(VersionList { versions: s.store.history(&ctx.ws, ctx.param("ref")).await? }))
+}
+
+#[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",
+    params(("ws" = String, Path), ("ref" = String, Path)),
+    responses((status = 200, body = CommentList), (status = "default", body = ErrorEnvelope)))]
+pub async fn comments(State(s): State<AppState>, ctx: Ctx) -> JsonOut<CommentList> {
+    ctx.require(Action::Read)?;
+    Ok(axum::Json(CommentList { comments: s.store.list_comments(&ctx.ws, ctx.param("ref")).await? }))
+}
+
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",
+    params(("ws" = String, Path), ("ref" = String, Path)), request_body = NewComment,
+    responses((status = 201, body = Comment), (status = "default", body = ErrorEnvelope)))]
+pub async fn comment(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(c): Json<NewComment>,
+) -> ApiResult<(StatusCode, axum::Json<Comment>)> {
+    ctx.require(Action::Write)?;
+    let comment = s.store.add_comment(&ctx.ws, ctx.actor(), ctx.param("ref"), &c.body).await?;
+    Ok((StatusCode::CREATED, axum::Json(comment)))
+}

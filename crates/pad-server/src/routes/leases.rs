@@ -1,0 +1,91 @@
+//! The lease protocol over HTTP (SPEC §2, L1-L8).
+
+use axum::extract::State;
+use pad_core::Action;
+use pad_core::api::{ClaimBody, ClaimResponse, ErrorEnvelope, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse};
+use pad_core::lease::Ttl;
+use pad_store::{ClaimRequest, ReleaseRequest, RenewRequest};
+
+use crate::AppState;
+use crate::error::ApiResult;
+use crate::extract::{Ctx, Json};
+
+fn ttl(v: Option<serde_json::Value>) -> ApiResult<Option<i64>> {
+    v.map(|v| Ttl::from_json(&v)).transpose().map_err(|e| pad_store::StoreError::InvalidTtl(e).into())
+}
+
+/// Claim an item's lease (L1), or refresh our own (L3).
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/claim", tag = "leases",
+    params(("ws" = String, Path), ("ref" = String, Path)), request_body = ClaimBody,
+    responses((status = 200, body = ClaimResponse), (status = 409, body = ErrorEnvelope, description = "lease_held: another worker's live lease; details name it, Retry-After says when it expires"), (status = "default", body = ErrorEnvelope)))]
+pub async fn claim(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<ClaimBody>,
+) -> ApiResult<axum::Json<ClaimResponse>> {
+    ctx.require(Action::Lease)?;
+    let req = ClaimRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(body.holder),
+        session_id: body.session_id,
+        ttl_seconds: ttl(body.ttl_seconds)?,
+        note: body.note,
+    };
+    let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await?;
+    Ok(axum::Json(ClaimResponse {
+        item_ref: ctx.param("ref").to_ascii_uppercase(),
+        lease: out.lease,
+        refreshed: out.refreshed,
+        previous_note: out.previous_note,
+        previous_holder: out.previous_holder,
+    }))
+}
+
+/// Extend a live lease whose epoch matches (L4).
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/renew", tag = "leases",
+    params(("ws" = String, Path), ("ref" = String, Path)), request_body = RenewBody,
+    responses((status = 200, body = RenewResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: expired, released or re-granted"), (status = "default", body = ErrorEnvelope)))]
+pub async fn renew(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<RenewBody>,
+) -> ApiResult<axum::Json<RenewResponse>> {
+    ctx.require(Action::Lease)?;
+    let req = RenewRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(body.holder),
+        epoch: body.epoch,
+        ttl_seconds: ttl(body.ttl_seconds)?,
+        note: body.note,
+    };
+    let lease = s.store.renew(&ctx.ws, ctx.param("ref"), &req).await?;
+    Ok(axum::Json(RenewResponse { item_ref: ctx.param("ref").to_ascii_uppercase(), lease }))
+}
+
+/// Release our lease (L6), or break another's as an owner (L7).
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/release", tag = "leases",
+    params(("ws" = String, Path), ("ref" = String, Path)), request_body = ReleaseBody,
+    responses((status = 200, body = ReleaseResponse), (status = 409, body = ErrorEnvelope), (status = "default", body = ErrorEnvelope)))]
+pub async fn release(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<ReleaseBody>,
+) -> ApiResult<axum::Json<ReleaseResponse>> {
+    ctx.require(Action::Lease)?;
+    if body.force {
+        ctx.require(Action::BreakLease)?;
+    }
+    let req = ReleaseRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(body.holder),
+        epoch: body.epoch,
+        force: body.force,
+        reason: body.reason,
+    };
+    let out = s.store.release(&ctx.ws, ctx.param("ref"), &req).await?;
+    Ok(axum::Json(ReleaseResponse {
+        item_ref: ctx.param("ref").to_ascii_uppercase(),
+        released: out.released,
+        reason: out.reason.to_string(),
+    }))
+}

@@ -1,0 +1,5 @@
+//! Route handlers: parse, call the store, map the error. Nothing else.
+
+pub mod items;
+pub mod leases;
+pub mod workspaces;

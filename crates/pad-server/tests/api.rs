@@ -1,0 +1,284 @@
+//! The HTTP API against a real server on loopback.
+
+mod common;
+
+use common::TestServer;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const WS: &str = "/api/v1/workspaces/default";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_concurrent_claims_have_one_winner() {
+    let s = std::sync::Arc::new(TestServer::start().await);
+    for round in 0..5 {
+        let r = s.create_item(&s.owner, "default", &format!("race {round}")).await;
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let s = s.clone();
+                let path = format!("{WS}/items/{r}/claim");
+                tokio::spawn(async move {
+                    s.post(&s.owner, &path, json!({"holder": format!("w{i}"), "ttl_seconds": 60})).await
+                })
+            })
+            .collect();
+        let answers: Vec<_> = futures::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
+        let winners: Vec<_> = answers.iter().filter(|a| a.status == 200).collect();
+        assert_eq!(winners.len(), 1, "round {round}");
+        let winner = winners[0].body["lease"]["holder"].as_str().unwrap();
+        for a in answers.iter().filter(|a| a.status != 200) {
+            assert_eq!(a.status, 409);
+            assert_eq!(a.code(), "lease_held");
+            assert_eq!(a.body["error"]["details"]["holder"], winner);
+            assert!(a.body["error"]["message"].as_str().unwrap().contains(winner));
+            let retry: i64 = a.headers["retry-after"].to_str().unwrap().parse().unwrap();
+            assert!((1..=60).contains(&retry));
+        }
+    }
+}
+
+#[tokio::test]
+async fn claim_contention_refresh_release_over_http() {
+    let s = TestServer::start().await;
+    let r = s.create_item(&s.owner, "default", "one").await;
+    let claim = |holder: &str| json!({"holder": holder, "ttl_seconds": 120, "note": "starting"});
+    let a = s.post(&s.owner, &format!("{WS}/items/{r}/claim"), claim("runner-a")).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["lease"]["epoch"], 1);
+    assert_eq!(a.body["refreshed"], false);
+    let b = s.post(&s.owner, &format!("{WS}/items/{r}/claim"), claim("runner-b")).await;
+    assert_eq!((b.status.as_u16(), b.code()), (409, "lease_held"));
+    let d = &b.body["error"]["details"];
+    for key in ["holder", "session_id", "epoch", "acquired_at", "renewed_at", "expires_at", "expires_in_seconds"] {
+        assert!(d.get(key).is_some(), "{key} missing from {d}");
+    }
+    let again = s.post(&s.owner, &format!("{WS}/items/{r}/claim"), claim("runner-a")).await;
+    assert_eq!(again.body["refreshed"], true);
+    let shown = s.get(&s.owner, &format!("{WS}/items/{}", r.to_lowercase())).await;
+    assert_eq!(shown.body["lease"]["holder"], "runner-a");
+    let listed = s.get(&s.owner, &format!("{WS}/items?leased=true")).await;
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+    let renew = s.post(&s.owner, &format!("{WS}/items/{r}/renew"), json!({"epoch": 2, "holder": "runner-a"})).await;
+    assert_eq!((renew.status.as_u16(), renew.code()), (409, "lease_lost"));
+    let renew = s
+        .post(&s.owner, &format!("{WS}/items/{r}/renew"), json!({"epoch": 1, "holder": "runner-a", "ttl_seconds": 30}))
+        .await;
+    assert_eq!(renew.body["lease"]["ttl_seconds"], 30);
+    let rel = s.post(&s.owner, &format!("{WS}/items/{r}/release"), json!({"holder": "runner-a"})).await;
+    assert_eq!((rel.body["released"].clone(), rel.body["reason"].clone()), (json!(true), json!("released")));
+    let rel = s.post(&s.owner, &format!("{WS}/items/{r}/release"), json!({"holder": "runner-a"})).await;
+    assert_eq!((rel.status.as_u16(), rel.body["released"].clone()), (200, json!(false)));
+    let shown = s.get(&s.owner, &format!("{WS}/items/{r}")).await;
+    assert!(shown.body.get("lease").is_none(), "no lease key once released: {}", shown.body);
+    let b = s.post(&s.owner, &format!("{WS}/items/{r}/claim"), claim("runner-b")).await;
+    assert_eq!((b.status.as_u16(), b.body["previous_note"].clone()), (200, json!("starting")));
+}
+
+/// Every mutating route × every role, and a token of another workspace.
+#[tokio::test]
+async fn authorization_matrix() {
+    let s = TestServer::start().await;
+    let editor = s.member("default", "ed@example.com", "editor").await;
+    let viewer = s.member("default", "vi@example.com", "viewer").await;
+    let other = s.post(&s.owner, "/api/v1/workspaces", json!({"slug": "other"})).await;
+    assert_eq!(other.status, 201);
+    let outsider = {
+        // An owner of `other` only: a member of no item of `default`.
+        let a = s
+            .post(&s.owner, "/api/v1/workspaces/other/members", json!({"email": "out@example.com", "role": "owner"}))
+            .await;
+        assert_eq!(a.status, 200);
+        let a =
+            s.post(&s.owner, "/api/v1/workspaces/other/tokens", json!({"name": "o", "email": "out@example.com"})).await;
+        a.body["token"].as_str().unwrap().to_string()
+    };
+    let victim = s.create_item(&s.owner, "default", "target").await;
+    s.post(&s.owner, &format!("{WS}/items/{victim}/claim"), json!({"holder": "keeper", "ttl_seconds": 600})).await;
+    // (method, path, body, minimum role: 0 viewer, 1 editor, 2 owner)
+    let routes: Vec<(Method, String, Option<Value>, u8)> = vec![
+        (Method::POST, format!("{WS}/items"), Some(json!({"title": "x"})), 1),
+        (Method::PATCH, format!("{WS}/items/{victim}"), Some(json!({"body": "changed"})), 1),
+        (Method::POST, format!("{WS}/items/{victim}/comments"), Some(json!({"body": "hi"})), 1),
+        (Method::POST, format!("{WS}/items/{victim}/claim"), Some(json!({"holder": "someone"})), 1),
+        (Method::POST, format!("{WS}/items/{victim}/renew"), Some(json!({"epoch": 1, "holder": "someone"})), 1),
+        (Method::POST, format!("{WS}/items/{victim}/release"), Some(json!({"holder": "someone"})), 1),
+        (
+            Method::POST,
+            format!("{WS}/items/{victim}/release"),
+            Some(json!({"force": true, "reason": "r", "holder": "x"})),
+            2,
+        ),
+        (Method::POST, format!("{WS}/members"), Some(json!({"email": "new@example.com", "role": "viewer"})), 2),
+        (Method::POST, format!("{WS}/kinds"), Some(json!({"name": "epic", "prefix": "EPIC"})), 2),
+        (Method::POST, format!("{WS}/tokens"), Some(json!({"name": "x", "email": "owner@localhost"})), 2),
+        (Method::DELETE, format!("{WS}/items/{victim}"), None, 1),
+        (Method::POST, format!("{WS}/items/{victim}/restore"), None, 1),
+    ];
+    let item_path = format!("{WS}/items/{victim}");
+    for (method, path, body, min) in &routes {
+        for (role, token) in [(0u8, &viewer), (1, &editor)] {
+            if role >= *min {
+                continue;
+            }
+            let before = s.get(&s.owner, &item_path).await.body;
+            let a = s.call(Some(token), method.clone(), path, body.clone()).await;
+            assert_eq!((a.status.as_u16(), a.code()), (403, "forbidden"), "role {role} on {method} {path}");
+            assert_eq!(
+                s.get(&s.owner, &item_path).await.body,
+                before,
+                "{method} {path} changed something for role {role}"
+            );
+        }
+        // Another workspace's owner sees nothing here.
+        let before = s.get(&s.owner, &item_path).await.body;
+        let a = s.call(Some(&outsider), method.clone(), path, body.clone()).await;
+        assert_eq!((a.status.as_u16(), a.code()), (404, "not_found"), "outsider on {method} {path}");
+        let a = s.call(None, method.clone(), path, body.clone()).await;
+        assert_eq!((a.status.as_u16(), a.code()), (401, "unauthorized"), "no token on {method} {path}");
+        let a = s.call(Some("pad_wrong"), method.clone(), path, body.clone()).await;
+        assert_eq!(a.status, 401, "bad token on {method} {path}");
+        assert_eq!(s.get(&s.owner, &item_path).await.body, before);
+    }
+    // Reads: viewers may, outsiders may not.
+    assert_eq!(s.get(&viewer, &format!("{WS}/items/{victim}")).await.status, 200);
+    assert_eq!(s.get(&outsider, &format!("{WS}/items/{victim}")).await.status, 404);
+    assert_eq!(s.get(&outsider, &format!("{WS}/items")).await.status, 404);
+    // And those allowed, succeed (the owner last, since it deletes).
+    for (method, path, body, min) in &routes {
+        let token = if *min <= 1 { &editor } else { &s.owner };
+        let a = s.call(Some(token), method.clone(), path, body.clone()).await;
+        assert!(
+            a.status.is_success() || a.code() == "lease_held" || a.code() == "lease_lost",
+            "{method} {path}: {:?}",
+            a.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_a_code_and_writes_nothing() {
+    let s = TestServer::start().await;
+    let r = s.create_item(&s.owner, "default", "one").await;
+    let raw = |path: String, ct: &'static str, body: Vec<u8>| {
+        let req = s.http.post(format!("{}{path}", s.url)).bearer_auth(&s.owner).header("content-type", ct).body(body);
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let body: Value = resp.json().await.unwrap();
+            (status, body["error"]["code"].as_str().unwrap_or("").to_string(), body)
+        }
+    };
+    let items = format!("{WS}/items");
+    let claim = format!("{WS}/items/{r}/claim");
+    let cases: Vec<(String, &str, Vec<u8>, u16, &str)> = vec![
+        (items.clone(), "application/json", b"{\"title\": ".to_vec(), 400, "bad_request"),
+        (items.clone(), "application/json", b"{\"title\": \"x\", \"titel\": 1}".to_vec(), 400, "bad_request"),
+        (items.clone(), "application/json", vec![b'x'; 2 * 1024 * 1024], 413, "payload_too_large"),
+        (items.clone(), "text/plain", b"{\"title\": \"x\"}".to_vec(), 415, "unsupported_media_type"),
+        (items.clone(), "application/json", b"{\"title\": \"a\\u0000b\"}".to_vec(), 400, "validation_failed"),
+        (
+            items.clone(),
+            "application/json",
+            b"{\"title\": \"x\", \"parent\": \"nope\"}".to_vec(),
+            400,
+            "validation_failed",
+        ),
+        (items.clone(), "application/json", b"\xff\xfe".to_vec(), 400, "bad_request"),
+        (claim.clone(), "application/json", b"{\"holder\": \"a\\u0000\"}".to_vec(), 400, "validation_failed"),
+        (claim.clone(), "application/json", b"{\"ttl_seconds\": 0}".to_vec(), 400, "invalid_ttl"),
+        (claim.clone(), "application/json", b"{\"ttl_seconds\": 86401}".to_vec(), 400, "invalid_ttl"),
+        (claim.clone(), "application/json", b"{\"ttl_seconds\": 1.5}".to_vec(), 400, "invalid_ttl"),
+        (claim.clone(), "application/json", b"{\"ttl_seconds\": \"x\"}".to_vec(), 400, "invalid_ttl"),
+        (claim.clone(), "application/json", b"{\"ttl_seconds\": -5}".to_vec(), 400, "invalid_ttl"),
+        (format!("{WS}/items/TASK-x/claim"), "application/json", b"{}".to_vec(), 400, "validation_failed"),
+        (format!("{WS}/items/TASK-999/claim"), "application/json", b"{}".to_vec(), 404, "not_found"),
+    ];
+    for (path, ct, body, status, code) in cases {
+        let (got_status, got_code, full) = raw(path.clone(), ct, body).await;
+        assert_eq!((got_status, got_code.as_str()), (status, code), "{path}: {full}");
+        assert!(full["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    // Unknown fields are named.
+    let (_, _, full) = raw(items.clone(), "application/json", b"{\"title\": \"x\", \"titel\": 1}".to_vec()).await;
+    assert_eq!(full["error"]["details"]["field"], "titel");
+    let (_, _, full) =
+        raw(items.clone(), "application/json", b"{\"title\": \"x\", \"labels\": [\"ok\", \"\\u0007\"]}".to_vec()).await;
+    assert_eq!(full["error"]["details"]["field"], "labels[1]");
+    // Nothing was written, and the server still serves.
+    let list = s.get(&s.owner, &format!("{WS}/items")).await;
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 1);
+    assert!(list.body["items"][0].get("lease").is_none());
+    assert_eq!(s.get(&s.owner, &format!("{WS}/items/{r}/history")).await.body["versions"].as_array().unwrap().len(), 1);
+    let bad_query = s.get(&s.owner, &format!("{WS}/items?status=nope")).await;
+    assert_eq!((bad_query.status.as_u16(), bad_query.code()), (400, "validation_failed"));
+    let unknown_query = s.get(&s.owner, &format!("{WS}/items?colour=red")).await;
+    assert_eq!(unknown_query.status, 400);
+    assert_eq!(s.call(None, Method::GET, "/healthz", None).await.status, 200);
+}
+
+#[tokio::test]
+async fn items_update_conflict_and_pages_over_http() {
+    let s = TestServer::start().await;
+    for i in 0..5 {
+        s.create_item(&s.owner, "default", &format!("item {i}")).await;
+    }
+    let page = s.get(&s.owner, &format!("{WS}/items?limit=2")).await;
+    assert_eq!(page.body["items"].as_array().unwrap().len(), 2);
+    let cursor = page.body["next_cursor"].as_str().unwrap().to_string();
+    let next = s.get(&s.owner, &format!("{WS}/items?limit=2&cursor={cursor}")).await;
+    assert_eq!(next.body["items"][0]["ref"], "TASK-3");
+    let item = s.get(&s.owner, &format!("{WS}/items/TASK-1")).await.body;
+    let stamp = item["updated_at"].clone();
+    let ok = s
+        .call(
+            Some(&s.owner),
+            Method::PATCH,
+            &format!("{WS}/items/TASK-1"),
+            Some(json!({"title": "new", "expected_updated_at": stamp})),
+        )
+        .await;
+    assert_eq!(ok.status, 200);
+    let stale = s
+        .call(
+            Some(&s.owner),
+            Method::PATCH,
+            &format!("{WS}/items/TASK-1"),
+            Some(json!({"title": "newer", "expected_updated_at": stamp})),
+        )
+        .await;
+    assert_eq!((stale.status.as_u16(), stale.code()), (409, "update_conflict"));
+    assert_eq!(stale.body["error"]["details"]["expected_updated_at"], stamp);
+    assert_eq!(s.get(&s.owner, &format!("{WS}/items/TASK-1")).await.body["title"], "new");
+}
+
+#[tokio::test]
+async fn tokens_are_shown_once_and_revocable() {
+    let s = TestServer::start().await;
+    let created = s.post(&s.owner, &format!("{WS}/tokens"), json!({"name": "ci"})).await;
+    assert_eq!(created.status, 201);
+    let token = created.body["token"].as_str().unwrap().to_string();
+    let id = created.body["id"].as_i64().unwrap();
+    assert_eq!(s.get(&token, "/api/v1/me").await.body["email"], "owner@localhost");
+    let listed = s.get(&s.owner, &format!("{WS}/tokens")).await;
+    assert!(!listed.body.to_string().contains(&token), "a listing never shows a secret");
+    let del = s.call(Some(&s.owner), Method::DELETE, &format!("{WS}/tokens/{id}"), None).await;
+    assert_eq!(del.status, 204);
+    assert_eq!(s.get(&token, "/api/v1/me").await.status, 401);
+}
+
+/// `openapi.json` at the crate root is the committed spec; it must match the code.
+/// Regenerate with `PAD_UPDATE_OPENAPI=1 cargo test -p pad-server openapi`.
+#[test]
+fn openapi_spec_matches_the_committed_copy() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+    let generated = serde_json::to_string_pretty(&pad_server::openapi::spec()).unwrap() + "\n";
+    if std::env::var_os("PAD_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(committed == generated, "openapi.json is stale: run PAD_UPDATE_OPENAPI=1 cargo test -p pad-server openapi");
+    let spec: Value = serde_json::from_str(&generated).unwrap();
+    for p in ["/api/v1/workspaces/{ws}/items/{ref}/claim", "/api/v1/workspaces/{ws}/items", "/api/v1/me"] {
+        assert!(spec["paths"].get(p).is_some(), "{p} missing");
+    }
+}

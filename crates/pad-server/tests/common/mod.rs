@@ -1,0 +1,89 @@
+//! A real pad server on 127.0.0.1:0 over a fresh SQLite store, and a small
+//! JSON client for driving it.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+pub struct TestServer {
+    pub url: String,
+    pub owner: String,
+    pub http: reqwest::Client,
+    _dir: tempfile::TempDir,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Answer {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("pad.db").display());
+        let store: Arc<dyn pad_store::Store> = pad_server::open_store(&url).await.unwrap();
+        let boot = pad_server::bootstrap(store.as_ref()).await.unwrap().expect("fresh store bootstraps");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            pad_server::serve(store, listener, std::future::pending()).await.unwrap();
+        });
+        let http = reqwest::Client::builder().pool_max_idle_per_host(128).build().unwrap();
+        TestServer { url: format!("http://{addr}"), owner: boot.token, http, _dir: dir, _task: task }
+    }
+
+    pub async fn call(&self, token: Option<&str>, method: Method, path: &str, body: Option<Value>) -> Answer {
+        let mut req = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let body =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        Answer { status, body, headers }
+    }
+
+    pub async fn get(&self, token: &str, path: &str) -> Answer {
+        self.call(Some(token), Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, token: &str, path: &str, body: Value) -> Answer {
+        self.call(Some(token), Method::POST, path, Some(body)).await
+    }
+
+    /// Adds a member with `role` to `ws` and returns a fresh token for it.
+    pub async fn member(&self, ws: &str, email: &str, role: &str) -> String {
+        let a = self
+            .post(&self.owner, &format!("/api/v1/workspaces/{ws}/members"), json!({"email": email, "role": role}))
+            .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        let a = self
+            .post(&self.owner, &format!("/api/v1/workspaces/{ws}/tokens"), json!({"name": "t", "email": email}))
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        a.body["token"].as_str().unwrap().to_string()
+    }
+
+    pub async fn create_item(&self, token: &str, ws: &str, title: &str) -> String {
+        let a = self.post(token, &format!("/api/v1/workspaces/{ws}/items"), json!({"title": title})).await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        a.body["ref"].as_str().unwrap().to_string()
+    }
+}
