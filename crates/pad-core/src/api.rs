@@ -342,3 +342,71 @@ impl ListQuery {
         })
     }
 }
+
+/// Query of `GET …/frontier`: the [`crate::FrontierFilter`] fields, lists
+/// comma-separated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct FrontierQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_priority: Option<crate::Priority>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomous: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+impl FrontierQuery {
+    pub fn filter(&self) -> crate::FrontierFilter {
+        let list = |s: &Option<String>| split(s).into_iter().map(str::to_string).collect();
+        crate::FrontierFilter {
+            kinds: list(&self.kind),
+            labels: list(&self.label),
+            without_labels: list(&self.without_label),
+            min_priority: self.min_priority,
+            parent: self.parent.clone(),
+            autonomous: self.autonomous.unwrap_or(false),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FrontierList {
+    pub items: Vec<crate::Item>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimNextBody {
+    #[serde(default)]
+    pub filter: crate::FrontierFilter,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
+    pub ttl_seconds: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `item` and `lease` are both null when nothing is ready.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ClaimNextResponse {
+    pub item: Option<crate::Item>,
+    pub lease: Option<Lease>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_holder: Option<String>,
+}

@@ -232,6 +232,12 @@ pub fn check_fence(slot: &LeaseSlot, lease_epoch: Option<i64>, now: Timestamp) -
     }
 }
 
+/// L13: an item is quarantined once its expiry count reaches the workspace's
+/// threshold (0 turns quarantine off), unless it already carries the label.
+pub fn should_quarantine(expiries: i64, threshold: u32, labels: &[String]) -> bool {
+    threshold > 0 && expiries >= i64::from(threshold) && !labels.iter().any(|l| l == crate::NEEDS_HUMAN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,6 +345,15 @@ mod tests {
         granted(&mut slot, &A, 60, t(0));
         assert!(check_fence(&slot, Some(1), t(1)).is_ok());
         assert!(check_fence(&slot, Some(1), t(60)).is_err());
+    }
+
+    #[test]
+    fn l13_quarantine_threshold() {
+        let none: Vec<String> = vec![];
+        assert!(!should_quarantine(2, 3, &none));
+        assert!(should_quarantine(3, 3, &none));
+        assert!(!should_quarantine(3, 3, &["needs-human".to_string()]));
+        assert!(!should_quarantine(10, 0, &none));
     }
 
     #[test]

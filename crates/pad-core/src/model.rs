@@ -614,6 +614,21 @@ impl Item {
     }
 }
 
+/// One entry of a workspace's event log (SPEC §7). Ids increase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Event {
+    pub id: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(rename = "ref")]
+    pub item_ref: Option<String>,
+    /// The member who caused it; `null` for what the store observed itself (an expiry).
+    pub actor: Option<String>,
+    pub at: DateTime<Utc>,
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -681,5 +696,57 @@ mod tests {
             assert_eq!(Priority::from_rank(p.rank()), Some(*p));
         }
         assert!(Priority::Critical > Priority::Low);
+    }
+}
+
+/// The filters of frontier and claim-next (L11). Given ones are ANDed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FrontierFilter {
+    /// Any of these kinds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<String>,
+    /// All of these labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// None of these labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub without_labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_priority: Option<Priority>,
+    /// Only children of this item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Skip work marked `needs-human`: what autonomous workers should set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub autonomous: bool,
+}
+
+/// A [`FrontierFilter`] after validation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValidFrontierFilter {
+    pub kinds: Vec<String>,
+    pub labels: Vec<String>,
+    /// Includes `needs-human` when `autonomous` was set.
+    pub without_labels: Vec<String>,
+    pub min_priority: Option<Priority>,
+    pub parent: Option<ItemRef>,
+}
+
+impl FrontierFilter {
+    pub fn validate(&self) -> Result<ValidFrontierFilter, ValidationError> {
+        let mut kinds = Vec::with_capacity(self.kinds.len());
+        for (i, k) in self.kinds.iter().enumerate() {
+            let k = k.to_ascii_lowercase();
+            validate_kind_name(&format!("kinds[{i}]"), &k)?;
+            kinds.push(k);
+        }
+        let labels = check_labels("labels", &self.labels)?;
+        let mut without_labels = check_labels("without_labels", &self.without_labels)?;
+        if self.autonomous && !without_labels.iter().any(|l| l == NEEDS_HUMAN) {
+            without_labels.push(NEEDS_HUMAN.to_string());
+        }
+        let parent = self.parent.as_deref().map(|p| ItemRef::parse_field("parent", p)).transpose()?;
+        Ok(ValidFrontierFilter { kinds, labels, without_labels, min_priority: self.min_priority, parent })
     }
 }

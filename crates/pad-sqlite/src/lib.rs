@@ -18,8 +18,8 @@ use pad_core::lease::{self, ClaimDecision, LeaseSlot, ReleaseDecision, RenewDeci
 use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, validate_slug};
 use pad_core::validate::{self, Lines};
 use pad_core::{
-    Claimant, Comment, Item, ItemFilter, ItemPatch, ItemRef, Kind, LIST_LIMIT_MAX, Lease, Member, NewItem, Page, Role,
-    Timestamp, TokenInfo, User, Version, Workspace,
+    Claimant, Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, LIST_LIMIT_MAX, Lease,
+    Member, NEEDS_HUMAN, NewItem, Page, Role, Timestamp, TokenInfo, User, ValidFrontierFilter, Version, Workspace,
 };
 use pad_store::{
     Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
@@ -213,7 +213,7 @@ impl SqliteStore {
 
     async fn event(
         conn: &mut SqliteConnection,
-        ws: &Workspace,
+        ws: i64,
         kind: &str,
         item_ref: &ItemRef,
         actor: Option<Actor>,
@@ -221,7 +221,7 @@ impl SqliteStore {
         data: serde_json::Value,
     ) -> StoreResult<()> {
         sqlx::query("INSERT INTO events (workspace_id, type, item_ref, actor_id, at, data) VALUES (?, ?, ?, ?, ?, ?)")
-            .bind(ws.id)
+            .bind(ws)
             .bind(kind)
             .bind(item_ref.to_string())
             .bind(actor.map(|a| a.user_id))
@@ -562,7 +562,7 @@ impl Store for SqliteStore {
         Self::add_version(&mut tx, id, actor, item.changes_since(None), now).await?;
         Self::event(
             &mut tx,
-            ws,
+            ws.id,
             "item.created",
             &item.item_ref,
             Some(actor),
@@ -750,7 +750,8 @@ impl Store for SqliteStore {
         .map_err(db)?;
         let fields: Vec<String> = changes.keys().cloned().collect();
         Self::add_version(&mut tx, locked.id, actor, changes, now).await?;
-        Self::event(&mut tx, ws, "item.updated", &r, Some(actor), now, serde_json::json!({ "fields": fields })).await?;
+        Self::event(&mut tx, ws.id, "item.updated", &r, Some(actor), now, serde_json::json!({ "fields": fields }))
+            .await?;
         let item = Self::load_item(&mut tx, locked.id, now).await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
@@ -806,7 +807,7 @@ impl Store for SqliteStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
-        Self::event(&mut tx, ws, "comment.created", &r, Some(actor), now, serde_json::json!({ "comment_id": id }))
+        Self::event(&mut tx, ws.id, "comment.created", &r, Some(actor), now, serde_json::json!({ "comment_id": id }))
             .await?;
         let author: String = sqlx::query_scalar("SELECT email FROM users WHERE id = ?")
             .bind(actor.user_id)
@@ -842,50 +843,12 @@ impl Store for SqliteStore {
         let ttl = req.validate(&ws.settings)?;
         let (mut tx, now) = self.begin().await?;
         let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
-        let claimant =
-            Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: req.session_id.as_deref() };
-        match lease::decide_claim(&locked.slot, &claimant, ttl, now) {
-            ClaimDecision::Held(l) => Err(StoreError::held(l, now)),
-            ClaimDecision::Refresh(l) => {
-                Self::write_lease(&mut tx, locked.id, &l, req.note.as_deref()).await?;
-                tx.commit().await.map_err(db)?;
-                Ok(ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None })
-            }
-            ClaimDecision::Grant { lease: l, previous_expired } => {
-                let prev = sqlx::query("SELECT lease_note, lease_note_holder FROM items WHERE id = ?")
-                    .bind(locked.id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db)?;
-                if previous_expired {
-                    let old = locked.slot.current.as_ref().expect("an expired lease was recorded");
-                    sqlx::query("UPDATE items SET lease_expiries = lease_expiries + 1 WHERE id = ?")
-                        .bind(locked.id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db)?;
-                    Self::event(
-                        &mut tx,
-                        ws,
-                        "lease.expired",
-                        &r,
-                        None,
-                        now,
-                        serde_json::json!({ "holder": old.holder, "epoch": old.epoch, "expired_at": old.expires_at }),
-                    )
-                    .await?;
-                }
-                Self::write_lease(&mut tx, locked.id, &l, req.note.as_deref()).await?;
-                Self::event(&mut tx, ws, "lease.claimed", &r, Some(req.actor), now, serde_json::json!({ "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "expires_at": l.expires_at })).await?;
-                tx.commit().await.map_err(db)?;
-                Ok(ClaimOutcome {
-                    lease: l,
-                    refreshed: false,
-                    previous_note: prev.get("lease_note"),
-                    previous_holder: prev.get("lease_note_holder"),
-                })
-            }
+        if let Some(old) = locked.slot.current.as_ref().filter(|l| !l.is_live(now)) {
+            Self::record_expiry(&mut tx, ws.id, ws.settings.quarantine_after_expiries, locked.id, &r, old, now).await?;
         }
+        let out = Self::claim_locked(&mut tx, ws, &r, &locked, req, ttl, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(out)
     }
 
     async fn renew(&self, ws: &Workspace, item_ref: &str, req: &RenewRequest) -> StoreResult<Lease> {
@@ -913,6 +876,12 @@ impl Store for SqliteStore {
         let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
         let (lease, kind, reason) = match lease::decide_release(&locked.slot, &claimant, req.epoch, req.force, now) {
             ReleaseDecision::NoLiveLease => {
+                if let Some(old) = &locked.slot.current {
+                    Self::record_expiry(&mut tx, ws.id, ws.settings.quarantine_after_expiries, locked.id, &r, old, now)
+                        .await?;
+                    Self::clear_lease(&mut tx, locked.id).await?;
+                    tx.commit().await.map_err(db)?;
+                }
                 return Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None });
             }
             ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
@@ -920,17 +889,10 @@ impl Store for SqliteStore {
             ReleaseDecision::Released(l) => (l, "lease.released", "released"),
             ReleaseDecision::Broken(l) => (l, "lease.broken", "broken"),
         };
-        sqlx::query(
-            "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
-                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL WHERE id = ?",
-        )
-        .bind(locked.id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
+        Self::clear_lease(&mut tx, locked.id).await?;
         Self::event(
             &mut tx,
-            ws,
+            ws.id,
             kind,
             &r,
             Some(req.actor),
@@ -941,9 +903,204 @@ impl Store for SqliteStore {
         tx.commit().await.map_err(db)?;
         Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
     }
+
+    async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
+        let f = filter.validate()?;
+        let now = self.clock.read();
+        let mut qb = QueryBuilder::new(ITEM_SELECT);
+        push_frontier(&mut qb, ws, &f, now, limit);
+        let rows = qb.build().fetch_all(&self.reader).await.map_err(db)?;
+        rows.iter().map(|r| item_from_row(r, now)).collect()
+    }
+
+    async fn claim_next(
+        &self,
+        ws: &Workspace,
+        filter: &FrontierFilter,
+        req: &ClaimRequest,
+    ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
+        let f = filter.validate()?;
+        let ttl = req.validate(&ws.settings)?;
+        // One write transaction: the writer lock serializes claim-next callers,
+        // so no two can pick the same item and none waits on another's rows.
+        let (mut tx, now) = self.begin().await?;
+        loop {
+            let mut qb = QueryBuilder::new(
+                "SELECT i.id, i.prefix, i.number FROM items i LEFT JOIN users a ON a.id = i.assignee_id",
+            );
+            push_frontier(&mut qb, ws, &f, now, 16);
+            let candidates = qb.build().fetch_all(&mut *tx).await.map_err(db)?;
+            if candidates.is_empty() {
+                tx.commit().await.map_err(db)?;
+                return Ok(None);
+            }
+            for c in &candidates {
+                let r = ItemRef { prefix: c.get("prefix"), number: c.get("number") };
+                let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+                if let Some(old) = locked.slot.current.as_ref().filter(|l| !l.is_live(now)) {
+                    let threshold = ws.settings.quarantine_after_expiries;
+                    let quarantined = Self::record_expiry(&mut tx, ws.id, threshold, locked.id, &r, old, now).await?;
+                    Self::clear_lease(&mut tx, locked.id).await?;
+                    if quarantined && f.without_labels.iter().any(|l| l == NEEDS_HUMAN) {
+                        continue;
+                    }
+                }
+                let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+                let out = Self::claim_locked(&mut tx, ws, &r, &locked, req, ttl, now).await?;
+                let item = Self::load_item(&mut tx, locked.id, now).await?;
+                tx.commit().await.map_err(db)?;
+                return Ok(Some((item, out)));
+            }
+        }
+    }
+
+    async fn observe_expiries(&self) -> StoreResult<u64> {
+        let (mut tx, now) = self.begin().await?;
+        let rows = sqlx::query(
+            "SELECT i.id, i.workspace_id, i.prefix, i.number, i.deleted_at, w.quarantine_after_expiries, i.lease_holder,
+                    i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
+                    i.lease_expires_at, i.lease_ttl_seconds
+             FROM items i JOIN workspaces w ON w.id = i.workspace_id
+             WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at <= ? ORDER BY i.lease_expires_at LIMIT 500",
+        )
+        .bind(micros(now))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?;
+        for row in &rows {
+            let slot = rows::lease_slot(row)?;
+            let old = slot.current.as_ref().expect("selected rows hold a lease");
+            let r = ItemRef { prefix: row.get("prefix"), number: row.get("number") };
+            let threshold = u32::try_from(row.get::<i64, _>("quarantine_after_expiries")).unwrap_or(0);
+            let id: i64 = row.get("id");
+            Self::record_expiry(&mut tx, row.get("workspace_id"), threshold, id, &r, old, now).await?;
+            Self::clear_lease(&mut tx, id).await?;
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(rows.len() as u64)
+    }
+
+    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>> {
+        let rows = sqlx::query(
+            "SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data FROM events e LEFT JOIN users u ON u.id = e.actor_id
+             WHERE e.workspace_id = ? AND e.id > ? ORDER BY e.id LIMIT ?",
+        )
+        .bind(ws.id)
+        .bind(after)
+        .bind(i64::from(limit.clamp(1, 1000)))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db)?;
+        rows.iter()
+            .map(|row| {
+                Ok(Event {
+                    id: row.get("id"),
+                    kind: row.get("type"),
+                    item_ref: row.get("item_ref"),
+                    actor: row.get("email"),
+                    at: ts(row.get("at"))?,
+                    data: serde_json::from_str(row.get("data")).map_err(|e| StoreError::Internal(e.to_string()))?,
+                })
+            })
+            .collect()
+    }
 }
 
 impl SqliteStore {
+    /// The grant-or-refresh half of a claim, on an item already locked by
+    /// this write transaction. Shared by claim and claim-next.
+    async fn claim_locked(
+        conn: &mut SqliteConnection,
+        ws: &Workspace,
+        r: &ItemRef,
+        locked: &Locked,
+        req: &ClaimRequest,
+        ttl: pad_core::lease::Ttl,
+        now: Timestamp,
+    ) -> StoreResult<ClaimOutcome> {
+        let claimant =
+            Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: req.session_id.as_deref() };
+        match lease::decide_claim(&locked.slot, &claimant, ttl, now) {
+            ClaimDecision::Held(l) => Err(StoreError::held(l, now)),
+            ClaimDecision::Refresh(l) => {
+                Self::write_lease(conn, locked.id, &l, req.note.as_deref()).await?;
+                Ok(ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None })
+            }
+            ClaimDecision::Grant { lease: l, .. } => {
+                let prev = sqlx::query("SELECT lease_note, lease_note_holder FROM items WHERE id = ?")
+                    .bind(locked.id)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(db)?;
+                Self::write_lease(conn, locked.id, &l, req.note.as_deref()).await?;
+                let data = serde_json::json!({ "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "expires_at": l.expires_at });
+                Self::event(conn, ws.id, "lease.claimed", r, Some(req.actor), now, data).await?;
+                Ok(ClaimOutcome {
+                    lease: l,
+                    refreshed: false,
+                    previous_note: prev.get("lease_note"),
+                    previous_holder: prev.get("lease_note_holder"),
+                })
+            }
+        }
+    }
+
+    /// L5/L13: the first observation of an expired lease. Writes
+    /// `lease.expired`, counts it, and quarantines the item (`needs-human`)
+    /// when the count reaches the workspace's threshold. Returns whether it
+    /// quarantined. Callers have checked that `old` is recorded and expired.
+    async fn record_expiry(
+        conn: &mut SqliteConnection,
+        ws: i64,
+        threshold: u32,
+        id: i64,
+        r: &ItemRef,
+        old: &Lease,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let row = sqlx::query(
+            "UPDATE items SET lease_expiries = lease_expiries + 1 WHERE id = ? RETURNING lease_expiries, labels",
+        )
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+        let data = serde_json::json!({ "holder": old.holder, "epoch": old.epoch, "expired_at": old.expires_at });
+        Self::event(conn, ws, "lease.expired", r, None, now, data).await?;
+        let expiries: i64 = row.get("lease_expiries");
+        let mut labels: Vec<String> =
+            serde_json::from_str(row.get("labels")).map_err(|e| StoreError::Internal(e.to_string()))?;
+        if !pad_core::lease::should_quarantine(expiries, threshold, &labels) {
+            return Ok(false);
+        }
+        labels.push(NEEDS_HUMAN.to_string());
+        sqlx::query("UPDATE items SET labels = ? WHERE id = ?")
+            .bind(serde_json::to_string(&labels).expect("labels serialize"))
+            .bind(id)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+        let data = serde_json::json!({
+            "expiries": expiries,
+            "reason": format!("its lease expired {expiries} times without a release; labelled {NEEDS_HUMAN} so autonomous workers skip it"),
+        });
+        Self::event(conn, ws, "item.quarantined", r, None, now, data).await?;
+        Ok(true)
+    }
+
+    /// Forgets an ended lease; the epoch counter and the last note stay.
+    async fn clear_lease(conn: &mut SqliteConnection, id: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
+                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL WHERE id = ?",
+        )
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
     async fn find_id(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<i64> {
         sqlx::query_scalar("SELECT id FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?")
             .bind(ws.id)
@@ -982,8 +1139,48 @@ impl SqliteStore {
         let new = Self::load_item(&mut tx, locked.id, now).await?;
         Self::add_version(&mut tx, locked.id, actor, new.changes_since(Some(&old)), now).await?;
         let kind = if deleted { "item.deleted" } else { "item.restored" };
-        Self::event(&mut tx, ws, kind, &r, Some(actor), now, serde_json::json!({})).await?;
+        Self::event(&mut tx, ws.id, kind, &r, Some(actor), now, serde_json::json!({})).await?;
         tx.commit().await.map_err(db)?;
         Ok(new)
     }
+}
+
+/// The frontier predicate and order (L11), appended to a SELECT over `items i`
+/// (joined with `users a`).
+fn push_frontier(qb: &mut QueryBuilder<Sqlite>, ws: &Workspace, f: &ValidFrontierFilter, now: Timestamp, limit: u32) {
+    qb.push(" WHERE i.workspace_id = ").push_bind(ws.id);
+    qb.push(" AND i.deleted_at IS NULL AND i.status = 'open'");
+    qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= ").push_bind(micros(now)).push(")");
+    qb.push(
+        " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
+           WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",
+    );
+    if !f.kinds.is_empty() {
+        qb.push(" AND i.kind IN (");
+        let mut sep = qb.separated(", ");
+        for k in &f.kinds {
+            sep.push_bind(k.clone());
+        }
+        qb.push(")");
+    }
+    for l in &f.labels {
+        qb.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").push_bind(l.clone()).push(")");
+    }
+    for l in &f.without_labels {
+        qb.push(" AND NOT EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").push_bind(l.clone()).push(")");
+    }
+    if let Some(p) = f.min_priority {
+        qb.push(" AND i.priority >= ").push_bind(p.rank());
+    }
+    if let Some(p) = &f.parent {
+        qb.push(" AND i.parent_id = (SELECT id FROM items WHERE workspace_id = ")
+            .push_bind(ws.id)
+            .push(" AND prefix = ")
+            .push_bind(p.prefix.clone())
+            .push(" AND number = ")
+            .push_bind(p.number)
+            .push(")");
+    }
+    qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ")
+        .push_bind(i64::from(limit.clamp(1, LIST_LIMIT_MAX)));
 }

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pad_core::{Item, ItemFilter, ItemPatch, NewItem, Priority, Role, Status, Workspace};
+use pad_core::{FrontierFilter, Item, ItemFilter, ItemPatch, NEEDS_HUMAN, NewItem, Priority, Role, Status, Workspace};
 
 use crate::{Actor, ClaimRequest, ReleaseRequest, RenewRequest, Store, StoreError};
 
@@ -54,7 +54,14 @@ macro_rules! conformance_suite {
             comments_are_append_only,
             bad_input_names_the_field_and_writes_nothing,
             workspaces_members_and_tokens,
-            concurrent_creates_allocate_distinct_refs
+            concurrent_creates_allocate_distinct_refs,
+            l11_frontier_is_ready_work_best_first,
+            l11_claim_next_gives_concurrent_callers_distinct_items,
+            l11_claim_next_with_nothing_ready_is_none,
+            l12_handoff_note_reaches_the_next_claimant,
+            l13_quarantine_after_repeated_expiries,
+            events_record_changes_in_order,
+            expiry_is_observed_exactly_once
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -755,4 +762,239 @@ pub async fn concurrent_creates_allocate_distinct_refs(store: Arc<dyn Store>) {
     let mut numbers: Vec<i64> = futures::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
     numbers.sort();
     assert_eq!(numbers, (1..=32).collect::<Vec<_>>());
+}
+
+fn refs(items: &[Item]) -> Vec<String> {
+    items.iter().map(|i| i.item_ref.to_string()).collect()
+}
+
+async fn event_types(f: &Fixture) -> Vec<String> {
+    f.store.events_after(&f.ws, 0, 1000).await.unwrap().into_iter().map(|e| e.kind).collect()
+}
+
+pub async fn l11_frontier_is_ready_work_best_first(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let mk = |title: &str, priority: Priority, labels: &[&str]| NewItem {
+        title: title.into(),
+        priority: Some(priority),
+        labels: labels.iter().map(|l| l.to_string()).collect(),
+        ..Default::default()
+    };
+    for new in [
+        mk("low", Priority::Low, &[]),                        // TASK-1
+        mk("high old", Priority::High, &["web"]),             // TASK-2
+        mk("high new", Priority::High, &[]),                  // TASK-3
+        mk("crit human", Priority::Critical, &[NEEDS_HUMAN]), // TASK-4
+        mk("leased", Priority::Critical, &[]),                // TASK-5
+        mk("done", Priority::Critical, &[]),                  // TASK-6
+    ] {
+        f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
+    }
+    let blocked = NewItem {
+        title: "blocked".into(),
+        priority: Some(Priority::Critical),
+        blocked_by: vec!["TASK-1".into()],
+        parent: Some("TASK-2".into()),
+        ..Default::default()
+    };
+    f.store.create_item(&f.ws, f.owner, &blocked).await.unwrap(); // TASK-7
+    f.store.claim(&f.ws, "TASK-5", &f.claim("w", 60)).await.unwrap();
+    f.store
+        .update_item(&f.ws, f.owner, "TASK-6", &ItemPatch { status: Some(Status::Done), ..Default::default() })
+        .await
+        .unwrap();
+    let frontier = |filter: FrontierFilter| {
+        let f = &f;
+        async move { refs(&f.store.frontier(&f.ws, &filter, 50).await.unwrap()) }
+    };
+    assert_eq!(frontier(FrontierFilter::default()).await, ["TASK-4", "TASK-2", "TASK-3", "TASK-1"]);
+    assert_eq!(
+        frontier(FrontierFilter { autonomous: true, ..Default::default() }).await,
+        ["TASK-2", "TASK-3", "TASK-1"]
+    );
+    assert_eq!(frontier(FrontierFilter { labels: vec!["web".into()], ..Default::default() }).await, ["TASK-2"]);
+    assert_eq!(
+        frontier(FrontierFilter { without_labels: vec!["web".into()], autonomous: true, ..Default::default() }).await,
+        ["TASK-3", "TASK-1"]
+    );
+    assert_eq!(
+        frontier(FrontierFilter { min_priority: Some(Priority::High), autonomous: true, ..Default::default() }).await,
+        ["TASK-2", "TASK-3"]
+    );
+    assert_eq!(
+        frontier(FrontierFilter { kinds: vec!["bug".into()], ..Default::default() }).await,
+        Vec::<String>::new()
+    );
+    // Finishing the blocker unblocks TASK-7, a child of TASK-2.
+    f.store
+        .update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { status: Some(Status::Done), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(frontier(FrontierFilter { parent: Some("TASK-2".into()), ..Default::default() }).await, ["TASK-7"]);
+    assert!(
+        matches!(f.store.frontier(&f.ws, &FrontierFilter { parent: Some("x".into()), ..Default::default() }, 5).await, Err(StoreError::Validation(e)) if e.field == "parent")
+    );
+}
+
+/// L11: 16 concurrent claim-next callers over 200 items: each item granted
+/// exactly once, every caller served.
+pub async fn l11_claim_next_gives_concurrent_callers_distinct_items(store: Arc<dyn Store>) {
+    let f = Arc::new(Fixture::new(store).await);
+    for i in 0..200 {
+        f.item(&format!("job {i}")).await;
+    }
+    let tasks: Vec<_> = (0..16)
+        .map(|w| {
+            let f = f.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let req = f.claim(&format!("worker-{w}"), 300);
+                while let Some((item, out)) = f.store.claim_next(&f.ws, &FrontierFilter::default(), &req).await.unwrap()
+                {
+                    assert_eq!(out.lease.holder, format!("worker-{w}"));
+                    assert!(!out.refreshed);
+                    assert_eq!(item.lease.as_ref(), Some(&out.lease));
+                    got.push(item.item_ref.to_string());
+                }
+                got
+            })
+        })
+        .collect();
+    let per_worker: Vec<Vec<String>> = futures::future::join_all(tasks).await.into_iter().map(Result::unwrap).collect();
+    let all: Vec<&String> = per_worker.iter().flatten().collect();
+    let distinct: HashSet<&String> = all.iter().copied().collect();
+    assert_eq!(all.len(), 200, "every item granted");
+    assert_eq!(distinct.len(), 200, "no item granted twice");
+    assert!(
+        per_worker.iter().all(|w| !w.is_empty()),
+        "a caller starved: {:?}",
+        per_worker.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+}
+
+pub async fn l11_claim_next_with_nothing_ready_is_none(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    assert!(f.store.claim_next(&f.ws, &FrontierFilter::default(), &f.claim("w", 60)).await.unwrap().is_none());
+    f.item("a").await;
+    let human = NewItem {
+        title: "h".into(),
+        labels: vec![NEEDS_HUMAN.into()],
+        priority: Some(Priority::Critical),
+        ..Default::default()
+    };
+    f.store.create_item(&f.ws, f.owner, &human).await.unwrap();
+    let auto = FrontierFilter { autonomous: true, ..Default::default() };
+    let (item, _) = f.store.claim_next(&f.ws, &auto, &f.claim("w", 60)).await.unwrap().unwrap();
+    assert_eq!(item.item_ref.to_string(), "TASK-1");
+    assert!(f.store.claim_next(&f.ws, &auto, &f.claim("w", 60)).await.unwrap().is_none());
+    let mut bad = f.claim("w", 0);
+    bad.ttl_seconds = Some(0);
+    assert!(matches!(
+        f.store.claim_next(&f.ws, &FrontierFilter::default(), &bad).await,
+        Err(StoreError::InvalidTtl(_))
+    ));
+    assert_eq!(f.get("TASK-2").await.lease, None, "a refused claim-next grants nothing");
+}
+
+pub async fn l12_handoff_note_reaches_the_next_claimant(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    let first = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap();
+    assert_eq!((first.previous_note, first.previous_holder), (None, None));
+    let mut renew = f.renew("runner-a", first.lease.epoch);
+    renew.note = Some("migrated 3 of 7 tables".into());
+    f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap();
+    assert_eq!(second.previous_note.as_deref(), Some("migrated 3 of 7 tables"));
+    assert_eq!(second.previous_holder.as_deref(), Some("runner-a"));
+    let mut refresh = f.claim("runner-b", 60);
+    refresh.note = Some("resumed at table 4".into());
+    f.store.claim(&f.ws, "TASK-1", &refresh).await.unwrap();
+    f.store.release(&f.ws, "TASK-1", &f.release("runner-b")).await.unwrap();
+    let third = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-c", 60)).await.unwrap();
+    assert_eq!(third.previous_note.as_deref(), Some("resumed at table 4"));
+    assert_eq!(third.previous_holder.as_deref(), Some("runner-b"));
+}
+
+/// L13: three expiries quarantine an item: `needs-human`, out of the
+/// autonomous frontier, and an event that says why.
+pub async fn l13_quarantine_after_repeated_expiries(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("crashy").await;
+    f.item("fine").await;
+    let auto = FrontierFilter { autonomous: true, ..Default::default() };
+    for round in 0..3 {
+        let (item, _) =
+            f.store.claim_next(&f.ws, &auto, &f.claim(&format!("crasher-{round}"), 1)).await.unwrap().unwrap();
+        assert_eq!(item.item_ref.to_string(), "TASK-1", "round {round}");
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    // The next claim-next observes the third expiry, quarantines TASK-1 and moves on.
+    let (item, _) = f.store.claim_next(&f.ws, &auto, &f.claim("next", 60)).await.unwrap().unwrap();
+    assert_eq!(item.item_ref.to_string(), "TASK-2");
+    let crashy = f.get("TASK-1").await;
+    assert!(crashy.labels.iter().any(|l| l == NEEDS_HUMAN), "{:?}", crashy.labels);
+    assert_eq!(crashy.lease, None);
+    assert!(refs(&f.store.frontier(&f.ws, &auto, 10).await.unwrap()).is_empty());
+    assert_eq!(refs(&f.store.frontier(&f.ws, &FrontierFilter::default(), 10).await.unwrap()), ["TASK-1"]);
+    let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap();
+    let q: Vec<_> = events.iter().filter(|e| e.kind == "item.quarantined").collect();
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].item_ref.as_deref(), Some("TASK-1"));
+    assert!(q[0].data["reason"].as_str().unwrap().contains("expired 3 times"), "{}", q[0].data);
+    assert_eq!(events.iter().filter(|e| e.kind == "lease.expired").count(), 3);
+}
+
+pub async fn events_record_changes_in_order(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.store
+        .update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { title: Some("b".into()), ..Default::default() })
+        .await
+        .unwrap();
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
+    f.store.renew(&f.ws, "TASK-1", &f.renew("w", l.epoch)).await.unwrap();
+    f.store.add_comment(&f.ws, f.owner, "TASK-1", "hi").await.unwrap();
+    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
+    f.store.delete_item(&f.ws, f.owner, "TASK-1", None).await.unwrap();
+    f.store.restore_item(&f.ws, f.owner, "TASK-1").await.unwrap();
+    assert_eq!(
+        event_types(&f).await,
+        [
+            "item.created",
+            "item.updated",
+            "lease.claimed",
+            "comment.created",
+            "lease.released",
+            "item.deleted",
+            "item.restored"
+        ]
+    );
+    let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap();
+    assert!(events.windows(2).all(|w| w[0].id < w[1].id));
+    assert_eq!(events[2].data["holder"], "w");
+    assert_eq!(events[2].actor.as_deref(), Some("owner@example.com"));
+    let after = f.store.events_after(&f.ws, events[4].id, 10).await.unwrap();
+    assert_eq!(after.iter().map(|e| e.id).collect::<Vec<_>>(), [events[5].id, events[6].id]);
+    // Events are per workspace.
+    let other = f.store.create_workspace("other", "Other", f.owner).await.unwrap();
+    assert!(f.store.events_after(&other, 0, 10).await.unwrap().is_empty());
+}
+
+pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap();
+    assert_eq!(f.store.observe_expiries().await.unwrap(), 0, "a live lease is not expired");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(f.store.observe_expiries().await.unwrap(), 1);
+    assert_eq!(f.store.observe_expiries().await.unwrap(), 0);
+    assert!(!f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap().released);
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("v", 60)).await.unwrap().lease;
+    assert_eq!(l.epoch, 2);
+    let types = event_types(&f).await;
+    assert_eq!(types.iter().filter(|t| *t == "lease.expired").count(), 1, "{types:?}");
+    assert_eq!(types.last().map(String::as_str), Some("lease.claimed"));
 }

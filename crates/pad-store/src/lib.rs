@@ -9,8 +9,8 @@ pub mod conformance;
 
 use async_trait::async_trait;
 use pad_core::{
-    Comment, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page, Role, Timestamp, TokenInfo, User,
-    Version, Workspace,
+    Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page, Role, Timestamp,
+    TokenInfo, User, Version, Workspace,
 };
 
 pub use error::{StoreError, StoreResult};
@@ -98,4 +98,37 @@ pub trait Store: Send + Sync + 'static {
     async fn renew(&self, ws: &Workspace, item_ref: &str, req: &RenewRequest) -> StoreResult<Lease>;
     /// L6, L7 (break with `force`, which the caller has authorized).
     async fn release(&self, ws: &Workspace, item_ref: &str, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome>;
+
+    /// L11: ready items (open, unblocked, no live lease), highest priority
+    /// first, then oldest.
+    async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
+        let _ = (ws, filter, limit);
+        Err(StoreError::Internal("frontier is not implemented by this backend yet".into()))
+    }
+
+    /// L11: atomically picks the best ready item and claims it; `None` when
+    /// nothing is ready. Concurrent callers never get the same item.
+    async fn claim_next(
+        &self,
+        ws: &Workspace,
+        filter: &FrontierFilter,
+        req: &ClaimRequest,
+    ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
+        let _ = (ws, filter, req);
+        Err(StoreError::Internal("claim-next is not implemented by this backend yet".into()))
+    }
+
+    /// L5/L13: records every lease that has expired but not yet been
+    /// observed: one `lease.expired` event each, the expiry count, and
+    /// quarantine. Never changes what any read sees of a lease. Returns how
+    /// many it recorded.
+    async fn observe_expiries(&self) -> StoreResult<u64> {
+        Ok(0)
+    }
+
+    /// Events of `ws` with id greater than `after`, oldest first.
+    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>> {
+        let _ = (ws, after, limit);
+        Err(StoreError::Internal("events are not implemented by this backend yet".into()))
+    }
 }
