@@ -1,0 +1,419 @@
+//! The command line's shape (SPEC §5), as clap types. No behaviour here:
+//! `commands/` does the work.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use pad_core::{ItemRef, Priority, Role, Status};
+
+use crate::output::Format;
+use crate::ttl;
+
+#[derive(Debug, Parser)]
+#[command(name = "pad", version, about = "A work-item tracker with execution leases", propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where to connect and how to print. Each flag beats its environment
+/// variable, which beats `.pad.toml`, which beats the profile.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct GlobalArgs {
+    /// Output format; `json` prints only JSON on stdout
+    #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Workspace slug [env: PAD_WORKSPACE]
+    #[arg(short = 'w', long, global = true, value_name = "SLUG")]
+    pub workspace: Option<String>,
+    /// Profile in $PAD_HOME/credentials.toml [env: PAD_PROFILE] [default: default]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Server URL [env: PAD_URL] [default: http://127.0.0.1:7777]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+// Parsed once per process: boxing the big variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (SQLite in $PAD_HOME by default)
+    Serve(ServeArgs),
+    /// Create, list, change and lease work items
+    #[command(subcommand)]
+    Item(ItemCommand),
+    /// List, show and create workspaces
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+    /// Workspace membership
+    #[command(subcommand)]
+    Member(MemberCommand),
+    /// API tokens
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Sign in to a server and see who you are
+    #[command(subcommand)]
+    Auth(AuthCommand),
+    /// Print a shell completion script
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free one
+    #[arg(long, env = "PAD_LISTEN", hide_env_values = true, default_value = "127.0.0.1:7777", value_name = "ADDR")]
+    pub listen: String,
+    /// `sqlite://PATH` [default: sqlite://$PAD_HOME/pad.db]
+    // Never echo the variable: a Postgres URL carries a password.
+    #[arg(long, env = "PAD_DATABASE_URL", hide_env_values = true, value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ItemCommand {
+    /// Create an item and print its ref
+    Create(CreateArgs),
+    /// List items; leased ones are marked »
+    List(ListArgs),
+    /// Show one item, with its live lease
+    Show(RefArg),
+    /// Change an item's fields
+    Update(UpdateArgs),
+    /// Soft-delete an item
+    Delete(DeleteArgs),
+    /// Undo a delete
+    Restore(RefArg),
+    /// An item's versions, newest first
+    History(RefArg),
+    /// Add a comment, or list them with --list
+    Comment(CommentArgs),
+    /// Take (or refresh) the execution lease on an item
+    Claim(ClaimArgs),
+    /// Extend a lease you hold
+    Renew(RenewArgs),
+    /// Give a lease back (owners may --force another's)
+    Release(ReleaseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RefArg {
+    /// Item ref, like TASK-5 (any case)
+    #[arg(value_name = "REF")]
+    pub item_ref: ItemRef,
+}
+
+/// `--body TEXT` or `--body-file FILE` (`-` for stdin), not both.
+#[derive(Debug, Default, Args)]
+#[group(multiple = false)]
+pub struct BodyArgs {
+    /// Markdown body
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
+    /// Read the body from a file, or `-` for stdin
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    pub title: String,
+    /// task, bug, feature, chore, or a workspace's own kind [default: task]
+    #[arg(long)]
+    pub kind: Option<String>,
+    #[command(flatten)]
+    pub body: BodyArgs,
+    /// low, medium, high, critical [default: medium]
+    #[arg(long)]
+    pub priority: Option<Priority>,
+    /// Repeatable
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    #[arg(long, value_name = "REF")]
+    pub parent: Option<ItemRef>,
+    /// Repeatable
+    #[arg(long, value_name = "REF")]
+    pub blocked_by: Vec<ItemRef>,
+    /// A member's email
+    #[arg(long, value_name = "EMAIL")]
+    pub assignee: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// open, in-progress, done, cancelled (repeatable or comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    pub status: Vec<Status>,
+    /// Repeatable or comma-separated
+    #[arg(long, value_delimiter = ',')]
+    pub kind: Vec<String>,
+    /// Items with all of these labels
+    #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
+    pub labels: Vec<String>,
+    /// low, medium, high, critical (repeatable or comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    pub priority: Vec<Priority>,
+    #[arg(long, value_name = "EMAIL")]
+    pub assignee: Option<String>,
+    /// Only items with a live lease
+    #[arg(long)]
+    pub leased: bool,
+    /// Text in the title or body
+    #[arg(long, value_name = "TEXT")]
+    pub search: Option<String>,
+    /// Page size (the server caps it)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+    /// Continue after a previous page
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[arg(long)]
+    pub title: Option<String>,
+    #[command(flatten)]
+    pub body: BodyArgs,
+    /// open, in-progress, done, cancelled
+    #[arg(long)]
+    pub status: Option<Status>,
+    /// low, medium, high, critical
+    #[arg(long)]
+    pub priority: Option<Priority>,
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Add a label (repeatable)
+    #[arg(long = "label", value_name = "LABEL")]
+    pub add_labels: Vec<String>,
+    /// Remove a label (repeatable)
+    #[arg(long = "remove-label", value_name = "LABEL")]
+    pub remove_labels: Vec<String>,
+    #[arg(long, value_name = "REF", conflicts_with = "clear_parent")]
+    pub parent: Option<ItemRef>,
+    /// Remove the parent link
+    #[arg(long)]
+    pub clear_parent: bool,
+    /// Replace the blockers with these (repeatable)
+    #[arg(long, value_name = "REF")]
+    pub blocked_by: Vec<ItemRef>,
+    #[arg(long, value_name = "EMAIL", conflicts_with = "unassign")]
+    pub assignee: Option<String>,
+    /// Remove the assignee
+    #[arg(long)]
+    pub unassign: bool,
+    /// Refuse (exit 7) if the item changed since this RFC 3339 time
+    #[arg(long, value_name = "TIME")]
+    pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Refuse (exit 7) unless the live lease has this epoch
+    #[arg(long, value_name = "N")]
+    pub lease_epoch: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    /// Refuse (exit 7) unless the live lease has this epoch
+    #[arg(long, value_name = "N")]
+    pub lease_epoch: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct CommentArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    /// The comment (markdown)
+    #[arg(required_unless_present = "list", conflicts_with = "list")]
+    pub text: Option<String>,
+    /// List the item's comments instead
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// The lease duration: one of three spellings (SPEC L8).
+#[derive(Debug, Default, Args)]
+#[group(multiple = false)]
+pub struct TtlArgs {
+    /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's, 15m]
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse)]
+    pub ttl: Option<u64>,
+    /// Lease duration in minutes
+    #[arg(long, value_name = "N")]
+    pub ttl_minutes: Option<u32>,
+    /// Lease duration in hours
+    #[arg(long, value_name = "N")]
+    pub ttl_hours: Option<u32>,
+}
+
+impl TtlArgs {
+    /// The TTL asked for, in seconds; the server checks its bounds.
+    pub fn seconds(&self) -> Option<u64> {
+        self.ttl.or(self.ttl_minutes.map(|m| u64::from(m) * 60)).or(self.ttl_hours.map(|h| u64::from(h) * 3600))
+    }
+}
+
+/// Who holds the lease. The variables let a worker set them once.
+#[derive(Debug, Args)]
+pub struct HolderArg {
+    /// Worker label [default: your email]
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Names one run of the holder
+    #[arg(long, env = "PAD_SESSION_ID", hide_env_values = true, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub ttl: TtlArgs,
+    /// Progress note, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    /// The epoch your claim returned
+    #[arg(long, value_name = "N")]
+    pub epoch: i64,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// [default: the lease's own TTL]
+    #[command(flatten)]
+    pub ttl: TtlArgs,
+    /// Progress note, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Refuse (exit 7) unless the live lease has this epoch
+    #[arg(long, value_name = "N")]
+    pub epoch: Option<i64>,
+    /// Break another worker's lease (workspace owners)
+    #[arg(long, requires = "reason")]
+    pub force: bool,
+    /// Why the lease is broken, recorded in the event
+    #[arg(long, requires = "force")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Workspaces you are a member of
+    List,
+    /// One workspace: settings, kinds, your role [default: the current one]
+    Show { slug: Option<String> },
+    /// Create a workspace you own
+    Create {
+        slug: String,
+        /// Display name [default: the slug]
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemberCommand {
+    /// The workspace's members
+    List,
+    /// Add a member, or change a member's role
+    Add {
+        email: String,
+        /// owner, editor, viewer
+        #[arg(long, default_value = "editor")]
+        role: Role,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Tokens in the workspace (never their secrets)
+    List,
+    /// Create a token and print it (shown only once)
+    Create {
+        name: String,
+        /// Whose token [default: yours; owners may name a member]
+        #[arg(long, value_name = "EMAIL")]
+        email: Option<String>,
+    },
+    /// Revoke a token by id
+    Revoke { id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Check a token against the server and save it as a profile
+    Login {
+        /// The token [default: read from stdin]
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Remove a saved profile
+    Logout,
+    /// Who the token belongs to, and its roles
+    Whoami,
+    /// Which URL, profile, workspace and token are in effect, and from where
+    Status,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pad").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn ttl_spellings_are_exclusive() {
+        let e = parse(&["item", "claim", "TASK-1", "--ttl", "5m", "--ttl-minutes", "5"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let Cli { command: Command::Item(ItemCommand::Claim(c)), .. } =
+            parse(&["item", "claim", "task-1", "--ttl-hours", "2"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((c.item.item_ref.to_string(), c.ttl.seconds()), ("TASK-1".to_string(), Some(7200)));
+    }
+
+    #[test]
+    fn force_needs_a_reason() {
+        assert!(parse(&["item", "release", "TASK-1", "--force"]).is_err());
+        assert!(parse(&["item", "release", "TASK-1", "--force", "--reason", "stuck"]).is_ok());
+    }
+
+    #[test]
+    fn bad_refs_and_enums_are_usage_errors() {
+        assert_eq!(parse(&["item", "show", "nope"]).unwrap_err().exit_code(), 2);
+        assert_eq!(parse(&["item", "list", "--status", "open,bogus"]).unwrap_err().exit_code(), 2);
+        assert!(parse(&["item", "list", "--status", "open,done", "-w", "x", "--format", "json"]).is_ok());
+    }
+}

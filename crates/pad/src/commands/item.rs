@@ -1,0 +1,296 @@
+//! `pad item create|list|show|update|delete|restore|history|comment`; the
+//! lease subcommands live in [`super::lease`].
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use pad_core::api::{DeleteQuery, ListQuery, NewComment};
+use pad_core::{Comment, Item, ItemPatch, NewItem, Version};
+
+use super::{Ctx, about, lease};
+use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, UpdateArgs};
+use crate::error::CliError;
+use crate::output::{colour_enabled, cyan, in_words, seconds_until, table, timestamp};
+
+pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
+    let client = ctx.client()?;
+    let ws = ctx.ws();
+    match cmd {
+        ItemCommand::Create(args) => {
+            let item = client.create_item(ws, &new_item(args)?).await?;
+            ctx.emit(&item, |i| format!("{}\n", i.item_ref))
+        }
+        ItemCommand::List(args) => {
+            let page = client.list_items(ws, &list_query(args)).await?;
+            if page.items.is_empty() {
+                eprintln!("no items");
+            }
+            ctx.emit(&page, |p| render_list(&p.items, colour_enabled()))?;
+            if let Some(cursor) = &page.next_cursor {
+                eprintln!("more items: pad item list --cursor {cursor}");
+            }
+            Ok(())
+        }
+        ItemCommand::Show(a) => {
+            let item = client.item(ws, &a.item_ref.to_string()).await.map_err(about(&a.item_ref))?;
+            ctx.emit(&item, |i| render_show(i, Utc::now()))
+        }
+        ItemCommand::Update(args) => {
+            let r = args.item.item_ref.clone();
+            let item = client.update_item(ws, &r.to_string(), &patch(args)?).await.map_err(about(&r))?;
+            ctx.emit(&item, |i| format!("Updated {}\n", i.item_ref))
+        }
+        ItemCommand::Delete(args) => {
+            let r = &args.item.item_ref;
+            let query = DeleteQuery { lease_epoch: args.lease_epoch };
+            let item = client.delete_item(ws, &r.to_string(), &query).await.map_err(about(r))?;
+            ctx.emit(&item, |i| format!("Deleted {0} (undo with `pad item restore {0}`)\n", i.item_ref))
+        }
+        ItemCommand::Restore(a) => {
+            let item = client.restore_item(ws, &a.item_ref.to_string()).await.map_err(about(&a.item_ref))?;
+            ctx.emit(&item, |i| format!("Restored {}\n", i.item_ref))
+        }
+        ItemCommand::History(a) => {
+            let history = client.history(ws, &a.item_ref.to_string()).await.map_err(about(&a.item_ref))?;
+            ctx.emit(&history, |h| render_history(&h.versions))
+        }
+        ItemCommand::Comment(CommentArgs { item, text, .. }) => {
+            let r = &item.item_ref;
+            // clap allows exactly one of TEXT and --list.
+            if let Some(body) = text {
+                let comment = client.add_comment(ws, &r.to_string(), &NewComment { body }).await.map_err(about(r))?;
+                ctx.emit(&comment, |c| format!("Comment #{} added to {r}\n", c.id))
+            } else {
+                let list = client.comments(ws, &r.to_string()).await.map_err(about(r))?;
+                if list.comments.is_empty() {
+                    eprintln!("no comments on {r}");
+                }
+                ctx.emit(&list, |l| render_comments(&l.comments))
+            }
+        }
+        ItemCommand::Claim(args) => lease::claim(ctx, &client, args).await,
+        ItemCommand::Renew(args) => lease::renew(ctx, &client, args).await,
+        ItemCommand::Release(args) => lease::release(ctx, &client, args).await,
+    }
+}
+
+fn new_item(a: CreateArgs) -> Result<NewItem, CliError> {
+    Ok(NewItem {
+        title: a.title,
+        body: read_body(&a.body)?.unwrap_or_default(),
+        kind: a.kind,
+        priority: a.priority,
+        labels: a.labels,
+        parent: a.parent.map(|r| r.to_string()),
+        blocked_by: a.blocked_by.iter().map(ToString::to_string).collect(),
+        assignee: a.assignee,
+    })
+}
+
+/// `--body TEXT`, or `--body-file FILE` (`-` reads stdin).
+fn read_body(b: &BodyArgs) -> Result<Option<String>, CliError> {
+    let Some(path) = &b.body_file else { return Ok(b.body.clone()) };
+    let read =
+        if path == Path::new("-") { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
+    read.map(Some).map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
+}
+
+fn list_query(a: ListArgs) -> ListQuery {
+    let joined = |values: Vec<String>| (!values.is_empty()).then(|| values.join(","));
+    ListQuery {
+        status: joined(a.status.iter().map(ToString::to_string).collect()),
+        kind: joined(a.kind),
+        label: joined(a.labels),
+        priority: joined(a.priority.iter().map(ToString::to_string).collect()),
+        assignee: a.assignee,
+        leased: a.leased.then_some(true),
+        q: a.search,
+        limit: a.limit,
+        cursor: a.cursor,
+    }
+}
+
+fn patch(a: UpdateArgs) -> Result<ItemPatch, CliError> {
+    let patch = ItemPatch {
+        title: a.title,
+        body: read_body(&a.body)?,
+        kind: a.kind,
+        status: a.status,
+        priority: a.priority,
+        labels: None,
+        add_labels: a.add_labels,
+        remove_labels: a.remove_labels,
+        parent: if a.clear_parent { Some(None) } else { a.parent.map(|r| Some(r.to_string())) },
+        blocked_by: (!a.blocked_by.is_empty()).then(|| a.blocked_by.iter().map(ToString::to_string).collect()),
+        assignee: if a.unassign { Some(None) } else { a.assignee.map(Some) },
+        expected_updated_at: a.expected_updated_at,
+        lease_epoch: a.lease_epoch,
+    };
+    // The guards alone change nothing; say so instead of writing a no-op.
+    let guards_only = ItemPatch { expected_updated_at: None, lease_epoch: None, ..patch.clone() };
+    if guards_only == ItemPatch::default() {
+        return Err(CliError::usage("nothing to update: give at least one field, like --status done"));
+    }
+    Ok(patch)
+}
+
+/// `»` marks rows with a live lease, in the gutter before the ref, so the
+/// columns stay put (SPEC §5).
+fn render_list(items: &[Item], colour: bool) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|i| {
+            let marker = if i.lease.is_some() { cyan("»", colour) } else { " ".to_string() };
+            vec![format!("{marker} {}", i.item_ref), i.status.to_string(), i.priority.to_string(), i.title.clone()]
+        })
+        .collect();
+    table(&["  REF", "STATUS", "PRIORITY", "TITLE"], &rows)
+}
+
+fn render_show(i: &Item, now: DateTime<Utc>) -> String {
+    let mut out = format!("{}  {}\n", i.item_ref, i.title);
+    field_line(&mut out, "Status", i.status.as_str());
+    field_line(&mut out, "Priority", i.priority.as_str());
+    field_line(&mut out, "Kind", &i.kind);
+    if !i.labels.is_empty() {
+        field_line(&mut out, "Labels", &i.labels.join(", "));
+    }
+    field_line(&mut out, "Created", &format!("{} by {}", timestamp(i.created_at), i.created_by));
+    field_line(&mut out, "Updated", &timestamp(i.updated_at));
+    if let Some(at) = i.deleted_at {
+        field_line(&mut out, "Deleted", &timestamp(at));
+    }
+    field_line(&mut out, "Assigned", i.assignee.as_deref().unwrap_or("-"));
+    if let Some(l) = &i.lease {
+        field_line(
+            &mut out,
+            "Lease",
+            &format!("{} (expires in {})", l.holder, in_words(seconds_until(l.expires_at, now))),
+        );
+    }
+    if !i.body.trim().is_empty() {
+        out.push('\n');
+        out.push_str(i.body.trim_end());
+        out.push_str("\n\n");
+    }
+    if let Some(p) = &i.parent {
+        field_line(&mut out, "Parent", &p.to_string());
+    }
+    if !i.blocked_by.is_empty() {
+        field_line(&mut out, "Blockers", &i.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
+    }
+    field_line(&mut out, "Comments", &i.comments_count.to_string());
+    out
+}
+
+/// `Name:` padded so values line up: `Lease:    runner-a (expires in 14m)`.
+fn field_line(out: &mut String, name: &str, value: &str) {
+    let label = format!("{name}:");
+    out.push_str(&format!("{label:<10}{value}\n"));
+}
+
+fn render_history(versions: &[Version]) -> String {
+    let rows: Vec<Vec<String>> = versions
+        .iter()
+        .map(|v| {
+            let fields = v.changes.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>().join(", "));
+            vec![v.version.to_string(), timestamp(v.at), v.actor.clone(), fields.unwrap_or_default()]
+        })
+        .collect();
+    table(&["VERSION", "AT", "BY", "CHANGED"], &rows)
+}
+
+fn render_comments(comments: &[Comment]) -> String {
+    comments
+        .iter()
+        .map(|c| {
+            let body: String = c.body.trim_end().lines().map(|l| format!("    {l}\n")).collect();
+            format!("#{} {} at {}\n{body}\n", c.id, c.author, timestamp(c.created_at))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use pad_core::{Lease, Priority, Status};
+
+    fn item(leased: bool) -> Item {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        Item {
+            item_ref: "TASK-1".parse().unwrap(),
+            kind: "task".into(),
+            title: "Fix it".into(),
+            body: "Some *body*.".into(),
+            status: Status::Open,
+            priority: Priority::High,
+            labels: vec![],
+            parent: None,
+            blocked_by: vec!["BUG-2".parse().unwrap()],
+            assignee: Some("a@example.com".into()),
+            created_by: "o@example.com".into(),
+            created_at: t,
+            updated_at: t,
+            deleted_at: None,
+            comments_count: 2,
+            lease: leased.then(|| Lease {
+                holder: "runner-a".into(),
+                session_id: None,
+                epoch: 1,
+                acquired_at: t,
+                renewed_at: t,
+                expires_at: t + chrono::Duration::seconds(15 * 60),
+                ttl_seconds: 900,
+                user_id: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn show_puts_the_lease_under_assigned_only_when_live() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
+        let text = render_show(&item(true), now);
+        assert!(text.contains("Assigned: a@example.com\nLease:    runner-a (expires in 14m)\n"), "{text}");
+        assert!(text.contains("Blockers: BUG-2\nComments: 2\n"), "{text}");
+        assert!(!render_show(&item(false), now).contains("Lease:"));
+    }
+
+    #[test]
+    fn list_marks_leased_rows_without_an_extra_column() {
+        let text = render_list(&[item(true), item(false)], false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "  REF     STATUS  PRIORITY  TITLE",
+                "» TASK-1  open    high      Fix it",
+                "  TASK-1  open    high      Fix it"
+            ]
+        );
+        assert!(render_list(&[item(true)], true).contains("\x1b[36m»\x1b[0m TASK-1"));
+    }
+
+    #[test]
+    fn list_query_joins_multi_values() {
+        let args = ListArgs {
+            status: vec![Status::Open, Status::InProgress],
+            kind: vec![],
+            labels: vec!["a".into(), "b".into()],
+            priority: vec![],
+            assignee: None,
+            leased: true,
+            search: None,
+            limit: Some(5),
+            cursor: None,
+        };
+        let q = list_query(args);
+        assert_eq!(
+            (q.status.as_deref(), q.label.as_deref(), q.kind, q.leased),
+            (Some("open,in-progress"), Some("a,b"), None, Some(true))
+        );
+    }
+}

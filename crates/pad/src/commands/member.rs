@@ -1,0 +1,29 @@
+//! `pad member list|add`.
+
+use pad_core::api::SetMember;
+
+use super::Ctx;
+use crate::cli::MemberCommand;
+use crate::error::CliError;
+use crate::output::{table, timestamp};
+
+pub async fn run(ctx: &Ctx, cmd: MemberCommand) -> Result<(), CliError> {
+    let client = ctx.client()?;
+    match cmd {
+        MemberCommand::List => {
+            let list = client.members(ctx.ws()).await?;
+            ctx.emit(&list, |l| {
+                let rows: Vec<Vec<String>> = l
+                    .members
+                    .iter()
+                    .map(|m| vec![m.email.clone(), m.role.to_string(), timestamp(m.added_at)])
+                    .collect();
+                table(&["EMAIL", "ROLE", "ADDED"], &rows)
+            })
+        }
+        MemberCommand::Add { email, role } => {
+            let member = client.set_member(ctx.ws(), &SetMember { email, role }).await?;
+            ctx.emit(&member, |m| format!("{} is now {} of {}\n", m.email, m.role, ctx.ws()))
+        }
+    }
+}

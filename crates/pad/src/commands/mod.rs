@@ -1,0 +1,68 @@
+//! One module per command group. Each turns parsed arguments into client
+//! calls and hands the answer to a renderer; none speaks HTTP itself.
+
+mod auth;
+mod item;
+mod lease;
+mod member;
+mod serve;
+mod token;
+mod workspace;
+
+use serde::Serialize;
+
+use crate::cli::{Cli, Command};
+use crate::config::Settings;
+use crate::error::CliError;
+use crate::output::{self, Format};
+
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    let Cli { global, command } = cli;
+    // `serve` and `completions` work before any client configuration exists
+    // (or while it is broken), so only the other commands load it.
+    let ctx = || -> Result<Ctx, CliError> { Ok(Ctx { format: global.format, settings: Settings::load(&global)? }) };
+    match command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Completions { shell } => completions(shell),
+        Command::Item(cmd) => item::run(&ctx()?, cmd).await,
+        Command::Workspace(cmd) => workspace::run(&ctx()?, cmd).await,
+        Command::Member(cmd) => member::run(&ctx()?, cmd).await,
+        Command::Token(cmd) => token::run(&ctx()?, cmd).await,
+        Command::Auth(cmd) => auth::run(&ctx()?, cmd).await,
+    }
+}
+
+/// What every client command has: how to print and where to connect.
+pub struct Ctx {
+    pub format: Format,
+    pub settings: Settings,
+}
+
+impl Ctx {
+    pub fn client(&self) -> Result<pad_client::Client, CliError> {
+        self.settings.client()
+    }
+
+    pub fn ws(&self) -> &str {
+        self.settings.workspace()
+    }
+
+    /// Prints `value` as JSON, or as `table` renders it.
+    pub fn emit<T: Serialize + ?Sized>(&self, value: &T, table: impl FnOnce(&T) -> String) -> Result<(), CliError> {
+        match self.format {
+            Format::Json => output::print_json(value),
+            Format::Table => output::print(&table(value)),
+        }
+    }
+}
+
+fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "pad", &mut script);
+    output::print(&String::from_utf8_lossy(&script))
+}
+
+/// Words errors about one item with its ref (who holds its lease, until when).
+pub fn about(item_ref: &pad_core::ItemRef) -> impl FnOnce(pad_client::ClientError) -> CliError + '_ {
+    move |e| CliError::for_item(item_ref, e)
+}

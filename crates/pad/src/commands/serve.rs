@@ -1,0 +1,125 @@
+//! `pad serve` (SPEC §6): open the store, bind, bootstrap an empty database,
+//! serve until Ctrl-C or SIGTERM.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+
+use pad_client::Url;
+use pad_server::Bootstrap;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::ServeArgs;
+use crate::config::{DEFAULT_PROFILE, Env};
+use crate::credentials::{self, Credentials, Profile};
+use crate::error::CliError;
+
+pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    init_tracing();
+    let home = Env::from_process().pad_home()?;
+    let database_url = match args.database_url {
+        Some(url) => url,
+        None => {
+            credentials::create_private_dir(&home)
+                .map_err(|e| CliError::config(format!("cannot create {}: {e}", home.display())))?;
+            format!("sqlite://{}", home.join("pad.db").display())
+        }
+    };
+    let store = pad_server::open_store(&database_url)
+        .await
+        .map_err(|e| CliError::internal(format!("cannot open the database {}: {e}", redacted(&database_url))))?;
+    // Bound before anything is announced, so `--listen 127.0.0.1:0` reports
+    // (and saves in the profile) the port it really got.
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| CliError::internal(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener.local_addr()?;
+    let boot =
+        pad_server::bootstrap(&*store).await.map_err(|e| CliError::internal(format!("bootstrap failed: {e}")))?;
+    if let Some(boot) = boot {
+        announce(&boot, &home, addr);
+    }
+    eprintln!("pad: listening on http://{addr}");
+    pad_server::serve(store, listener, pad_server::shutdown_signal())
+        .await
+        .map_err(|e| CliError::internal(format!("server failed: {e}")))
+}
+
+/// Logs go to stderr; `RUST_LOG` tunes them. Requests are logged by the
+/// server's trace layer without headers or bodies, so tokens never appear.
+fn init_tracing() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// The first start's token is printed once, and saved as profile `default`
+/// unless that exists, so `pad item create` works next with no other step.
+fn announce(boot: &Bootstrap, home: &Path, addr: SocketAddr) {
+    eprintln!("pad: new database: created workspace `{}` owned by {}", boot.workspace, boot.email);
+    eprintln!("pad: the owner's token, shown only this once: {}", boot.token);
+    let path = home.join(credentials::FILE_NAME);
+    let profile = Profile {
+        url: format!("http://{}", reachable(addr)),
+        token: boot.token.clone(),
+        workspace: Some(boot.workspace.clone()),
+    };
+    let saved = Credentials::load(&path).and_then(|mut creds| {
+        if creds.profiles.contains_key(DEFAULT_PROFILE) {
+            return Ok(false);
+        }
+        creds.profiles.insert(DEFAULT_PROFILE.to_string(), profile);
+        creds.save(&path).map(|()| true)
+    });
+    match saved {
+        Ok(true) => eprintln!("pad: saved it as profile `{DEFAULT_PROFILE}` in {}", path.display()),
+        Ok(false) => eprintln!(
+            "pad: profile `{DEFAULT_PROFILE}` already exists in {}; left unchanged (use `pad auth login --profile NAME`)",
+            path.display()
+        ),
+        Err(e) => eprintln!("pad: could not save the token as a profile: {}", message(&e)),
+    }
+}
+
+/// Clients cannot connect to 0.0.0.0 or [::]; the loopback reaches them.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
+        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),
+        _ => addr,
+    }
+}
+
+/// A database URL without its password, fit for an error message.
+fn redacted(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn message(e: &CliError) -> String {
+    match e {
+        CliError::Failed { message, .. } => message.clone(),
+        CliError::ClosedPipe => "closed pipe".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unspecified_addresses_become_loopback() {
+        assert_eq!(reachable("0.0.0.0:7777".parse().unwrap()).to_string(), "127.0.0.1:7777");
+        assert_eq!(reachable("[::]:1".parse().unwrap()).to_string(), "[::1]:1");
+        assert_eq!(reachable("10.1.2.3:5".parse().unwrap()).to_string(), "10.1.2.3:5");
+    }
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(redacted("postgres://u:secret@db/pad"), "postgres://u:***@db/pad");
+        assert_eq!(redacted("sqlite:///tmp/pad.db"), "sqlite:///tmp/pad.db");
+    }
+}

@@ -1,0 +1,41 @@
+//! `pad token list|create|revoke`.
+
+use pad_core::api::CreateToken;
+
+use super::Ctx;
+use crate::cli::TokenCommand;
+use crate::error::CliError;
+use crate::output::{table, timestamp};
+
+pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> Result<(), CliError> {
+    let client = ctx.client()?;
+    match cmd {
+        TokenCommand::List => {
+            let list = client.tokens(ctx.ws()).await?;
+            ctx.emit(&list, |l| {
+                let rows: Vec<Vec<String>> = l
+                    .tokens
+                    .iter()
+                    .map(|t| {
+                        let used = t.last_used_at.map(timestamp).unwrap_or_else(|| "never".into());
+                        vec![t.id.to_string(), t.name.clone(), t.email.clone(), timestamp(t.created_at), used]
+                    })
+                    .collect();
+                table(&["ID", "NAME", "EMAIL", "CREATED", "LAST USED"], &rows)
+            })
+        }
+        TokenCommand::Create { name, email } => {
+            let created = client.create_token(ctx.ws(), &CreateToken { name, email }).await?;
+            eprintln!(
+                "Token {} ({}) for {}: it is shown only this once, so keep it now",
+                created.info.id, created.info.name, created.info.email
+            );
+            // Only the secret on stdout, so `TOKEN=$(pad token create ci)` works.
+            ctx.emit(&created, |c| format!("{}\n", c.token))
+        }
+        TokenCommand::Revoke { id } => {
+            client.revoke_token(ctx.ws(), id).await?;
+            ctx.emit(&serde_json::json!({ "id": id, "revoked": true }), |_| format!("Revoked token {id}\n"))
+        }
+    }
+}

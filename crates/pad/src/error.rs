@@ -1,0 +1,150 @@
+//! How a command fails: a message for stderr and SPEC §5's exit code.
+
+use pad_client::ClientError;
+use pad_core::ItemRef;
+use pad_core::api::ErrorCode;
+
+use crate::output::{in_words, timestamp};
+
+pub const EXIT_INTERNAL: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_CONFIG: i32 = 3;
+
+#[derive(Debug)]
+pub enum CliError {
+    /// stdout was closed (`pad item list | head`): not an error, stop quietly.
+    ClosedPipe,
+    Failed {
+        message: String,
+        code: i32,
+    },
+}
+
+impl CliError {
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        CliError::Failed { message: message.into(), code }
+    }
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(EXIT_CONFIG, message)
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(EXIT_USAGE, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(EXIT_INTERNAL, message)
+    }
+
+    /// A client error on one item, worded for a person: lease conflicts say
+    /// who holds the item and until when (SPEC L2), so a loser can move on.
+    pub fn for_item(item_ref: &ItemRef, e: ClientError) -> Self {
+        let message = if let Some(held) = e.held_lease() {
+            let session = held.session_id.map(|s| format!(", session {s}")).unwrap_or_default();
+            format!(
+                "{item_ref} is leased by {}{session} (epoch {}) until {} (in {})",
+                held.holder,
+                held.epoch,
+                timestamp(held.expires_at),
+                in_words(held.expires_in_seconds)
+            )
+        } else if let Some(current) = e.current_lease() {
+            match current {
+                Some(l) => format!(
+                    "lease on {item_ref} lost: the live lease is epoch {}, held by {} until {}",
+                    l.epoch,
+                    l.holder,
+                    timestamp(l.expires_at)
+                ),
+                None => format!("lease on {item_ref} lost: no live lease (it expired or was released)"),
+            }
+        } else if let ClientError::Api { code: ErrorCode::UpdateConflict, details, .. } = &e {
+            let at = |k: &str| details.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+            format!(
+                "{item_ref} changed since {} (it was updated at {}); show it again and retry",
+                at("expected_updated_at"),
+                at("actual_updated_at")
+            )
+        } else {
+            return e.into();
+        };
+        Self::new(e.exit_code(), message)
+    }
+}
+
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> Self {
+        let code = e.exit_code();
+        let message = match &e {
+            ClientError::Api { code: ErrorCode::Unauthorized, message, .. } => {
+                format!("{message} (the token was refused: check PAD_TOKEN or run `pad auth login`)")
+            }
+            ClientError::Api { code: ErrorCode::ValidationFailed, message, details, .. } => {
+                match details.get("field").and_then(|f| f.as_str()) {
+                    Some(field) if !message.contains(field) => format!("{field}: {message}"),
+                    _ => message.clone(),
+                }
+            }
+            ClientError::Api { retry_after: Some(secs), code: ErrorCode::RateLimited, message, .. } => {
+                format!("{message} (retry in {})", in_words(*secs as i64))
+            }
+            _ => e.to_string(),
+        };
+        CliError::Failed { message, code }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            CliError::ClosedPipe
+        } else {
+            CliError::internal(e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn api(code: ErrorCode, details: serde_json::Value) -> ClientError {
+        ClientError::Api { status: code.http_status(), code, message: "refused".into(), details, retry_after: None }
+    }
+
+    fn failed(e: CliError) -> (String, i32) {
+        match e {
+            CliError::Failed { message, code } => (message, code),
+            CliError::ClosedPipe => panic!("closed pipe"),
+        }
+    }
+
+    #[test]
+    fn lease_held_names_holder_and_expiry() {
+        let e = api(
+            ErrorCode::LeaseHeld,
+            json!({"holder": "runner-a", "session_id": null, "epoch": 1,
+                   "acquired_at": "2026-01-01T00:00:00Z", "renewed_at": "2026-01-01T00:00:00Z",
+                   "expires_at": "2026-01-01T00:15:00Z", "expires_in_seconds": 840}),
+        );
+        let (message, code) = failed(CliError::for_item(&"task-1".parse().unwrap(), e));
+        assert_eq!(code, 7);
+        assert_eq!(message, "TASK-1 is leased by runner-a (epoch 1) until 2026-01-01T00:15:00Z (in 14m)");
+    }
+
+    #[test]
+    fn other_errors_keep_the_server_message_and_code() {
+        let (message, code) =
+            failed(CliError::for_item(&"TASK-1".parse().unwrap(), api(ErrorCode::NotFound, json!({}))));
+        assert_eq!((message.as_str(), code), ("refused", 5));
+        let (message, code) = failed(api(ErrorCode::ValidationFailed, json!({"field": "title"})).into());
+        assert_eq!((message.as_str(), code), ("title: refused", 2));
+        let (_, code) = failed(ClientError::Unavailable("refused".into()).into());
+        assert_eq!(code, 8);
+    }
+
+    #[test]
+    fn broken_pipe_is_quiet() {
+        let e: CliError = std::io::Error::from(std::io::ErrorKind::BrokenPipe).into();
+        assert!(matches!(e, CliError::ClosedPipe));
+    }
+}

@@ -1,0 +1,29 @@
+//! `pad`: the server and its command line (SPEC §5). This crate is wiring:
+//! HTTP lives in pad-client, the API in pad-server.
+
+mod cli;
+mod commands;
+mod config;
+mod credentials;
+mod error;
+mod output;
+mod ttl;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::error::CliError;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // clap prints usage errors itself and exits 2.
+    let cli = cli::Cli::parse();
+    match commands::run(cli).await {
+        Ok(()) | Err(CliError::ClosedPipe) => ExitCode::SUCCESS,
+        Err(CliError::Failed { message, code }) => {
+            eprintln!("error: {message}");
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Rendering: JSON or small aligned tables on stdout, durations and times in
+//! words. Renderers return `String`s so they can be tested without a terminal.
+
+use std::io::{IsTerminal, Write};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::error::CliError;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+}
+
+/// Writes to stdout. A reader that went away (`| head`) ends the command
+/// quietly instead of panicking like `print!` would.
+pub fn print(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<(), CliError> {
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| CliError::internal(e.to_string()))?;
+    text.push('\n');
+    print(&text)
+}
+
+/// SPEC §5: colour honours `NO_COLOR` and is off when stdout is not a terminal.
+pub fn colour_enabled() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+pub fn cyan(text: &str, colour: bool) -> String {
+    if colour { format!("\x1b[36m{text}\x1b[0m") } else { text.to_string() }
+}
+
+/// Columns padded to their widest cell; the last column is not padded, so
+/// lines carry no trailing spaces. Cells may hold colour escapes.
+pub fn table<S: AsRef<str>>(header: &[&str], rows: &[Vec<S>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| visible_width(h)).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(visible_width(cell.as_ref()));
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let cells: Vec<&str> = cells.collect();
+        for (i, cell) in cells.iter().enumerate() {
+            out.push_str(cell);
+            if i + 1 < cells.len() {
+                out.push_str(&" ".repeat(widths[i] - visible_width(cell) + 2));
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(AsRef::as_ref));
+    }
+    out
+}
+
+/// Characters a terminal shows: ANSI `ESC [ … m` sequences take no room.
+fn visible_width(s: &str) -> usize {
+    let mut width = 0;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            width += 1;
+        }
+    }
+    width
+}
+
+/// A short duration for people: `45s`, `14m`, `1h30m`. Rounded down, since
+/// "expires in 14m" with 14m59s left is the useful reading.
+pub fn in_words(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match (s / 3600, (s % 3600) / 60) {
+        (0, 0) => format!("{s}s"),
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h{m}m"),
+    }
+}
+
+/// Whole seconds from `now` until `t`, rounded up like the server's
+/// `expires_in_seconds`, so a fresh 15-minute lease reads "15m", not "14m".
+pub fn seconds_until(t: DateTime<Utc>, now: DateTime<Utc>) -> i64 {
+    let millis = (t - now).num_milliseconds();
+    millis.div_euclid(1000) + i64::from(millis.rem_euclid(1000) > 0)
+}
+
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_words() {
+        assert_eq!(in_words(-3), "0s");
+        assert_eq!(in_words(45), "45s");
+        assert_eq!(in_words(14 * 60 + 59), "14m");
+        assert_eq!(in_words(3600), "1h");
+        assert_eq!(in_words(5400), "1h30m");
+    }
+
+    #[test]
+    fn seconds_until_rounds_up() {
+        let t = DateTime::from_timestamp(1_000_000, 0).unwrap();
+        assert_eq!(seconds_until(t, t - chrono::Duration::milliseconds(899_900)), 900);
+        assert_eq!(seconds_until(t, t - chrono::Duration::seconds(900)), 900);
+        assert_eq!(seconds_until(t, t + chrono::Duration::milliseconds(1500)), -1);
+    }
+
+    #[test]
+    fn tables_align_and_ignore_colour() {
+        let rows = vec![
+            vec![cyan("»", true) + " TASK-1", "open".into(), "A".into()],
+            vec!["  BUG-12".into(), "done".into(), "B".into()],
+        ];
+        let text = table(&["  REF", "STATUS", "TITLE"], &rows);
+        let plain: Vec<String> = text.lines().map(|l| l.replace("\x1b[36m", "").replace("\x1b[0m", "")).collect();
+        assert_eq!(plain, ["  REF     STATUS  TITLE", "» TASK-1  open    A", "  BUG-12  done    B"]);
+    }
+
+    #[test]
+    fn colour_is_plain_when_off() {
+        assert_eq!(cyan("»", false), "»");
+    }
+}

@@ -1,0 +1,52 @@
+//! `--ttl 90s | 30m | 1h30m` (SPEC L8). A bare number is refused: `--ttl 30`
+//! could mean seconds or minutes, and guessing wrong silently is worse than
+//! asking.
+
+/// Whole seconds of a human duration; clap's value parser for `--ttl`.
+pub fn parse(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("`{s}` has no unit: write {s}s, {s}m or {s}h"));
+    }
+    let d =
+        humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration like 90s, 30m or 1h30m ({e})"))?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("`{s}` is not a whole number of seconds"));
+    }
+    Ok(d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn units_are_required_and_honoured() {
+        assert_eq!(parse("90s"), Ok(90));
+        assert_eq!(parse("30m"), Ok(1800));
+        assert_eq!(parse("1h30m"), Ok(5400));
+        assert_eq!(parse("1h 30m"), Ok(5400));
+        assert_eq!(parse("2h"), Ok(7200));
+        assert_eq!(parse("1000ms"), Ok(1));
+        assert_eq!(parse("1.5h"), Ok(5400));
+    }
+
+    #[test]
+    fn bare_numbers_fractions_and_junk_are_refused() {
+        let e = parse("30").unwrap_err();
+        assert!(e.contains("no unit") && e.contains("30m"), "{e}");
+        assert!(parse("1500ms").unwrap_err().contains("whole"));
+        assert!(parse("1.5s").unwrap_err().contains("whole"));
+        assert!(parse("soon").is_err());
+        assert!(parse("").is_err());
+        assert!(parse("-5m").is_err());
+    }
+
+    #[test]
+    fn bounds_are_the_servers_business() {
+        // 0 and > 24 h parse; the server answers `invalid_ttl` (exit 2) with
+        // the workspace's own limits, which the CLI cannot know.
+        assert_eq!(parse("0s"), Ok(0));
+        assert_eq!(parse("48h"), Ok(172_800));
+    }
+}
