@@ -1,6 +1,7 @@
 //! `pad serve` (SPEC §6): open the store, bind, bootstrap an empty database,
 //! serve until Ctrl-C or SIGTERM.
 
+use std::io::IsTerminal;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
@@ -48,7 +49,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
 /// server's trace layer without headers or bodies, so tokens never appear.
 fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 /// The first start's token is printed once, and saved as profile `default`
