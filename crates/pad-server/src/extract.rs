@@ -86,6 +86,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
 /// The authenticated caller (`Authorization: Bearer …`).
 pub struct Caller {
     pub user: User,
+    /// Identifies the token for per-token limits; never the secret itself.
+    pub token_hash: String,
 }
 
 impl Caller {
@@ -108,8 +110,9 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| {
                 ApiError::new(ErrorCode::Unauthorized, "missing bearer token (Authorization: Bearer <token>)")
             })?;
-        match state.store.authenticate(&hash_token(token)).await? {
-            Some(user) => Ok(Caller { user }),
+        let token_hash = hash_token(token);
+        match state.store.authenticate(&token_hash).await? {
+            Some(user) => Ok(Caller { user, token_hash }),
             None => Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked")),
         }
     }

@@ -7,6 +7,8 @@
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod limits;
+pub mod metrics;
 pub mod openapi;
 mod routes;
 
@@ -25,6 +27,22 @@ use crate::error::ApiError;
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    pub metrics: Arc<metrics::Metrics>,
+    pub streams: limits::StreamLimiter,
+    /// Pinged after every successful write through this instance, so event
+    /// streams need not wait for their next poll.
+    pub writes: tokio::sync::broadcast::Sender<()>,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        AppState {
+            store,
+            metrics: Default::default(),
+            streams: Default::default(),
+            writes: tokio::sync::broadcast::channel(16).0,
+        }
+    }
 }
 
 /// What the first start on an empty store created (SPEC §6).
@@ -38,8 +56,9 @@ pub struct Bootstrap {
 pub const BOOTSTRAP_EMAIL: &str = "owner@localhost";
 pub const DEFAULT_WORKSPACE: &str = "default";
 
-/// Opens the store a `--database-url` names: `sqlite://PATH`, `sqlite:PATH`
-/// or a bare path.
+/// Opens the store a `--database-url` names: `postgres://…` or
+/// `postgresql://…` (any number of instances may share one), else
+/// `sqlite://PATH`, `sqlite:PATH` or a bare path.
 pub async fn open_store(database_url: &str) -> Result<Arc<dyn Store>, StoreError> {
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
         return Err(StoreError::invalid("database_url", "PostgreSQL is not supported by this build yet"));
@@ -54,15 +73,20 @@ pub async fn bootstrap(store: &dyn Store) -> Result<Option<Bootstrap>, StoreErro
         return Ok(None);
     }
     let owner = Actor { user_id: store.ensure_user(BOOTSTRAP_EMAIL).await?.id };
-    store.create_workspace(DEFAULT_WORKSPACE, "Default", owner).await?;
+    match store.create_workspace(DEFAULT_WORKSPACE, "Default", owner).await {
+        Ok(_) => {}
+        // Another instance on the same database bootstrapped first (SPEC §6).
+        Err(StoreError::Validation(e)) if e.field == "slug" => return Ok(None),
+        Err(e) => return Err(e),
+    }
     let token = auth::new_token();
     store.create_token(owner, "bootstrap", &auth::hash_token(&token)).await?;
     Ok(Some(Bootstrap { token, email: BOOTSTRAP_EMAIL.into(), workspace: DEFAULT_WORKSPACE.into() }))
 }
 
 /// The whole HTTP surface.
-pub fn app(store: Arc<dyn Store>) -> Router {
-    use routes::{items, leases, workspaces as wss};
+pub fn app(state: AppState) -> Router {
+    use routes::{events, items, leases, workspaces as wss};
     let api = Router::new()
         .route("/me", get(wss::me))
         .route("/workspaces", get(wss::list).post(wss::create))
@@ -79,17 +103,39 @@ pub fn app(store: Arc<dyn Store>) -> Router {
         .route("/workspaces/{ws}/items/{ref}/comments", get(items::comments).post(items::comment))
         .route("/workspaces/{ws}/items/{ref}/claim", post(leases::claim))
         .route("/workspaces/{ws}/items/{ref}/renew", post(leases::renew))
-        .route("/workspaces/{ws}/items/{ref}/release", post(leases::release));
+        .route("/workspaces/{ws}/items/{ref}/release", post(leases::release))
+        .route("/workspaces/{ws}/frontier", get(leases::frontier))
+        .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
+        .route("/workspaces/{ws}/events", get(events::page))
+        .route("/workspaces/{ws}/events/stream", get(events::stream));
     Router::new()
         .nest("/api/v1", api)
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(|| async { axum::Json(openapi::spec()) }))
+        .route("/metrics", get(|State(s): State<AppState>| async move { s.metrics.render() }))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async { ApiError::bad_request("method not allowed on this route", None) })
         .layer(DefaultBodyLimit::max(extract::BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .layer(TraceLayer::new_for_http())
-        .with_state(AppState { store })
+        .with_state(state)
+}
+
+/// Records latency, and wakes event streams after a successful write.
+async fn observe(
+    State(s): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let started = std::time::Instant::now();
+    let write = req.method() != axum::http::Method::GET;
+    let resp = next.run(req).await;
+    s.metrics.observe_request(started.elapsed());
+    if write && resp.status().is_success() {
+        let _ = s.writes.send(());
+    }
+    resp
 }
 
 /// Ready when the store answers.
@@ -99,13 +145,37 @@ async fn readyz(State(s): State<AppState>) -> Result<&'static str, ApiError> {
     Ok("ready")
 }
 
+/// How often each instance looks for expired leases to record (L5, L13).
+/// It only records what has already happened: leases expire on their own.
+pub const EXPIRY_OBSERVER_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Serves until `shutdown` resolves, then finishes in-flight requests.
 pub async fn serve(
     store: Arc<dyn Store>,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(store)).with_graceful_shutdown(shutdown).await
+    let state = AppState::new(store);
+    let observer = tokio::spawn(observe_expiries(state.clone()));
+    let result = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
+    observer.abort();
+    result
+}
+
+async fn observe_expiries(s: AppState) {
+    let mut tick = tokio::time::interval(EXPIRY_OBSERVER_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match s.store.observe_expiries().await {
+            Ok(0) => {}
+            Ok(n) => {
+                s.metrics.expiries.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                let _ = s.writes.send(());
+            }
+            Err(e) => tracing::warn!(error = %e, "could not record expired leases"),
+        }
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -5,7 +5,7 @@
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::routes::{items, leases, workspaces};
+use crate::routes::{events, items, leases, workspaces};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,7 +16,8 @@ use crate::routes::{items, leases, workspaces};
         workspaces::tokens, workspaces::create_token, workspaces::revoke_token,
         items::list, items::create, items::show, items::update, items::delete, items::restore,
         items::history, items::comments, items::comment,
-        leases::claim, leases::renew, leases::release,
+        leases::claim, leases::renew, leases::release, leases::frontier, leases::claim_next,
+        events::page, events::stream,
     ),
     modifiers(&Bearer),
     security(("bearer" = [])),

@@ -2,13 +2,17 @@
 
 use axum::extract::State;
 use pad_core::Action;
-use pad_core::api::{ClaimBody, ClaimResponse, ErrorEnvelope, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse};
+use pad_core::api::{
+    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, ErrorEnvelope, FrontierList, FrontierQuery,
+    ReleaseBody, ReleaseResponse, RenewBody, RenewResponse,
+};
 use pad_core::lease::Ttl;
 use pad_store::{ClaimRequest, ReleaseRequest, RenewRequest};
 
 use crate::AppState;
 use crate::error::ApiResult;
-use crate::extract::{Ctx, Json};
+use crate::extract::{Ctx, Json, Query};
+use crate::metrics::inc;
 
 fn ttl(v: Option<serde_json::Value>) -> ApiResult<Option<i64>> {
     v.map(|v| Ttl::from_json(&v)).transpose().map_err(|e| pad_store::StoreError::InvalidTtl(e).into())
@@ -31,7 +35,8 @@ pub async fn claim(
         ttl_seconds: ttl(body.ttl_seconds)?,
         note: body.note,
     };
-    let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await?;
+    let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
+    inc(if out.refreshed { &s.metrics.refreshes } else { &s.metrics.claims });
     Ok(axum::Json(ClaimResponse {
         item_ref: ctx.param("ref").to_ascii_uppercase(),
         lease: out.lease,
@@ -58,7 +63,8 @@ pub async fn renew(
         ttl_seconds: ttl(body.ttl_seconds)?,
         note: body.note,
     };
-    let lease = s.store.renew(&ctx.ws, ctx.param("ref"), &req).await?;
+    let lease = s.store.renew(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
+    inc(&s.metrics.renewals);
     Ok(axum::Json(RenewResponse { item_ref: ctx.param("ref").to_ascii_uppercase(), lease }))
 }
 
@@ -82,10 +88,62 @@ pub async fn release(
         force: body.force,
         reason: body.reason,
     };
-    let out = s.store.release(&ctx.ws, ctx.param("ref"), &req).await?;
+    let out = s.store.release(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
+    if out.released {
+        inc(&s.metrics.releases);
+    }
     Ok(axum::Json(ReleaseResponse {
         item_ref: ctx.param("ref").to_ascii_uppercase(),
         released: out.released,
         reason: out.reason.to_string(),
     }))
+}
+
+/// Ready work (L11): open, unblocked, unleased; best first.
+#[utoipa::path(get, path = "/api/v1/workspaces/{ws}/frontier", tag = "leases",
+    params(("ws" = String, Path), FrontierQuery),
+    responses((status = 200, body = FrontierList), (status = "default", body = ErrorEnvelope)))]
+pub async fn frontier(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Query(q): Query<FrontierQuery>,
+) -> ApiResult<axum::Json<FrontierList>> {
+    ctx.require(Action::Read)?;
+    let items = s.store.frontier(&ctx.ws, &q.filter(), q.limit.unwrap_or(pad_core::LIST_LIMIT_DEFAULT)).await?;
+    Ok(axum::Json(FrontierList { items }))
+}
+
+/// Atomically claim the best ready item (L11); `item: null` when none is.
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/claim-next", tag = "leases",
+    params(("ws" = String, Path)), request_body = ClaimNextBody,
+    responses((status = 200, body = ClaimNextResponse), (status = "default", body = ErrorEnvelope)))]
+pub async fn claim_next(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<ClaimNextBody>,
+) -> ApiResult<axum::Json<ClaimNextResponse>> {
+    ctx.require(Action::Lease)?;
+    let req = ClaimRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(body.holder),
+        session_id: body.session_id,
+        ttl_seconds: ttl(body.ttl_seconds)?,
+        note: body.note,
+    };
+    let answer = match s.store.claim_next(&ctx.ws, &body.filter, &req).await? {
+        Some((item, out)) => {
+            inc(&s.metrics.claim_next_hits);
+            ClaimNextResponse {
+                item: Some(item),
+                lease: Some(out.lease),
+                previous_note: out.previous_note,
+                previous_holder: out.previous_holder,
+            }
+        }
+        None => {
+            inc(&s.metrics.claim_next_misses);
+            ClaimNextResponse { item: None, lease: None, previous_note: None, previous_holder: None }
+        }
+    };
+    Ok(axum::Json(answer))
 }

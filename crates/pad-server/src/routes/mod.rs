@@ -1,5 +1,6 @@
 //! Route handlers: parse, call the store, map the error. Nothing else.
 
+pub mod events;
 pub mod items;
 pub mod leases;
 pub mod workspaces;

@@ -1,0 +1,114 @@
+//! The event log (SPEC §7): a page of events, and a Server-Sent Events
+//! stream that resumes from `Last-Event-ID` without gaps or duplicates.
+//!
+//! Streams poll the store from their cursor, woken early by this instance's
+//! writes and at least every [`POLL`] otherwise, so events written through
+//! another instance on the same database arrive too. Correctness rests on the
+//! store invariant that a workspace's event ids become visible in increasing
+//! order.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures::Stream;
+use pad_core::api::ErrorCode;
+use pad_core::{Action, Event};
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Ctx, Query};
+use crate::limits::StreamPermit;
+
+pub const POLL: Duration = Duration::from_millis(500);
+const PAGE: u32 = 500;
+
+#[derive(Debug, Default, Deserialize, Serialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Events with a greater id; 0 (the default) is from the start.
+    #[serde(default)]
+    pub after: Option<i64>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EventPage {
+    pub events: Vec<Event>,
+}
+
+#[utoipa::path(get, path = "/api/v1/workspaces/{ws}/events", tag = "events",
+    params(("ws" = String, Path), EventsQuery),
+    responses((status = 200, body = EventPage), (status = "default", body = pad_core::api::ErrorEnvelope)))]
+pub async fn page(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Query(q): Query<EventsQuery>,
+) -> ApiResult<axum::Json<EventPage>> {
+    ctx.require(Action::Read)?;
+    let events = s.store.events_after(&ctx.ws, q.after.unwrap_or(0), q.limit.unwrap_or(100).min(1000)).await?;
+    Ok(axum::Json(EventPage { events }))
+}
+
+/// SSE: `id:` is the event id, `event:` its type, `data:` the event JSON.
+#[utoipa::path(get, path = "/api/v1/workspaces/{ws}/events/stream", tag = "events",
+    params(("ws" = String, Path), EventsQuery, ("Last-Event-ID" = Option<i64>, Header, description = "resume after this id")),
+    responses((status = 200, content_type = "text/event-stream", description = "a stream of events"), (status = 429, body = pad_core::api::ErrorEnvelope, description = "too many open streams for this token"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
+pub async fn stream(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    headers: HeaderMap,
+    Query(q): Query<EventsQuery>,
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    ctx.require(Action::Read)?;
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
+    let cursor = resume.or(q.after).unwrap_or(0);
+    let permit = s.streams.open(&ctx.caller.token_hash).ok_or_else(|| ApiError {
+        retry_after: Some(5),
+        ..ApiError::new(ErrorCode::RateLimited, "too many open event streams for this user; close one first")
+    })?;
+    let state = Tail {
+        store: s.store.clone(),
+        ws: ctx.ws,
+        cursor,
+        buffer: VecDeque::new(),
+        wake: s.writes.subscribe(),
+        _permit: permit,
+    };
+    let stream = futures::stream::unfold(state, |mut t| async move {
+        loop {
+            if let Some(e) = t.buffer.pop_front() {
+                t.cursor = e.id;
+                let data = serde_json::to_string(&e).unwrap_or_default();
+                return Some((Ok(SseEvent::default().id(e.id.to_string()).event(e.kind.clone()).data(data)), t));
+            }
+            match t.store.events_after(&t.ws, t.cursor, PAGE).await {
+                Ok(events) if !events.is_empty() => {
+                    t.buffer.extend(events);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "event stream read failed; retrying"),
+            }
+            let _ = tokio::time::timeout(POLL, t.wake.recv()).await;
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// One stream's position: what it has sent, and what it has read but not sent.
+struct Tail {
+    store: Arc<dyn pad_store::Store>,
+    ws: pad_core::Workspace,
+    cursor: i64,
+    buffer: VecDeque<Event>,
+    wake: tokio::sync::broadcast::Receiver<()>,
+    _permit: StreamPermit,
+}
