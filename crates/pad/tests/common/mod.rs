@@ -1,0 +1,5 @@
+//! Helpers shared by pad's end-to-end tests. Each test binary includes this
+//! with `mod common;`; not every binary uses every helper.
+#![allow(dead_code)]
+
+pub mod server;

@@ -1,0 +1,134 @@
+//! A real `pad serve` process for end-to-end tests.
+//!
+//! `TestServer::start()` spawns the binary under test on `127.0.0.1:0` with a
+//! fresh `PAD_HOME` and SQLite database, waits for the `pad: listening on`
+//! line, and reads the owner's token from the `default` profile the server
+//! saved. `pad()` builds CLI commands that use that profile; the server is
+//! killed when the `TestServer` is dropped.
+//!
+//! Keep this API small: other test files depend on it.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long `pad serve` may take to start listening (a cold SQLite migration
+/// on a busy CI machine is the slow part).
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    /// `PAD_HOME` for the server and every `pad()` command.
+    pub home: PathBuf,
+    /// The owner's token of workspace `default`.
+    pub token: String,
+    child: Child,
+    /// Removed on drop, after the server is killed.
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// A server on a fresh SQLite database in a temporary `PAD_HOME`.
+    pub fn start() -> TestServer {
+        Self::start_inner(None)
+    }
+
+    /// A server on the given (empty) database, e.g. `postgres://…/pad_x`.
+    pub fn start_with_db(database_url: &str) -> TestServer {
+        Self::start_inner(Some(database_url))
+    }
+
+    fn start_inner(database_url: Option<&str>) -> TestServer {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).expect("PAD_HOME");
+        let database_url = match database_url {
+            Some(url) => url.to_string(),
+            None => format!("sqlite://{}", home.join("pad.db").display()),
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pad"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &database_url])
+            .env("PAD_HOME", &home)
+            .env("RUST_LOG", "warn")
+            .env_remove("PAD_URL")
+            .env_remove("PAD_TOKEN")
+            .env_remove("PAD_PROFILE")
+            .env_remove("PAD_WORKSPACE")
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn `pad serve`");
+
+        // Read stderr on a thread: it must be drained for the server's whole
+        // life (a full pipe would block its logging), and the wait for the
+        // listening line needs a timeout.
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("pad: listening on ") {
+                    let _ = tx.send(url.trim().to_string());
+                } else if std::env::var_os("PAD_TEST_SERVER_LOG").is_some() {
+                    eprintln!("[pad serve] {line}");
+                }
+            }
+        });
+        let url = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!(
+                    "`pad serve` did not start listening within {START_TIMEOUT:?} ({status:?}); set PAD_TEST_SERVER_LOG=1 to see its log"
+                );
+            }
+        };
+        let token = read_token(&home);
+        TestServer { url, home, token, child, _dir: dir }
+    }
+
+    /// `pad` with `PAD_HOME` set (so the `default` profile is used) and every
+    /// other pad variable unset; run in the temporary directory so no stray
+    /// `.pad.toml` is picked up.
+    pub fn pad(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pad"));
+        cmd.env("PAD_HOME", &self.home)
+            .env_remove("PAD_URL")
+            .env_remove("PAD_TOKEN")
+            .env_remove("PAD_PROFILE")
+            .env_remove("PAD_WORKSPACE")
+            .env("NO_COLOR", "1")
+            .current_dir(self.home.parent().expect("PAD_HOME has a parent"))
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `pad ARGS…` to completion and returns its output.
+    pub fn pad_output<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.pad().args(args).output().expect("run pad")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `default` profile's token in `$PAD_HOME/credentials.toml`.
+fn read_token(home: &std::path::Path) -> String {
+    let path = home.join("credentials.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let creds: toml::Table = text.parse().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    creds["profiles"]["default"]["token"].as_str().expect("profile `default` has a token").to_string()
+}
