@@ -100,22 +100,47 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
+        let token = match bearer(parts) {
+            Some(t) => t,
+            None => session_token(parts)?.ok_or_else(|| {
                 ApiError::new(ErrorCode::Unauthorized, "missing bearer token (Authorization: Bearer <token>)")
-            })?;
-        let token_hash = hash_token(token);
+            })?,
+        };
+        let token_hash = hash_token(&token);
         match state.store.authenticate(&token_hash).await? {
             Some(user) => Ok(Caller { user, token_hash }),
             None => Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked")),
         }
     }
+}
+
+fn bearer(parts: &Parts) -> Option<String> {
+    parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+}
+
+/// The web UI's session: the token in an HttpOnly cookie. Requests that may
+/// change state must also echo the CSRF cookie in a header (double submit),
+/// which a cross-site page cannot read or forge.
+fn session_token(parts: &Parts) -> Result<Option<String>, ApiError> {
+    let Some(token) = crate::session::cookie(&parts.headers, crate::session::SESSION_COOKIE) else { return Ok(None) };
+    let safe = matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD);
+    if !safe {
+        let expected = crate::session::cookie(&parts.headers, crate::session::CSRF_COOKIE);
+        let given = parts.headers.get(crate::session::CSRF_HEADER).and_then(|v| v.to_str().ok());
+        if expected.is_none() || expected.as_deref() != given {
+            return Err(ApiError::forbidden(
+                "missing or wrong CSRF token (send the pad_csrf cookie's value as X-CSRF-Token)",
+            ));
+        }
+    }
+    Ok(Some(token))
 }
 
 /// A caller inside one workspace (`/workspaces/{ws}/…`), with its role

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod metrics;
 pub mod openapi;
 mod routes;
+pub mod session;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -89,6 +90,7 @@ pub fn app(state: AppState) -> Router {
     use routes::{events, items, leases, workspaces as wss};
     let api = Router::new()
         .route("/me", get(wss::me))
+        .route("/session", post(session::create).delete(session::delete))
         .route("/workspaces", get(wss::list).post(wss::create))
         .route("/workspaces/{ws}", get(wss::show))
         .route("/workspaces/{ws}/me", get(wss::me_in))

@@ -17,7 +17,7 @@ use crate::routes::{events, items, leases, workspaces};
         items::list, items::create, items::show, items::update, items::delete, items::restore,
         items::history, items::comments, items::comment,
         leases::claim, leases::renew, leases::release, leases::frontier, leases::claim_next,
-        events::page, events::stream,
+        events::page, events::stream, crate::session::create, crate::session::delete,
     ),
     modifiers(&Bearer),
     security(("bearer" = [])),

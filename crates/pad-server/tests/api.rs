@@ -282,3 +282,33 @@ fn openapi_spec_matches_the_committed_copy() {
         assert!(spec["paths"].get(p).is_some(), "{p} missing");
     }
 }
+
+/// The web session: a token becomes an HttpOnly cookie; writes need the CSRF echo.
+#[tokio::test]
+async fn session_cookie_needs_csrf_for_writes() {
+    let s = TestServer::start().await;
+    let bad = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": "pad_nope"}))).await;
+    assert_eq!(bad.status, 401);
+    let ok = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
+    assert_eq!(ok.status, 204);
+    let cookies: Vec<String> = ok.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect();
+    let session = cookies.iter().find(|c| c.starts_with("pad_session=")).unwrap();
+    assert!(session.contains("HttpOnly") && session.contains("SameSite=Strict"), "{session}");
+    let csrf = cookies.iter().find(|c| c.starts_with("pad_csrf=")).unwrap();
+    let csrf_value = csrf.split(';').next().unwrap().trim_start_matches("pad_csrf=").to_string();
+    let jar = format!("pad_session={}; pad_csrf={csrf_value}", s.owner);
+    let get = s.http.get(format!("{}{WS}/items", s.url)).header("cookie", &jar).send().await.unwrap();
+    assert_eq!(get.status(), 200);
+    let post = |csrf: Option<&str>| {
+        let mut req = s.http.post(format!("{}{WS}/items", s.url)).header("cookie", &jar).json(&json!({"title": "from ui"}));
+        if let Some(c) = csrf {
+            req = req.header("x-csrf-token", c);
+        }
+        req.send()
+    };
+    assert_eq!(post(None).await.unwrap().status(), 403);
+    assert_eq!(post(Some("forged")).await.unwrap().status(), 403);
+    assert_eq!(post(Some(&csrf_value)).await.unwrap().status(), 201);
+    let list = s.get(&s.owner, &format!("{WS}/items")).await;
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 1, "only the CSRF-checked write landed");
+}
