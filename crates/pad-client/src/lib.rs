@@ -3,6 +3,7 @@
 //! that knows the CLI's exit codes.
 
 mod error;
+mod sse;
 
 use std::fmt;
 use std::time::Duration;
@@ -12,12 +13,15 @@ use pad_core::api::{
     ListQuery, Me, MemberList, NewComment, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse, SetMember,
     TokenCreated, TokenList, VersionList, WorkspaceList, WorkspaceView,
 };
-use pad_core::{Comment, Item, ItemPatch, Kind, Member, NewItem};
+use pad_core::{Comment, Event, Item, ItemPatch, Kind, Member, NewItem};
 use reqwest::{Method, RequestBuilder, header};
 use serde::de::DeserializeOwned;
 
+use pad_core::api::{ClaimNextBody, ClaimNextResponse, FrontierList, FrontierQuery};
+
 pub use error::{ClientError, HeldLease};
 pub use reqwest::Url;
+pub use sse::EventStream;
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
@@ -25,6 +29,9 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 /// hang a script forever.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// An event stream has no total deadline; silence this long (the server
+/// sends a keep-alive every 15 s) means the connection is dead.
+const STREAM_READ_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// A connection to one server as one identity. Cheap to clone.
 #[derive(Clone)]
@@ -32,6 +39,8 @@ pub struct Client {
     base_url: Url,
     token: String,
     http: reqwest::Client,
+    /// For event streams: the same, without the total timeout.
+    streaming: reqwest::Client,
 }
 
 /// Never prints the token.
@@ -48,13 +57,14 @@ impl Client {
         if base_url.cannot_be_a_base() || !matches!(base_url.scheme(), "http" | "https") {
             return Err(ClientError::Protocol(format!("{base_url} is not an http(s) URL")));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
-            .user_agent(concat!("pad/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(ClientError::from_transport)?;
-        Ok(Self { base_url, token: token.into(), http })
+        let builder = || {
+            reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .user_agent(concat!("pad/", env!("CARGO_PKG_VERSION")))
+        };
+        let http = builder().timeout(REQUEST_TIMEOUT).build().map_err(ClientError::from_transport)?;
+        let streaming = builder().read_timeout(STREAM_READ_TIMEOUT).build().map_err(ClientError::from_transport)?;
+        Ok(Self { base_url, token: token.into(), http, streaming })
     }
 
     pub fn base_url(&self) -> &Url {
@@ -145,6 +155,50 @@ impl Client {
         self.json(self.item_request(Method::POST, ws, item_ref, Some("release")).json(body)).await
     }
 
+    /// Ready items, best first (L11): what `claim_next` would pick from.
+    pub async fn frontier(&self, ws: &str, query: &FrontierQuery) -> Result<FrontierList> {
+        self.json(self.request(Method::GET, &["workspaces", ws, "frontier"]).query(query)).await
+    }
+
+    /// Claims the best ready item (L11); `item: None` when nothing is ready.
+    pub async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "claim-next"]).json(body)).await
+    }
+
+    // --- events (SPEC §7) ----------------------------------------------------
+
+    /// Up to `limit` events with ids greater than `after`, oldest first.
+    pub async fn events(&self, ws: &str, after: i64, limit: u32) -> Result<Vec<Event>> {
+        // The page's shape lives in pad-server (`EventPage`), not in pad-core's wire types.
+        #[derive(serde::Deserialize)]
+        struct Page {
+            events: Vec<Event>,
+        }
+        let query = [("after", after.to_string()), ("limit", limit.to_string())];
+        let page: Page = self.json(self.request(Method::GET, &["workspaces", ws, "events"]).query(&query)).await?;
+        Ok(page.events)
+    }
+
+    /// Opens the live stream of events with ids greater than `after` (all of
+    /// them for 0). Refusals (a bad token, too many open streams) are errors
+    /// here, before any event; the stream itself ends when the connection
+    /// does, and resuming is another call with the last id seen.
+    pub async fn event_stream(&self, ws: &str, after: i64) -> Result<EventStream> {
+        let request = self
+            .streaming
+            .get(self.url(&["workspaces", ws, "events", "stream"]))
+            .bearer_auth(&self.token)
+            .header(header::ACCEPT, "text/event-stream")
+            .header("last-event-id", after.to_string());
+        let response = request.send().await.map_err(ClientError::from_transport)?;
+        if !response.status().is_success() {
+            let (status, retry_after) = (response.status().as_u16(), retry_after(&response));
+            let body = response.bytes().await.map_err(ClientError::from_transport)?;
+            return Err(ClientError::from_answer(status, retry_after, &body));
+        }
+        Ok(EventStream::new(response))
+    }
+
     // --- members and tokens --------------------------------------------------
 
     pub async fn members(&self, ws: &str) -> Result<MemberList> {
@@ -205,12 +259,7 @@ impl Client {
     /// Sends and answers with the body of a 2xx answer, or the error.
     async fn send(&self, request: RequestBuilder) -> Result<Vec<u8>> {
         let response = request.send().await.map_err(ClientError::from_transport)?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
+        let (status, retry_after) = (response.status(), retry_after(&response));
         let body = response.bytes().await.map_err(ClientError::from_transport)?;
         if status.is_success() {
             Ok(body.to_vec())
@@ -218,6 +267,11 @@ impl Client {
             Err(ClientError::from_answer(status.as_u16(), retry_after, &body))
         }
     }
+}
+
+/// `Retry-After` in seconds (`lease_held`, `rate_limited`).
+fn retry_after(response: &reqwest::Response) -> Option<u64> {
+    response.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok())
 }
 
 #[cfg(test)]

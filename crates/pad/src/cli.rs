@@ -58,6 +58,8 @@ pub enum Command {
     /// Sign in to a server and see who you are
     #[command(subcommand)]
     Auth(AuthCommand),
+    /// Print the workspace's events as they happen (Ctrl-C stops)
+    Watch(WatchArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -317,6 +319,19 @@ pub struct ReleaseArgs {
     /// Why the lease is broken, recorded in the event
     #[arg(long, requires = "force")]
     pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Only events of this type, like lease.claimed (repeatable or comma-separated)
+    #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
+    pub types: Vec<String>,
+    /// Only events about this item (repeatable or comma-separated)
+    #[arg(long = "ref", value_name = "REF", value_delimiter = ',')]
+    pub refs: Vec<ItemRef>,
+    /// Start after this event id; 0 replays the whole log [default: only new events]
+    #[arg(long, value_name = "ID")]
+    pub after: Option<i64>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,7 @@ mod lease;
 mod member;
 mod serve;
 mod token;
+mod watch;
 mod workspace;
 
 use serde::Serialize;
@@ -29,6 +30,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Member(cmd) => member::run(&ctx()?, cmd).await,
         Command::Token(cmd) => token::run(&ctx()?, cmd).await,
         Command::Auth(cmd) => auth::run(&ctx()?, cmd).await,
+        Command::Watch(args) => watch::run(&ctx()?, args).await,
     }
 }
 

@@ -1,0 +1,239 @@
+//! `pad watch` (SPEC §7): tails a workspace's events, one line each, and
+//! outlives a dropped connection — it reconnects with backoff and resumes
+//! after the last event it received, so nothing is missed or repeated.
+
+use std::time::Duration;
+
+use pad_client::{Client, ClientError, EventStream};
+use pad_core::Event;
+use pad_core::api::ErrorCode;
+
+use super::Ctx;
+use crate::cli::WatchArgs;
+use crate::error::CliError;
+use crate::output::{self, Format, timestamp};
+
+/// Events per request while looking for the newest one.
+const PAGE: u32 = 1000;
+const FIRST_RETRY: Duration = Duration::from_millis(250);
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<(), CliError> {
+    let client = ctx.client()?;
+    let filter = Filter { types: args.types, refs: args.refs.iter().map(ToString::to_string).collect() };
+    tokio::select! {
+        result = tail(ctx, &client, &filter, args.after) => result,
+        // Stopping a watch is how it is meant to end.
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+/// Never returns `Ok`: it runs until an error that retrying cannot fix.
+async fn tail(ctx: &Ctx, client: &Client, filter: &Filter, after: Option<i64>) -> Result<(), CliError> {
+    let ws = ctx.ws();
+    let mut cursor = match after {
+        Some(id) => id,
+        None => newest_id(client, ws).await?,
+    };
+    // A refusal or an unreachable server at the start is the answer (exit 4, 8…).
+    let mut stream = client.event_stream(ws, cursor).await?;
+    loop {
+        while let Some(next) = stream.next_event().await {
+            match next {
+                Ok(event) => {
+                    // The cursor moves past filtered-out events too, so a
+                    // resume does not fetch them again.
+                    cursor = event.id;
+                    if filter.matches(&event) {
+                        print(ctx.format, &event)?;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("pad watch: connection lost ({e})");
+                    break;
+                }
+            }
+        }
+        stream = reconnect(client, ws, cursor).await?;
+    }
+}
+
+/// The id of the workspace's newest event, so a plain `pad watch` shows only
+/// what happens from now on.
+async fn newest_id(client: &Client, ws: &str) -> Result<i64, CliError> {
+    let mut newest = 0;
+    loop {
+        let page = client.events(ws, newest, PAGE).await?;
+        let Some(last) = page.last() else { return Ok(newest) };
+        newest = last.id;
+        if page.len() < PAGE as usize {
+            return Ok(newest);
+        }
+    }
+}
+
+/// Retries with growing pauses until the server takes the stream again.
+async fn reconnect(client: &Client, ws: &str, cursor: i64) -> Result<EventStream, CliError> {
+    let mut pause = FIRST_RETRY;
+    loop {
+        eprintln!("pad watch: reconnecting in {} (after event {cursor})", humantime::format_duration(pause));
+        tokio::time::sleep(pause).await;
+        match client.event_stream(ws, cursor).await {
+            Ok(stream) => {
+                eprintln!("pad watch: reconnected");
+                return Ok(stream);
+            }
+            Err(e) if transient(&e) => {
+                eprintln!("pad watch: {e}");
+                pause = (pause * 2).min(MAX_RETRY);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Worth retrying: the server is down or busy. A refused token or a missing
+/// workspace will not fix itself.
+fn transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Unavailable(_) | ClientError::Protocol(_) => true,
+        ClientError::Api { code, .. } => {
+            matches!(code, ErrorCode::RateLimited | ErrorCode::Unavailable | ErrorCode::InternalError)
+        }
+    }
+}
+
+/// `--type` and `--ref`: each list, when given, must contain the event's.
+struct Filter {
+    types: Vec<String>,
+    refs: Vec<String>,
+}
+
+impl Filter {
+    fn matches(&self, e: &Event) -> bool {
+        let type_ok = self.types.is_empty() || self.types.contains(&e.kind);
+        let ref_ok = self.refs.is_empty()
+            || e.item_ref.as_deref().is_some_and(|r| self.refs.iter().any(|want| want.eq_ignore_ascii_case(r)));
+        type_ok && ref_ok
+    }
+}
+
+fn print(format: Format, e: &Event) -> Result<(), CliError> {
+    let mut line = match format {
+        Format::Json => serde_json::to_string(e).map_err(|e| CliError::internal(e.to_string()))?,
+        Format::Table => render(e),
+    };
+    line.push('\n');
+    output::print(&line)
+}
+
+/// `2026-01-01T00:00:00Z  lease.claimed     TASK-1    o@example.com  runner-a, epoch 1, until …`.
+/// Fixed widths: lines are printed as they come, so nothing can be aligned
+/// to the widest cell.
+fn render(e: &Event) -> String {
+    let actor = e.actor.as_deref().unwrap_or("-");
+    let item_ref = e.item_ref.as_deref().unwrap_or("-");
+    let line = format!("{}  {:<16}  {item_ref:<9}  {actor:<20}  {}", timestamp(e.at), e.kind, summary(e));
+    line.trim_end().to_string()
+}
+
+/// The few words of an event's data a person wants in the stream.
+fn summary(e: &Event) -> String {
+    let d = &e.data;
+    let text = |k: &str| d.get(k).and_then(|v| v.as_str());
+    let lease = || {
+        let holder = text("holder").unwrap_or("?");
+        let epoch = d.get("epoch").map(ToString::to_string).unwrap_or_else(|| "?".into());
+        format!("{holder}, epoch {epoch}")
+    };
+    match e.kind.as_str() {
+        "item.created" => text("title").unwrap_or_default().to_string(),
+        "item.updated" => match d.get("fields").and_then(|f| f.as_array()) {
+            Some(fields) => {
+                let names: Vec<&str> = fields.iter().filter_map(|f| f.as_str()).collect();
+                format!("changed {}", names.join(", "))
+            }
+            None => String::new(),
+        },
+        "comment.created" => d.get("comment_id").map(|id| format!("comment #{id}")).unwrap_or_default(),
+        "lease.claimed" => match text("expires_at") {
+            Some(until) => format!("{}, until {until}", lease()),
+            None => lease(),
+        },
+        "lease.released" | "lease.expired" => lease(),
+        "lease.broken" => format!("{}: {}", lease(), text("reason").unwrap_or("no reason")),
+        "item.quarantined" => text("reason").unwrap_or_default().to_string(),
+        _ if d.is_null() || d.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+        _ => d.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    fn event(kind: &str, item_ref: Option<&str>, actor: Option<&str>, data: serde_json::Value) -> Event {
+        Event {
+            id: 1,
+            kind: kind.into(),
+            item_ref: item_ref.map(Into::into),
+            actor: actor.map(Into::into),
+            at: chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+            data,
+        }
+    }
+
+    #[test]
+    fn lines_have_time_type_ref_actor_and_summary() {
+        let claimed = event(
+            "lease.claimed",
+            Some("TASK-1"),
+            Some("o@example.com"),
+            json!({"holder": "runner-a", "epoch": 2, "session_id": null, "expires_at": "2026-01-01T00:15:00Z"}),
+        );
+        assert_eq!(
+            render(&claimed),
+            "2026-01-01T00:00:00Z  lease.claimed     TASK-1     o@example.com         runner-a, epoch 2, until 2026-01-01T00:15:00Z"
+        );
+        let expired = event("lease.expired", Some("TASK-1"), None, json!({"holder": "runner-a", "epoch": 2}));
+        assert!(
+            render(&expired).ends_with("TASK-1     -                     runner-a, epoch 2"),
+            "{}",
+            render(&expired)
+        );
+        let updated = event("item.updated", Some("BUG-3"), Some("a@x"), json!({"fields": ["title", "status"]}));
+        assert!(render(&updated).ends_with("changed title, status"));
+        assert!(!render(&event("item.deleted", Some("BUG-3"), Some("a@x"), json!({}))).ends_with(' '));
+    }
+
+    #[test]
+    fn filters_need_every_given_list_to_match() {
+        let e = event("lease.claimed", Some("TASK-1"), None, json!({}));
+        let f = |types: &[&str], refs: &[&str]| Filter {
+            types: types.iter().map(|s| s.to_string()).collect(),
+            refs: refs.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(f(&[], &[]).matches(&e));
+        assert!(f(&["item.created", "lease.claimed"], &["task-1"]).matches(&e));
+        assert!(!f(&["item.created"], &[]).matches(&e));
+        assert!(!f(&[], &["TASK-2"]).matches(&e));
+        assert!(!f(&[], &["TASK-1"]).matches(&event("item.created", None, None, json!({}))));
+    }
+
+    #[test]
+    fn only_outages_are_retried() {
+        let api = |code: ErrorCode| ClientError::Api {
+            status: code.http_status(),
+            code,
+            message: String::new(),
+            details: json!({}),
+            retry_after: None,
+        };
+        assert!(transient(&ClientError::Unavailable("refused".into())));
+        assert!(transient(&api(ErrorCode::RateLimited)));
+        assert!(!transient(&api(ErrorCode::Unauthorized)));
+        assert!(!transient(&api(ErrorCode::NotFound)));
+    }
+}
