@@ -62,7 +62,7 @@ pub const DEFAULT_WORKSPACE: &str = "default";
 /// `sqlite://PATH`, `sqlite:PATH` or a bare path.
 pub async fn open_store(database_url: &str) -> Result<Arc<dyn Store>, StoreError> {
     if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        return Err(StoreError::invalid("database_url", "PostgreSQL is not supported by this build yet"));
+        return Ok(Arc::new(pad_postgres::PgStore::open(database_url).await?));
     }
     Ok(Arc::new(pad_sqlite::SqliteStore::open_url(database_url).await?))
 }

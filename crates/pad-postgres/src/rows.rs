@@ -1,0 +1,152 @@
+//! Row mapping: PostgreSQL rows to the domain types.
+
+use pad_core::lease::LeaseSlot;
+use pad_core::{
+    Item, ItemRef, Lease, Priority, Role, Status, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings,
+};
+use pad_store::{StoreError, StoreResult};
+use sqlx::Row;
+use sqlx::postgres::{PgConnection, PgRow};
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(format!("unreadable {what} in the database: {e}"))
+}
+
+/// Every item read goes through this one SELECT, so get and list agree.
+/// `db_now` is the statement's clock, which reads use to tell live leases
+/// from expired ones (L5) on the same clock as their `leased` filter.
+pub const ITEM_SELECT: &str =
+    "SELECT i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
+        i.created_at, i.updated_at, i.deleted_at,
+        i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
+        i.lease_expires_at, i.lease_ttl_seconds,
+        p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
+        (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = i.id) AS comments_count,
+        ARRAY(SELECT b.prefix || '-' || b.number FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
+          WHERE ib.item_id = i.id) AS blocked_by,
+        now() AS db_now
+    FROM items i
+    LEFT JOIN items p ON p.id = i.parent_id
+    LEFT JOIN users a ON a.id = i.assignee_id
+    JOIN users c ON c.id = i.created_by";
+
+fn ttl_seconds(row: &PgRow, column: &str) -> StoreResult<u32> {
+    u32::try_from(row.get::<i32, _>(column)).map_err(|e| corrupt("ttl", e))
+}
+
+/// The lease slot as stored in the `lease_*` columns.
+pub fn lease_slot(row: &PgRow) -> StoreResult<LeaseSlot> {
+    let last_epoch: i64 = row.get("lease_epoch");
+    let holder: Option<String> = row.get("lease_holder");
+    let current = match holder {
+        None => None,
+        Some(holder) => Some(Lease {
+            holder,
+            session_id: row.get("lease_session_id"),
+            epoch: last_epoch,
+            acquired_at: row.get("lease_acquired_at"),
+            renewed_at: row.get("lease_renewed_at"),
+            expires_at: row.get("lease_expires_at"),
+            ttl_seconds: ttl_seconds(row, "lease_ttl_seconds")?,
+            user_id: row.get("lease_user_id"),
+        }),
+    };
+    Ok(LeaseSlot { current, last_epoch })
+}
+
+/// The lease a lease statement wrote, from its `new_*` columns; `None` when
+/// its predicate let nothing through.
+pub fn written_lease(row: &PgRow) -> StoreResult<Option<Lease>> {
+    let Some(holder) = row.get::<Option<String>, _>("new_holder") else { return Ok(None) };
+    Ok(Some(Lease {
+        holder,
+        session_id: row.get("new_session_id"),
+        epoch: row.get("new_epoch"),
+        acquired_at: row.get("new_acquired_at"),
+        renewed_at: row.get("new_renewed_at"),
+        expires_at: row.get("new_expires_at"),
+        ttl_seconds: ttl_seconds(row, "new_ttl_seconds")?,
+        user_id: row.get("new_user_id"),
+    }))
+}
+
+pub fn item_from_row(row: &PgRow, now: Timestamp) -> StoreResult<Item> {
+    let parent = row
+        .get::<Option<String>, _>("parent_prefix")
+        .map(|prefix| ItemRef { prefix, number: row.get("parent_number") });
+    let blocked: Vec<String> = row.get("blocked_by");
+    let mut blocked_by = blocked
+        .iter()
+        .map(|b| b.parse::<ItemRef>().map_err(|e| corrupt("blocker ref", e)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    blocked_by.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
+    Ok(Item {
+        item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
+        kind: row.get("kind"),
+        title: row.get("title"),
+        body: row.get("body"),
+        status: row.get::<String, _>("status").parse::<Status>().map_err(|e| corrupt("status", e))?,
+        priority: Priority::from_rank(row.get("priority")).ok_or_else(|| corrupt("priority", "out of range"))?,
+        labels: row.get("labels"),
+        parent,
+        blocked_by,
+        assignee: row.get("assignee_email"),
+        created_by: row.get("creator_email"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        deleted_at: row.get("deleted_at"),
+        comments_count: row.get("comments_count"),
+        // L5: an expired lease reads as absent.
+        lease: lease_slot(row)?.live(now).cloned(),
+    })
+}
+
+pub fn role(row: &PgRow) -> StoreResult<Role> {
+    row.get::<String, _>("role").parse().map_err(|e| corrupt("role", e))
+}
+
+pub fn workspace_from_row(row: &PgRow) -> StoreResult<Workspace> {
+    let n = |c: &str| u32::try_from(row.get::<i32, _>(c)).map_err(|e| corrupt(c, e));
+    Ok(Workspace {
+        id: row.get("id"),
+        slug: row.get("slug"),
+        name: row.get("name"),
+        created_at: row.get("created_at"),
+        settings: WorkspaceSettings {
+            default_ttl_seconds: n("default_ttl_seconds")?,
+            max_ttl_seconds: n("max_ttl_seconds")?,
+            quarantine_after_expiries: n("quarantine_after_expiries")?,
+        },
+    })
+}
+
+pub const TOKEN_SELECT: &str =
+    "SELECT t.id, t.name, u.email, t.created_at, t.last_used_at FROM tokens t JOIN users u ON u.id = t.user_id";
+
+pub fn token_from_row(row: &PgRow) -> StoreResult<TokenInfo> {
+    Ok(TokenInfo {
+        id: row.get("id"),
+        name: row.get("name"),
+        email: row.get("email"),
+        created_at: row.get("created_at"),
+        last_used_at: row.get("last_used_at"),
+    })
+}
+
+/// Emails are identities: compared and stored lower-case. Safe against a
+/// concurrent insert of the same email: `DO NOTHING` waits for it, and the
+/// SELECT, a new statement under READ COMMITTED, then sees it.
+pub async fn ensure_user(conn: &mut PgConnection, email: &str) -> StoreResult<User> {
+    let email = email.to_lowercase();
+    sqlx::query("INSERT INTO users (email, created_at) VALUES ($1, now()) ON CONFLICT (email) DO NOTHING")
+        .bind(&email)
+        .execute(&mut *conn)
+        .await
+        .map_err(super::db)?;
+    let id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
+        .bind(&email)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(super::db)?;
+    Ok(User { id, email })
+}

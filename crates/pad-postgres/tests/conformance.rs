@@ -1,0 +1,18 @@
+//! The shared conformance suite against the PostgreSQL store, each test on a
+//! fresh database. Skipped (loudly) unless `PAD_TEST_DATABASE_URL` is set.
+
+mod common;
+
+use std::sync::Arc;
+
+use pad_postgres::PgStore;
+use pad_store::conformance::TestStore;
+
+async fn fresh() -> Option<TestStore> {
+    let db = common::ScratchDb::create().await?;
+    // Small pools: the tests of this binary run in parallel on one server.
+    let store = PgStore::open_with(&db.url, 8).await.expect("open postgres");
+    Some(TestStore { store: Arc::new(store), guard: Box::new(db) })
+}
+
+pad_store::conformance_suite!(fresh());
