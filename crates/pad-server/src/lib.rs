@@ -33,6 +33,9 @@ pub struct AppState {
     /// Pinged after every successful write through this instance, so event
     /// streams need not wait for their next poll.
     pub writes: tokio::sync::broadcast::Sender<()>,
+    /// This instance's own URL, where `POST /mcp` tool calls are sent with
+    /// the caller's token; `None` leaves `/mcp` unmounted.
+    pub self_url: Option<pad_client::Url>,
 }
 
 impl AppState {
@@ -42,6 +45,7 @@ impl AppState {
             metrics: Default::default(),
             streams: Default::default(),
             writes: tokio::sync::broadcast::channel(16).0,
+            self_url: None,
         }
     }
 }
@@ -110,7 +114,14 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
         .route("/workspaces/{ws}/events", get(events::page))
         .route("/workspaces/{ws}/events/stream", get(events::stream));
-    Router::new()
+    let mut router = Router::new();
+    if let Some(url) = state.self_url.clone() {
+        let mcp = Router::new()
+            .nest_service("/mcp", pad_mcp::http_service(url))
+            .layer(axum::middleware::from_fn_with_state(state.clone(), authenticated));
+        router = router.merge(mcp);
+    }
+    router
         .nest("/api/v1", api)
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -122,6 +133,21 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// `/mcp` answers only callers with a valid token (401 otherwise), like the API.
+async fn authenticated(
+    State(s): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::extract::FromRequestParts;
+    use axum::response::IntoResponse;
+    let (mut parts, body) = req.into_parts();
+    match extract::Caller::from_request_parts(&mut parts, &s).await {
+        Ok(_) => next.run(axum::extract::Request::from_parts(parts, body)).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 /// Records latency, and wakes event streams after a successful write.
@@ -157,7 +183,11 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let state = AppState::new(store);
+    let mut state = AppState::new(store);
+    state.self_url = listener.local_addr().ok().and_then(|a| {
+        let ip = if a.ip().is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { a.ip() };
+        pad_client::Url::parse(&format!("http://{}", std::net::SocketAddr::new(ip, a.port()))).ok()
+    });
     let observer = tokio::spawn(observe_expiries(state.clone()));
     let result = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
     observer.abort();

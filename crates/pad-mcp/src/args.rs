@@ -1,0 +1,219 @@
+//! The tools' arguments. Their doc comments become the JSON schemas'
+//! descriptions that agents read, so they say what to pass and why.
+
+use pad_core::api::FrontierQuery;
+use pad_core::{FrontierFilter, Priority, Status};
+use rmcp::schemars;
+use serde::Deserialize;
+
+/// The core enums' values as JSON-schema enums, from their one definition.
+fn one_of(values: Vec<&'static str>) -> schemars::Schema {
+    let mut values: Vec<serde_json::Value> = values.into_iter().map(Into::into).collect();
+    values.push(serde_json::Value::Null);
+    schemars::json_schema!({ "type": ["string", "null"], "enum": values })
+}
+
+fn priority_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    one_of(Priority::ALL.iter().map(|p| p.as_str()).collect())
+}
+
+fn status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    one_of(Status::ALL.iter().map(|s| s.as_str()).collect())
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Workspace slug; defaults to the configured one.
+    pub workspace: Option<String>,
+    /// Comma-separated statuses: open, in-progress, done, cancelled.
+    pub status: Option<String>,
+    /// Comma-separated kinds: task, bug, feature, chore, or a workspace's own.
+    pub kind: Option<String>,
+    /// Comma-separated labels; items must carry all of them.
+    pub label: Option<String>,
+    /// true: only items with a live lease; false: only items without.
+    pub leased: Option<bool>,
+    /// Case-insensitive text to find in titles and bodies.
+    pub q: Option<String>,
+    /// Page size, 1-500 (default 50).
+    pub limit: Option<u32>,
+    /// The next_cursor of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RefArgs {
+    pub workspace: Option<String>,
+    /// The item's ref, like TASK-5 (case-insensitive).
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateArgs {
+    pub workspace: Option<String>,
+    /// 1-500 characters, one line.
+    pub title: String,
+    /// Markdown, up to 256 KiB.
+    pub body: Option<String>,
+    /// task (default), bug, feature, chore, or a workspace's own kind.
+    pub kind: Option<String>,
+    #[schemars(schema_with = "priority_schema")]
+    pub priority: Option<Priority>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// The parent item's ref.
+    pub parent: Option<String>,
+    /// Refs of items that must be done or cancelled before this one is ready.
+    #[serde(default)]
+    pub blocked_by: Vec<String>,
+    /// A member's email.
+    pub assignee: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    pub title: Option<String>,
+    pub body: Option<String>,
+    #[schemars(schema_with = "status_schema")]
+    pub status: Option<Status>,
+    #[schemars(schema_with = "priority_schema")]
+    pub priority: Option<Priority>,
+    #[serde(default)]
+    pub add_labels: Vec<String>,
+    #[serde(default)]
+    pub remove_labels: Vec<String>,
+    /// The item's updated_at as you read it; the write fails with update_conflict if it changed since.
+    pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Your lease's epoch; the write fails with lease_lost unless you still hold that lease.
+    pub lease_epoch: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommentArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// Markdown.
+    pub body: String,
+}
+
+/// Which ready items qualify. All given filters must hold.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilterArgs {
+    /// Any of these kinds.
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// All of these labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// None of these labels.
+    #[serde(default)]
+    pub without_labels: Vec<String>,
+    #[schemars(schema_with = "priority_schema")]
+    pub min_priority: Option<Priority>,
+    /// Only children of this item (a ref).
+    pub parent: Option<String>,
+    /// Skip items labelled needs-human. Autonomous agents should set this.
+    #[serde(default)]
+    pub autonomous: bool,
+}
+
+impl FilterArgs {
+    pub fn filter(&self) -> FrontierFilter {
+        FrontierFilter {
+            kinds: self.kinds.clone(),
+            labels: self.labels.clone(),
+            without_labels: self.without_labels.clone(),
+            min_priority: self.min_priority,
+            parent: self.parent.clone(),
+            autonomous: self.autonomous,
+        }
+    }
+
+    pub fn query(&self, limit: Option<u32>) -> FrontierQuery {
+        let join = |v: &[String]| (!v.is_empty()).then(|| v.join(","));
+        FrontierQuery {
+            kind: join(&self.kinds),
+            label: join(&self.labels),
+            without_label: join(&self.without_labels),
+            min_priority: self.min_priority,
+            parent: self.parent.clone(),
+            autonomous: Some(self.autonomous),
+            limit,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FrontierArgs {
+    pub workspace: Option<String>,
+    #[serde(flatten)]
+    pub filter: FilterArgs,
+    /// At most this many items (default 50).
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// A name for you, the worker (e.g. agent-a). Defaults to your account's email.
+    pub holder: Option<String>,
+    /// Names this run of yours; a claim with another session id counts as another worker.
+    pub session_id: Option<String>,
+    /// Lease length in whole seconds, 1-86400 (default 900).
+    pub ttl_seconds: Option<i64>,
+    /// A short progress note for whoever holds the item next.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// The epoch of your lease, from the claim's answer.
+    pub epoch: i64,
+    pub holder: Option<String>,
+    /// New lease length from now; defaults to the lease's own.
+    pub ttl_seconds: Option<i64>,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    pub holder: Option<String>,
+    /// Your lease's epoch: refuses with lease_lost if the live lease is another grant.
+    pub epoch: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimNextArgs {
+    pub workspace: Option<String>,
+    #[serde(flatten)]
+    pub filter: FilterArgs,
+    pub holder: Option<String>,
+    pub session_id: Option<String>,
+    /// Lease length in whole seconds, 1-86400 (default 900).
+    pub ttl_seconds: Option<i64>,
+    pub note: Option<String>,
+}
