@@ -25,6 +25,7 @@ pub struct TestServer {
     pub home: PathBuf,
     /// The owner's token of workspace `default`.
     pub token: String,
+    database_url: String,
     child: Child,
     /// Removed on drop, after the server is killed.
     _dir: tempfile::TempDir,
@@ -49,47 +50,20 @@ impl TestServer {
             Some(url) => url.to_string(),
             None => format!("sqlite://{}", home.join("pad.db").display()),
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pad"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &database_url])
-            .env("PAD_HOME", &home)
-            .env("RUST_LOG", "warn")
-            .env_remove("PAD_URL")
-            .env_remove("PAD_TOKEN")
-            .env_remove("PAD_PROFILE")
-            .env_remove("PAD_WORKSPACE")
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn `pad serve`");
-
-        // Read stderr on a thread: it must be drained for the server's whole
-        // life (a full pipe would block its logging), and the wait for the
-        // listening line needs a timeout.
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("pad: listening on ") {
-                    let _ = tx.send(url.trim().to_string());
-                } else if std::env::var_os("PAD_TEST_SERVER_LOG").is_some() {
-                    eprintln!("[pad serve] {line}");
-                }
-            }
-        });
-        let url = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(url) => url,
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait();
-                panic!(
-                    "`pad serve` did not start listening within {START_TIMEOUT:?} ({status:?}); set PAD_TEST_SERVER_LOG=1 to see its log"
-                );
-            }
-        };
+        let (child, url) = spawn(&home, &database_url, "127.0.0.1:0");
         let token = read_token(&home);
-        TestServer { url, home, token, child, _dir: dir }
+        TestServer { url, home, token, database_url, child, _dir: dir }
+    }
+
+    /// Kills the server and starts it again on the same address and
+    /// database, as a crash and restart would. Blocks until it listens.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let addr = self.url.strip_prefix("http://").expect("an http URL").to_string();
+        let (child, url) = spawn(&self.home, &self.database_url, &addr);
+        assert_eq!(url, self.url, "restarted on another address");
+        self.child = child;
     }
 
     /// `pad` with `PAD_HOME` set (so the `default` profile is used) and every
@@ -122,6 +96,49 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `pad serve` on `listen`, and the URL it reports once it listens.
+fn spawn(home: &std::path::Path, database_url: &str, listen: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pad"))
+        .args(["serve", "--listen", listen, "--database-url", database_url])
+        .env("PAD_HOME", home)
+        .env("RUST_LOG", "warn")
+        .env_remove("PAD_URL")
+        .env_remove("PAD_TOKEN")
+        .env_remove("PAD_PROFILE")
+        .env_remove("PAD_WORKSPACE")
+        .current_dir(home.parent().expect("PAD_HOME has a parent"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn `pad serve`");
+
+    // Read stderr on a thread: it must be drained for the server's whole
+    // life (a full pipe would block its logging), and the wait for the
+    // listening line needs a timeout.
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("pad: listening on ") {
+                let _ = tx.send(url.trim().to_string());
+            } else if std::env::var_os("PAD_TEST_SERVER_LOG").is_some() {
+                eprintln!("[pad serve] {line}");
+            }
+        }
+    });
+    match rx.recv_timeout(START_TIMEOUT) {
+        Ok(url) => (child, url),
+        Err(_) => {
+            let _ = child.kill();
+            let status = child.wait();
+            panic!(
+                "`pad serve` did not start listening within {START_TIMEOUT:?} ({status:?}); set PAD_TEST_SERVER_LOG=1 to see its log"
+            );
+        }
     }
 }
 

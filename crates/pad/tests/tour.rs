@@ -1,0 +1,196 @@
+//! "Serve and drive it": the real `pad serve` driven by the real `pad`
+//! binary, as a person would in a terminal (SPEC §2, §5).
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::server::TestServer;
+use serde_json::Value;
+
+/// stdout of a command that must succeed.
+fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "exit {:?}, stderr: {}", out.status.code(), text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// stderr of a command that must exit with `code`.
+fn fails(out: &Output, code: i32) -> String {
+    assert_eq!(out.status.code(), Some(code), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
+    text(&out.stderr)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_str(&ok(out)).expect("JSON on stdout")
+}
+
+fn assert_plain(s: &str) {
+    assert!(!s.contains('\x1b'), "ANSI escape in {s:?}");
+}
+
+#[test]
+fn tour_create_claim_contend_show_list_release() {
+    let s = TestServer::start();
+    assert_eq!(ok(&s.pad_output(["item", "create", "Write the tour"])), "TASK-1\n");
+    assert_eq!(ok(&s.pad_output(["item", "create", "Nobody works on this"])), "TASK-2\n");
+
+    // Claim: the lease with holder and expiry.
+    let claimed = ok(&s.pad_output(["item", "claim", "TASK-1", "--holder", "runner-a"]));
+    assert!(claimed.starts_with("Claimed TASK-1: runner-a, epoch 1, expires "), "{claimed}");
+    let expires = claimed.split_whitespace().nth(6).expect("an expiry").to_string();
+    assert!(expires.ends_with('Z') && claimed.contains("(in 15m)"), "{claimed}");
+
+    // Contention: exit 7, naming the winner and when the lease ends (L2).
+    let lost = fails(&s.pad_output(["item", "claim", "TASK-1", "--holder", "runner-b"]), 7);
+    assert!(lost.contains("runner-a") && lost.contains(&expires), "{lost}");
+
+    // Show: the Lease line right under Assigned.
+    let show = ok(&s.pad_output(["item", "show", "TASK-1"]));
+    let lines: Vec<&str> = show.lines().collect();
+    let assigned = lines.iter().position(|l| l.starts_with("Assigned:")).expect("an Assigned line");
+    let lease = lines[assigned + 1];
+    assert!(lease.starts_with("Lease:    runner-a (expires in ") && lease.ends_with(')'), "{show}");
+    assert!(!ok(&s.pad_output(["item", "show", "TASK-2"])).contains("Lease:"));
+
+    // List: » marks the leased row only; stdout is a pipe, so no colour.
+    let list = ok(&s.pad_output(["item", "list"]));
+    assert_plain(&list);
+    let row = |r: &str| list.lines().find(|l| l.contains(r)).unwrap_or_else(|| panic!("{r} in {list}")).to_string();
+    assert!(row("TASK-1").starts_with("» TASK-1 "), "{list}");
+    assert!(row("TASK-2").starts_with("  TASK-2 "), "{list}");
+
+    // JSON carries the lease object on show and list, and no key when unleased.
+    let item = json(&s.pad_output(["item", "show", "TASK-1", "--format", "json"]));
+    assert_eq!((item["lease"]["holder"].as_str(), item["lease"]["epoch"].as_i64()), (Some("runner-a"), Some(1)));
+    let page = json(&s.pad_output(["item", "list", "--format", "json"]));
+    let by_ref = |r: &str| page["items"].as_array().unwrap().iter().find(|i| i["ref"] == r).cloned().unwrap();
+    assert_eq!(by_ref("TASK-1")["lease"]["holder"], "runner-a");
+    assert!(by_ref("TASK-2").get("lease").is_none(), "{page}");
+
+    // Release is idempotent (L6), and frees the item for another worker.
+    assert_eq!(ok(&s.pad_output(["item", "release", "TASK-1", "--holder", "runner-a"])), "Lease released\n");
+    assert_eq!(ok(&s.pad_output(["item", "release", "TASK-1", "--holder", "runner-a"])), "No live lease\n");
+    let b = ok(&s.pad_output(["item", "claim", "TASK-1", "--holder", "runner-b"]));
+    assert!(b.starts_with("Claimed TASK-1: runner-b, epoch 2, "), "{b}");
+}
+
+/// L5: a crashed holder (nothing running, no release) frees the item at
+/// `expires_at`. Its own test so the sleep overlaps the others.
+#[test]
+fn an_expired_lease_is_claimable_with_nothing_running() {
+    let s = TestServer::start();
+    ok(&s.pad_output(["item", "create", "Crashy job"]));
+    ok(&s.pad_output(["item", "claim", "TASK-1", "--holder", "runner-a", "--ttl", "5s"]));
+    fails(&s.pad_output(["item", "claim", "TASK-1", "--holder", "runner-b"]), 7);
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let b = ok(&s.pad_output(["item", "claim", "TASK-1", "--holder", "runner-b"]));
+    assert!(b.starts_with("Claimed TASK-1: runner-b, epoch 2, "), "{b}");
+}
+
+#[test]
+fn exit_codes_for_auth_config_usage_and_not_found() {
+    let s = TestServer::start();
+    ok(&s.pad_output(["item", "create", "Something"]));
+
+    // A PAD_TOKEN the server refuses never falls back to the stored profile.
+    let refused = fails(&s.pad().env("PAD_TOKEN", "pad_not-a-real-token").args(["item", "list"]).output().unwrap(), 4);
+    assert!(refused.contains("PAD_TOKEN"), "{refused}");
+
+    // No profile and no token: a configuration error, before any request.
+    let empty = tempfile::tempdir().unwrap();
+    let none = s.pad().env("PAD_HOME", empty.path()).env("PAD_URL", &s.url).args(["item", "list"]).output().unwrap();
+    assert!(fails(&none, 3).contains("pad auth login"));
+
+    // TTL spellings (L8): a unit is required, and only one spelling at a time.
+    fails(&s.pad_output(["item", "claim", "TASK-1", "--ttl", "30"]), 2);
+    fails(&s.pad_output(["item", "claim", "TASK-1", "--ttl", "1m", "--ttl-minutes", "2"]), 2);
+
+    fails(&s.pad_output(["item", "show", "TASK-99"]), 5);
+
+    // A viewer may read but not lease.
+    ok(&s.pad_output(["member", "add", "v@x", "--role", "viewer"]));
+    let token = ok(&s.pad_output(["token", "create", "t", "--email", "v@x"])).trim().to_string();
+    let viewer = || {
+        let mut cmd = s.pad();
+        cmd.env("PAD_TOKEN", &token);
+        cmd
+    };
+    assert!(ok(&viewer().args(["item", "list"]).output().unwrap()).contains("TASK-1"));
+    fails(&viewer().args(["item", "claim", "TASK-1"]).output().unwrap(), 4);
+}
+
+/// SPEC §5: a closed pipe is not an error. The listing is larger than a pipe
+/// buffer, so `pad` is still writing when `head` exits.
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    const ITEMS: usize = 250;
+    let s = TestServer::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = pad_client::Client::new(s.url.parse().unwrap(), &s.token).unwrap();
+        let long_title = "x".repeat(480);
+        // A few writers at once; SQLite serializes them anyway.
+        let writers = (0..5).map(|w| {
+            let (client, title) = (client.clone(), long_title.clone());
+            tokio::spawn(async move {
+                for n in (w..ITEMS).step_by(5) {
+                    let item = pad_core::NewItem { title: format!("{n} {title}"), ..Default::default() };
+                    client.create_item("default", &item).await.unwrap();
+                }
+            })
+        });
+        for w in writers.collect::<Vec<_>>() {
+            w.await.unwrap();
+        }
+    });
+
+    let pipeline = format!("set -o pipefail; {:?} item list --limit 500 | head -1", env!("CARGO_BIN_EXE_pad"));
+    let out = with_env_of(&s, Command::new("bash")).args(["-c", &pipeline]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+    assert!(text(&out.stdout).starts_with("  REF "), "{}", text(&out.stdout));
+}
+
+/// `cmd` with the environment and directory `TestServer::pad()` gives `pad`.
+fn with_env_of(s: &TestServer, mut cmd: Command) -> Command {
+    let pad = s.pad();
+    for (k, v) in pad.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = pad.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
+/// SPEC §5: colour honours NO_COLOR and is off when stdout is not a
+/// terminal. `script` gives `pad` a terminal, so the check can tell.
+#[test]
+fn colour_only_on_a_terminal_without_no_color() {
+    let s = TestServer::start();
+    ok(&s.pad_output(["item", "create", "Leased"]));
+    ok(&s.pad_output(["item", "claim", "TASK-1"]));
+
+    // A pipe, with and without NO_COLOR.
+    assert_plain(&ok(&s.pad_output(["item", "list"])));
+    assert_plain(&ok(&s.pad().env_remove("NO_COLOR").args(["item", "list"]).output().unwrap()));
+
+    let on_terminal = |no_color: bool| {
+        let line = format!("{:?} item list", env!("CARGO_BIN_EXE_pad"));
+        let mut cmd = with_env_of(&s, Command::new("script"));
+        if !no_color {
+            cmd.env_remove("NO_COLOR");
+        }
+        ok(&cmd.args(["-qec", &line, "/dev/null"]).output().unwrap())
+    };
+    assert_plain(&on_terminal(true));
+    let coloured = on_terminal(false);
+    assert!(coloured.contains("\x1b[36m»\x1b[0m"), "{coloured:?}");
+}
