@@ -105,6 +105,15 @@ impl ClientError {
     }
 }
 
+impl ClientError {
+    /// A failure while reading a body that had started to arrive. reqwest
+    /// calls a connection cut mid-body a decode error; for a stream it is
+    /// the server going away.
+    pub(crate) fn from_body(e: reqwest::Error) -> Self {
+        ClientError::Unavailable(chain(&e))
+    }
+}
+
 /// reqwest's own message is "error sending request"; the cause (refused,
 /// timed out, reset) is further down the chain.
 fn chain(e: &dyn std::error::Error) -> String {

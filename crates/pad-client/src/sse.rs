@@ -101,7 +101,7 @@ impl EventStream {
                 }
                 match chunks.next().await? {
                     Ok(chunk) => ready.extend(parser.push(&chunk)),
-                    Err(e) => return Some((Err(ClientError::from_transport(e)), None)),
+                    Err(e) => return Some((Err(ClientError::from_body(e)), None)),
                 }
             }
         });

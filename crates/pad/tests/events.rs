@@ -171,6 +171,22 @@ fn pad_watch_prints_events_and_survives_a_server_restart() {
 }
 
 #[test]
+fn pad_watch_filters_by_type_and_ref() {
+    let s = TestServer::start();
+    for title in ["One", "Two"] {
+        assert!(s.pad_output(["item", "create", title]).status.success());
+    }
+    let mut watch =
+        Watch::spawn(&s, &["watch", "--format", "json", "--after", "0", "--type", "lease.claimed", "--ref", "task-2"]);
+    for r in ["TASK-1", "TASK-2"] {
+        assert!(s.pad_output(["item", "claim", r]).status.success());
+    }
+    let only = watch.next();
+    assert_eq!((only["type"].as_str(), only["ref"].as_str()), (Some("lease.claimed"), Some("TASK-2")));
+    watch.assert_quiet();
+}
+
+#[test]
 fn pad_watch_exit_codes_at_start() {
     let s = TestServer::start();
     let refused = s.pad().env("PAD_TOKEN", "pad_not-a-real-token").arg("watch").output().unwrap();
@@ -205,9 +221,17 @@ impl Watch {
     }
 
     fn next(&mut self) -> serde_json::Value {
-        let line = self.rx.recv_timeout(PATIENCE).unwrap_or_else(|e| panic!("no line from pad watch: {e}"));
-        self.lines.push(line.clone());
-        line
+        match self.rx.recv_timeout(PATIENCE) {
+            Ok(line) => {
+                self.lines.push(line.clone());
+                line
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => panic!("no line from pad watch within {PATIENCE:?}"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let (code, stderr) = self.exit();
+                panic!("pad watch exited ({code:?}): {stderr}")
+            }
+        }
     }
 
     fn assert_quiet(&self) {
@@ -220,6 +244,11 @@ impl Watch {
     fn interrupt(&mut self) -> (Option<i32>, String) {
         let pid = self.child.id().to_string();
         assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+        self.exit()
+    }
+
+    /// Waits for the exit; answers with the exit code and stderr.
+    fn exit(&mut self) -> (Option<i32>, String) {
         let status = self.child.wait().unwrap();
         let mut stderr = String::new();
         std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut stderr).unwrap();

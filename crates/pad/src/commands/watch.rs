@@ -48,6 +48,8 @@ async fn tail(ctx: &Ctx, client: &Client, filter: &Filter, after: Option<i64>) -
                         print(ctx.format, &event)?;
                     }
                 }
+                // The same event would arrive again after a reconnect.
+                Err(e @ ClientError::Protocol(_)) => return Err(e.into()),
                 Err(e) => {
                     eprintln!("pad watch: connection lost ({e})");
                     break;
@@ -92,7 +94,8 @@ async fn reconnect(client: &Client, ws: &str, cursor: i64) -> Result<EventStream
     }
 }
 
-/// Worth retrying: the server is down or busy. A refused token or a missing
+/// Worth retrying a connection: the server is down or busy, or a proxy in
+/// front of it answered with its own page. A refused token or a missing
 /// workspace will not fix itself.
 fn transient(e: &ClientError) -> bool {
     match e {
