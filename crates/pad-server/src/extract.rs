@@ -107,10 +107,14 @@ impl FromRequestParts<AppState> for Caller {
             })?,
         };
         let token_hash = hash_token(&token);
-        match state.store.authenticate(&token_hash).await? {
-            Some(user) => Ok(Caller { user, token_hash }),
-            None => Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked")),
-        }
+        let Some(user) = state.store.authenticate(&token_hash).await? else {
+            return Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked"));
+        };
+        state.rate.check(&token_hash).map_err(|wait| ApiError {
+            retry_after: Some(wait as i64),
+            ..ApiError::new(ErrorCode::RateLimited, "too many requests for this token; slow down")
+        })?;
+        Ok(Caller { user, token_hash })
     }
 }
 

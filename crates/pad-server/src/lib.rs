@@ -8,6 +8,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod limits;
+mod listen;
 pub mod metrics;
 pub mod openapi;
 mod routes;
@@ -36,6 +37,10 @@ pub struct AppState {
     /// This instance's own URL, where `POST /mcp` tool calls are sent with
     /// the caller's token; `None` leaves `/mcp` unmounted.
     pub self_url: Option<pad_client::Url>,
+    pub rate: limits::RateLimiter,
+    /// Flips to true when shutdown begins, so event streams end and the
+    /// server can drain.
+    pub closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
@@ -46,6 +51,8 @@ impl AppState {
             streams: Default::default(),
             writes: tokio::sync::broadcast::channel(16).0,
             self_url: None,
+            rate: limits::RateLimiter::from_env(),
+            closing: tokio::sync::watch::channel(false).0,
         }
     }
 }
@@ -183,13 +190,26 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut state = AppState::new(store);
+    serve_state(AppState::new(store), listener, shutdown).await
+}
+
+/// [`serve`] with a prepared state (e.g. other limits).
+pub async fn serve_state(
+    mut state: AppState,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     state.self_url = listener.local_addr().ok().and_then(|a| {
         let ip = if a.ip().is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { a.ip() };
         pad_client::Url::parse(&format!("http://{}", std::net::SocketAddr::new(ip, a.port()))).ok()
     });
     let observer = tokio::spawn(observe_expiries(state.clone()));
-    let result = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
+    let closing = state.closing.clone();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = closing.send(true);
+    };
+    let result = listen::serve_connections(listener, app(state), shutdown).await;
     observer.abort();
     result
 }

@@ -291,7 +291,8 @@ async fn session_cookie_needs_csrf_for_writes() {
     assert_eq!(bad.status, 401);
     let ok = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
     assert_eq!(ok.status, 204);
-    let cookies: Vec<String> = ok.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect();
+    let cookies: Vec<String> =
+        ok.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect();
     let session = cookies.iter().find(|c| c.starts_with("pad_session=")).unwrap();
     assert!(session.contains("HttpOnly") && session.contains("SameSite=Strict"), "{session}");
     let csrf = cookies.iter().find(|c| c.starts_with("pad_csrf=")).unwrap();
@@ -300,7 +301,8 @@ async fn session_cookie_needs_csrf_for_writes() {
     let get = s.http.get(format!("{}{WS}/items", s.url)).header("cookie", &jar).send().await.unwrap();
     assert_eq!(get.status(), 200);
     let post = |csrf: Option<&str>| {
-        let mut req = s.http.post(format!("{}{WS}/items", s.url)).header("cookie", &jar).json(&json!({"title": "from ui"}));
+        let mut req =
+            s.http.post(format!("{}{WS}/items", s.url)).header("cookie", &jar).json(&json!({"title": "from ui"}));
         if let Some(c) = csrf {
             req = req.header("x-csrf-token", c);
         }

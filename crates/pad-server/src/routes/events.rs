@@ -80,6 +80,7 @@ pub async fn stream(
         cursor,
         buffer: VecDeque::new(),
         wake: s.writes.subscribe(),
+        closing: s.closing.subscribe(),
         _permit: permit,
     };
     let stream = futures::stream::unfold(state, |mut t| async move {
@@ -97,7 +98,14 @@ pub async fn stream(
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "event stream read failed; retrying"),
             }
-            let _ = tokio::time::timeout(POLL, t.wake.recv()).await;
+            if *t.closing.borrow() {
+                return None;
+            }
+            tokio::select! {
+                _ = tokio::time::timeout(POLL, t.wake.recv()) => {}
+                // Shutdown ends the stream; clients resume from Last-Event-ID elsewhere.
+                _ = t.closing.changed() => return None,
+            }
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
@@ -110,5 +118,6 @@ struct Tail {
     cursor: i64,
     buffer: VecDeque<Event>,
     wake: tokio::sync::broadcast::Receiver<()>,
+    closing: tokio::sync::watch::Receiver<bool>,
     _permit: StreamPermit,
 }

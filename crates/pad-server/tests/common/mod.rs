@@ -30,14 +30,21 @@ impl Answer {
 
 impl TestServer {
     pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Starts with the server's state adjusted first (limits, for instance).
+    pub async fn start_with(adjust: impl FnOnce(&mut pad_server::AppState)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("pad.db").display());
         let store: Arc<dyn pad_store::Store> = pad_server::open_store(&url).await.unwrap();
         let boot = pad_server::bootstrap(store.as_ref()).await.unwrap().expect("fresh store bootstraps");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let mut state = pad_server::AppState::new(store);
+        adjust(&mut state);
         let task = tokio::spawn(async move {
-            pad_server::serve(store, listener, std::future::pending()).await.unwrap();
+            pad_server::serve_state(state, listener, std::future::pending()).await.unwrap();
         });
         let http = reqwest::Client::builder().pool_max_idle_per_host(128).build().unwrap();
         TestServer { url: format!("http://{addr}"), owner: boot.token, http, _dir: dir, _task: task }
