@@ -9,15 +9,14 @@ use std::fmt;
 use std::time::Duration;
 
 use pad_core::api::{
-    ClaimBody, ClaimResponse, CommentList, CreateKind, CreateToken, CreateWorkspace, DeleteQuery, ItemPage, KindList,
-    ListQuery, Me, MemberList, NewComment, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse, SetMember,
-    TokenCreated, TokenList, VersionList, WorkspaceList, WorkspaceView,
+    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CommentList, CreateKind, CreateToken, CreateWorkspace,
+    DeleteQuery, FrontierList, FrontierQuery, ItemPage, KindList, ListQuery, Me, MemberList, NewComment, ReleaseBody,
+    ReleaseResponse, RenewBody, RenewResponse, SetMember, TokenCreated, TokenList, VersionList, WorkspaceList,
+    WorkspaceView,
 };
 use pad_core::{Comment, Event, Item, ItemPatch, Kind, Member, NewItem};
 use reqwest::{Method, RequestBuilder, header};
 use serde::de::DeserializeOwned;
-
-use pad_core::api::{ClaimNextBody, ClaimNextResponse, FrontierList, FrontierQuery};
 
 pub use error::{ClientError, HeldLease};
 pub use reqwest::Url;

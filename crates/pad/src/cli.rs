@@ -1,6 +1,7 @@
 //! The command line's shape (SPEC §5), as clap types. No behaviour here:
 //! `commands/` does the work.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -58,6 +59,10 @@ pub enum Command {
     /// Sign in to a server and see who you are
     #[command(subcommand)]
     Auth(AuthCommand),
+    /// Claim an item, run a command under its lease, release it
+    Run(RunArgs),
+    /// Claim ready items one after another and run a command on each
+    Drain(DrainArgs),
     /// Print the workspace's events as they happen (Ctrl-C stops)
     Watch(WatchArgs),
     /// Print a shell completion script
@@ -102,6 +107,10 @@ pub enum ItemCommand {
     Renew(RenewArgs),
     /// Give a lease back (owners may --force another's)
     Release(ReleaseArgs),
+    /// Claim the best ready item (priority, then age) and print its lease
+    ClaimNext(ClaimNextArgs),
+    /// Ready items, best first: open, unblocked, unleased
+    Frontier(FrontierArgs),
 }
 
 #[derive(Debug, Args)]
@@ -334,6 +343,101 @@ pub struct WatchArgs {
     pub after: Option<i64>,
 }
 
+/// Which ready items qualify (SPEC L11); shared by `frontier`, `claim-next`
+/// and `drain`.
+#[derive(Debug, Default, Args)]
+#[command(next_help_heading = "Filters")]
+pub struct FilterArgs {
+    /// Any of these kinds (repeatable or comma-separated)
+    #[arg(long = "kind", value_name = "KIND", value_delimiter = ',')]
+    pub kinds: Vec<String>,
+    /// Items with all of these labels (repeatable or comma-separated)
+    #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
+    pub labels: Vec<String>,
+    /// Items with none of these labels (repeatable or comma-separated)
+    #[arg(long = "without-label", value_name = "LABEL", value_delimiter = ',')]
+    pub without_labels: Vec<String>,
+    /// low, medium, high, critical: this or higher
+    #[arg(long, value_name = "PRIORITY")]
+    pub min_priority: Option<Priority>,
+    /// Only children of this item
+    #[arg(long, value_name = "REF")]
+    pub parent: Option<ItemRef>,
+    /// Skip items labelled `needs-human`, as autonomous workers should
+    #[arg(long)]
+    pub autonomous: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FrontierArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// How many items (the server caps it)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimNextArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Names one run of the holder
+    #[arg(long, env = "PAD_SESSION_ID", hide_env_values = true, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub ttl: TtlArgs,
+    /// Progress note, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+/// What `run` and `drain` share: who works, for how long a lease, and on what.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Lease duration, renewed every third of it while CMD runs
+    #[command(flatten)]
+    pub ttl: TtlArgs,
+    /// When CMD exits 0, set the item's status to `done` (fenced by the lease's epoch)
+    #[arg(long)]
+    pub done_on_success: bool,
+    /// The command and its arguments, after `--`; it gets PAD_REF,
+    /// PAD_LEASE_EPOCH, PAD_HOLDER and PAD_SESSION_ID
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    /// Names this run [default: a random id]
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Progress note, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DrainArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Stop after this many items
+    #[arg(long, value_name = "N")]
+    pub max: Option<u64>,
+    /// Run at most one item and exit with its code, like `pad run`
+    #[arg(long, conflicts_with = "max")]
+    pub once: bool,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
     /// Workspaces you are a member of
@@ -423,6 +527,29 @@ mod tests {
     fn force_needs_a_reason() {
         assert!(parse(&["item", "release", "TASK-1", "--force"]).is_err());
         assert!(parse(&["item", "release", "TASK-1", "--force", "--reason", "stuck"]).is_ok());
+    }
+
+    #[test]
+    fn run_and_drain_take_the_command_after_double_dash() {
+        let Cli { command: Command::Run(r), .. } =
+            parse(&["run", "task-3", "--ttl", "3s", "--done-on-success", "--", "sh", "-c", "echo --ttl"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.item.item_ref.to_string(), "TASK-3");
+        assert_eq!((r.worker.ttl.seconds(), r.worker.done_on_success), (Some(3), true));
+        assert_eq!(r.worker.command, ["sh", "-c", "echo --ttl"]);
+        assert!(parse(&["run", "TASK-3"]).is_err(), "CMD is required");
+        assert!(parse(&["run", "TASK-3", "sleep", "1"]).is_err(), "CMD only after --");
+
+        let Cli { command: Command::Drain(d), .. } =
+            parse(&["drain", "--kind", "bug,task", "--autonomous", "--max", "3", "--", "true"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((d.filter.kinds, d.filter.autonomous, d.max), (vec!["bug".into(), "task".into()], true, Some(3)));
+        assert!(parse(&["drain", "--once", "--max", "2", "--", "true"]).is_err());
+        assert!(parse(&["drain", "--ttl", "1m", "--ttl-hours", "1", "--", "true"]).is_err());
     }
 
     #[test]

@@ -9,11 +9,16 @@ use crate::output::{in_words, timestamp};
 pub const EXIT_INTERNAL: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_CONFIG: i32 = 3;
+/// Not found, and `claim-next` with nothing ready (SPEC §5).
+pub const EXIT_NOT_FOUND: i32 = 5;
 
 #[derive(Debug)]
 pub enum CliError {
     /// stdout was closed (`pad item list | head`): not an error, stop quietly.
     ClosedPipe,
+    /// End with this code and print nothing more: the command has already
+    /// said what happened, or the code is a child's, passed on (`pad run`).
+    Exit(i32),
     Failed {
         message: String,
         code: i32,
@@ -70,6 +75,17 @@ impl CliError {
     }
 }
 
+/// The message, as `main` prints it after `error: `.
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Failed { message, .. } => f.write_str(message),
+            CliError::ClosedPipe => f.write_str("closed pipe"),
+            CliError::Exit(code) => write!(f, "exit {code}"),
+        }
+    }
+}
+
 impl From<ClientError> for CliError {
     fn from(e: ClientError) -> Self {
         let code = e.exit_code();
@@ -114,7 +130,7 @@ mod tests {
     fn failed(e: CliError) -> (String, i32) {
         match e {
             CliError::Failed { message, code } => (message, code),
-            CliError::ClosedPipe => panic!("closed pipe"),
+            CliError::ClosedPipe | CliError::Exit(_) => panic!("not a failure"),
         }
     }
 

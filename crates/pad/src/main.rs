@@ -21,6 +21,7 @@ async fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match commands::run(cli).await {
         Ok(()) | Err(CliError::ClosedPipe) => ExitCode::SUCCESS,
+        Err(CliError::Exit(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(CliError::Failed { message, code }) => {
             eprintln!("error: {message}");
             ExitCode::from(u8::try_from(code).unwrap_or(1))

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use pad_core::api::{DeleteQuery, ListQuery, NewComment};
+use pad_core::api::{DeleteQuery, FrontierQuery, ListQuery, NewComment};
 use pad_core::{Comment, Item, ItemPatch, NewItem, Version};
 
 use super::{Ctx, about, lease};
@@ -71,6 +71,15 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
         ItemCommand::Claim(args) => lease::claim(ctx, &client, args).await,
         ItemCommand::Renew(args) => lease::renew(ctx, &client, args).await,
         ItemCommand::Release(args) => lease::release(ctx, &client, args).await,
+        ItemCommand::ClaimNext(args) => lease::claim_next(ctx, &client, args).await,
+        ItemCommand::Frontier(args) => {
+            let query = FrontierQuery { limit: args.limit, ..lease::frontier_query(&lease::filter(args.filter)) };
+            let page = client.frontier(ws, &query).await?;
+            if page.items.is_empty() {
+                eprintln!("No ready item");
+            }
+            ctx.emit(&page, |p| render_list(&p.items, colour_enabled()))
+        }
     }
 }
 

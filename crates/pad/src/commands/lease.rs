@@ -1,14 +1,15 @@
-//! `pad item claim|renew|release`: the execution lease (SPEC §2). The server
-//! decides everything on its own clock; these only shape requests and words.
+//! `pad item claim|renew|release|claim-next|frontier`: the execution lease
+//! (SPEC §2). The server decides everything on its own clock; these only
+//! shape requests and words.
 
 use chrono::Utc;
 use pad_client::Client;
-use pad_core::api::{ClaimBody, ReleaseBody, RenewBody};
-use pad_core::{ItemRef, Lease};
+use pad_core::api::{ClaimBody, ClaimNextBody, FrontierQuery, ReleaseBody, RenewBody};
+use pad_core::{FrontierFilter, ItemRef, Lease};
 
 use super::{Ctx, about};
-use crate::cli::{ClaimArgs, ReleaseArgs, RenewArgs};
-use crate::error::CliError;
+use crate::cli::{ClaimArgs, ClaimNextArgs, FilterArgs, ReleaseArgs, RenewArgs};
+use crate::error::{CliError, EXIT_NOT_FOUND};
 use crate::output::{in_words, seconds_until, timestamp};
 
 pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliError> {
@@ -55,9 +56,102 @@ pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), C
     })
 }
 
+pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<(), CliError> {
+    let body = ClaimNextBody {
+        filter: filter(a.filter),
+        holder: a.holder.holder,
+        session_id: a.session,
+        ttl_seconds: a.ttl.seconds().map(Into::into),
+        note: a.note,
+    };
+    let next = client.claim_next(ctx.ws(), &body).await?;
+    // JSON readers get the answer either way (`item: null` when nothing is
+    // ready); the exit code tells scripts apart without parsing it.
+    ctx.emit(&next, |n| match (&n.item, &n.lease) {
+        (Some(item), Some(lease)) => {
+            let mut out = lease_line("Claimed", &item.item_ref, lease);
+            if let Some(line) = handoff_line(n.previous_holder.as_deref(), n.previous_note.as_deref()) {
+                out.push_str(&line);
+            }
+            out
+        }
+        _ => String::new(),
+    })?;
+    if next.item.is_none() {
+        eprintln!("No ready item");
+        return Err(CliError::Exit(EXIT_NOT_FOUND));
+    }
+    Ok(())
+}
+
+/// `Handoff from runner-a: migrated 3 of 7 tables` (L12), if there is a note.
+pub fn handoff_line(holder: Option<&str>, note: Option<&str>) -> Option<String> {
+    let by = holder.map(|h| format!(" from {h}")).unwrap_or_default();
+    note.map(|note| format!("Handoff{by}: {note}\n"))
+}
+
+/// The wire filter of `--kind`, `--label`, … (L11).
+pub fn filter(f: FilterArgs) -> FrontierFilter {
+    FrontierFilter {
+        kinds: f.kinds,
+        labels: f.labels,
+        without_labels: f.without_labels,
+        min_priority: f.min_priority,
+        parent: f.parent.map(|r| r.to_string()),
+        autonomous: f.autonomous,
+    }
+}
+
+/// The same filter as `GET …/frontier` takes it: lists comma-separated.
+pub fn frontier_query(f: &FrontierFilter) -> FrontierQuery {
+    let joined = |values: &[String]| (!values.is_empty()).then(|| values.join(","));
+    FrontierQuery {
+        kind: joined(&f.kinds),
+        label: joined(&f.labels),
+        without_label: joined(&f.without_labels),
+        min_priority: f.min_priority,
+        parent: f.parent.clone(),
+        autonomous: f.autonomous.then_some(true),
+        limit: None,
+    }
+}
+
 /// `Claimed TASK-1: runner-a, epoch 1, expires 2026-…Z (in 15m)`.
-fn lease_line(verb: &str, r: &ItemRef, l: &Lease) -> String {
+pub fn lease_line(verb: &str, r: &ItemRef, l: &Lease) -> String {
     let session = l.session_id.as_deref().map(|s| format!(", session {s}")).unwrap_or_default();
     let left = in_words(seconds_until(l.expires_at, Utc::now()));
     format!("{verb} {r}: {}{session}, epoch {}, expires {} (in {left})\n", l.holder, l.epoch, timestamp(l.expires_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::FrontierArgs;
+
+    #[test]
+    fn frontier_query_joins_lists_and_omits_defaults() {
+        let args = FrontierArgs {
+            filter: FilterArgs {
+                kinds: vec!["bug".into(), "task".into()],
+                without_labels: vec!["needs-human".into()],
+                parent: Some("feat-2".parse().unwrap()),
+                ..FilterArgs::default()
+            },
+            limit: None,
+        };
+        let q = FrontierQuery { limit: args.limit, ..frontier_query(&filter(args.filter)) };
+        assert_eq!(q.kind.as_deref(), Some("bug,task"));
+        assert_eq!((q.label, q.without_label.as_deref()), (None, Some("needs-human")));
+        assert_eq!((q.parent.as_deref(), q.autonomous, q.limit), (Some("FEAT-2"), None, None));
+    }
+
+    #[test]
+    fn handoff_names_the_previous_holder() {
+        assert_eq!(
+            handoff_line(Some("runner-a"), Some("migrated 3 of 7 tables")).as_deref(),
+            Some("Handoff from runner-a: migrated 3 of 7 tables\n")
+        );
+        assert_eq!(handoff_line(None, Some("half way")).as_deref(), Some("Handoff: half way\n"));
+        assert_eq!(handoff_line(Some("runner-a"), None), None);
+    }
 }

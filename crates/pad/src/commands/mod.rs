@@ -5,6 +5,7 @@ mod auth;
 mod item;
 mod lease;
 mod member;
+mod run;
 mod serve;
 mod token;
 mod watch;
@@ -30,6 +31,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Member(cmd) => member::run(&ctx()?, cmd).await,
         Command::Token(cmd) => token::run(&ctx()?, cmd).await,
         Command::Auth(cmd) => auth::run(&ctx()?, cmd).await,
+        Command::Run(args) => run::run(&ctx()?, args).await,
+        Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
     }
 }

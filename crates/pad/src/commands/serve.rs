@@ -105,6 +105,7 @@ fn message(e: &CliError) -> String {
     match e {
         CliError::Failed { message, .. } => message.clone(),
         CliError::ClosedPipe => "closed pipe".into(),
+        CliError::Exit(code) => format!("exit {code}"),
     }
 }
 

@@ -1,0 +1,465 @@
+//! "Drain a backlog", end to end: real `pad serve` and `pad` processes.
+//! claim-next under contention (L11), `pad run` keeping and losing a lease,
+//! fencing (L10), quarantine (L13) and `pad drain`.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use common::server::TestServer;
+use pad_client::{Client, Url};
+use pad_core::api::ClaimNextBody;
+use pad_core::{FrontierFilter, NewItem};
+use serde_json::Value;
+
+const WS: &str = "default";
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap().block_on(f)
+}
+
+fn client(s: &TestServer) -> Client {
+    Client::new(Url::parse(&s.url).unwrap(), s.token.clone()).unwrap()
+}
+
+/// Creates `n` items over HTTP (1 000 CLI processes would take a while).
+async fn create_items(c: &Client, n: usize) -> Vec<String> {
+    let mut refs = Vec::with_capacity(n);
+    for i in 0..n {
+        let item = c.create_item(WS, &NewItem { title: format!("item {i}"), ..NewItem::default() }).await.unwrap();
+        refs.push(item.item_ref.to_string());
+    }
+    refs
+}
+
+fn create(s: &TestServer, title: &str) -> String {
+    let out = s.pad_output(["item", "create", title]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed")
+}
+
+fn show(s: &TestServer, r: &str) -> Value {
+    let out = s.pad_output(["item", "show", r, "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn expires_at(lease: &Value) -> DateTime<Utc> {
+    lease["expires_at"].as_str().unwrap().parse().unwrap()
+}
+
+/// Waits until `cond` holds, or panics after `limit`.
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn spawn_run(s: &TestServer, args: &[&str]) -> Child {
+    s.pad().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+// --- L11: claim-next under contention -----------------------------------------
+
+const ITEMS: usize = 1000;
+const HTTP_CALLERS: usize = 12;
+const CLI_CALLERS: usize = 4;
+
+/// 16 callers drain 1 000 items: 12 pad-client tasks and 4 threads each
+/// running `pad item claim-next` processes in a loop until exit 5. Every
+/// item must be granted exactly once, and every caller must get some.
+fn claim_next_contention(s: &TestServer) {
+    let c = client(s);
+    let started = Instant::now();
+    let refs = block_on(create_items(&c, ITEMS));
+    eprintln!("created {ITEMS} items in {:?}", started.elapsed());
+    let started = Instant::now();
+
+    let cli: Vec<_> = (0..CLI_CALLERS)
+        .map(|i| {
+            let mut cmd = s.pad();
+            cmd.args(["item", "claim-next", "--holder", &format!("cli-{i}"), "--format", "json"]);
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    let out = cmd.output().unwrap();
+                    match code(&out) {
+                        0 => {
+                            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                            got.push(v["item"]["ref"].as_str().unwrap().to_string());
+                        }
+                        5 => return got,
+                        other => panic!("claim-next exited {other}: {}", stderr(&out)),
+                    }
+                }
+            })
+        })
+        .collect();
+    let http: Vec<(String, Vec<String>)> = block_on(async {
+        let tasks: Vec<_> = (0..HTTP_CALLERS)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    let holder = format!("http-{i}");
+                    let body = ClaimNextBody {
+                        filter: FrontierFilter::default(),
+                        holder: Some(holder.clone()),
+                        ..ClaimNextBody::default()
+                    };
+                    let mut got = Vec::new();
+                    while let Some(item) = c.claim_next(WS, &body).await.unwrap().item {
+                        got.push(item.item_ref.to_string());
+                    }
+                    (holder, got)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.push(t.await.unwrap());
+        }
+        all
+    });
+    let mut per_caller: Vec<(String, Vec<String>)> = http;
+    for (i, t) in cli.into_iter().enumerate() {
+        per_caller.push((format!("cli-{i}"), t.join().unwrap()));
+    }
+    eprintln!("claimed {ITEMS} items with 16 callers in {:?}", started.elapsed());
+
+    let mut granted: HashMap<&str, &str> = HashMap::new();
+    for (holder, got) in &per_caller {
+        assert!(!got.is_empty(), "{holder} was starved");
+        for r in got {
+            if let Some(first) = granted.insert(r, holder) {
+                panic!("{r} granted twice: to {first} and {holder}");
+            }
+        }
+    }
+    let counts: Vec<usize> = per_caller.iter().map(|(_, g)| g.len()).collect();
+    eprintln!("grants per caller: {counts:?}");
+    assert_eq!(granted.len(), ITEMS);
+    assert_eq!(granted.keys().copied().collect::<HashSet<_>>(), refs.iter().map(String::as_str).collect());
+}
+
+#[test]
+fn claim_next_grants_each_item_once_across_16_callers() {
+    claim_next_contention(&TestServer::start());
+}
+
+/// The same over Postgres, on a fresh database, when
+/// `PAD_TEST_DATABASE_URL` names a server (`postgres://user:pw@host/db`).
+#[test]
+fn claim_next_grants_each_item_once_across_16_callers_on_postgres() {
+    let Some(base) = std::env::var("PAD_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("SKIPPED: set PAD_TEST_DATABASE_URL=postgres://… to run claim-next contention on Postgres");
+        return;
+    };
+    let name = format!("pad_drain_{:08x}", rand::random::<u32>());
+    let admin = |sql: &str| {
+        let out = std::process::Command::new("psql").args([&base, "-v", "ON_ERROR_STOP=1", "-c", sql]).output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!("psql {sql}: {}", stderr(&o)),
+            Err(e) => panic!("psql is needed to create a fresh database: {e}"),
+        }
+    };
+    admin(&format!("CREATE DATABASE {name}"));
+    let mut url = Url::parse(&base).unwrap();
+    url.set_path(&name);
+    let server = TestServer::start_with_db(url.as_str());
+    claim_next_contention(&server);
+    drop(server);
+    admin(&format!("DROP DATABASE {name}"));
+}
+
+// --- pad run -------------------------------------------------------------------
+
+#[test]
+fn run_keeps_the_lease_alive_and_releases_it_at_exit() {
+    let s = TestServer::start();
+    let r = create(&s, "long job");
+    let env_file = s.home.join("env.txt");
+    let script =
+        format!("echo \"$PAD_REF $PAD_LEASE_EPOCH $PAD_HOLDER $PAD_SESSION_ID\" > {}; sleep 10", env_file.display());
+    let mut run = spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sh", "-c", &script]);
+
+    wait_for("the lease", Duration::from_secs(5), || show(&s, &r).get("lease").is_some());
+    let first = show(&s, &r)["lease"].clone();
+    let mut last_expiry = expires_at(&first);
+    let mut polls = 0;
+    while run.try_wait().unwrap().is_none() {
+        let item = show(&s, &r);
+        if run.try_wait().unwrap().is_some() {
+            break; // released between the two looks
+        }
+        let lease = item.get("lease").unwrap_or_else(|| panic!("lease gone while CMD runs: {item}"));
+        assert_eq!((lease["epoch"].as_i64(), lease["holder"].as_str()), (Some(1), Some("runner-a")), "{lease}");
+        assert!(expires_at(lease) >= last_expiry);
+        last_expiry = expires_at(lease);
+        polls += 1;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(polls >= 8, "polled the live lease {polls} times");
+    assert!(last_expiry > expires_at(&first) + chrono::Duration::seconds(5), "renewals moved the expiry on");
+    assert!(show(&s, &r).get("lease").is_none(), "released at exit");
+
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let fields: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(&fields[..3], [r.as_str(), "1", "runner-a"]);
+    assert_eq!(fields.get(3).map(|s| s.len()), Some(16), "a generated session id: {env}");
+    assert_eq!(first["session_id"].as_str(), fields.get(3).copied());
+}
+
+#[test]
+fn a_killed_run_frees_the_item_when_its_lease_expires() {
+    let s = TestServer::start();
+    let r = create(&s, "crashy job");
+    let mut run = spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sleep", "5"]);
+    wait_for("the lease", Duration::from_secs(5), || show(&s, &r).get("lease").is_some());
+    run.kill().unwrap(); // SIGKILL: no release, no more renewals
+    run.wait().unwrap();
+    let killed = Instant::now();
+    let expiry = expires_at(&show(&s, &r)["lease"]);
+
+    let early = s.pad_output(["item", "claim", &r, "--holder", "runner-b"]);
+    assert_eq!(code(&early), 7, "claimed before expiry: {}", stdout(&early));
+    assert!(stderr(&early).contains("leased by runner-a"), "{}", stderr(&early));
+
+    let wait = (expiry - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(300);
+    assert!(wait <= Duration::from_millis(3300), "the lease outlives its TTL: {wait:?}");
+    std::thread::sleep(wait);
+    let late = s.pad_output(["item", "claim", &r, "--holder", "runner-b"]);
+    assert_eq!(code(&late), 0, "{}", stderr(&late));
+    assert!(killed.elapsed() <= Duration::from_secs(4), "free within the TTL plus slack: {:?}", killed.elapsed());
+    assert!(stdout(&late).contains("runner-b, epoch 2"), "{}", stdout(&late));
+}
+
+#[test]
+fn a_broken_lease_stops_the_child_and_run_exits_7() {
+    let s = TestServer::start();
+    let r = create(&s, "stuck job");
+    let flag = s.home.join("term.txt");
+    let script = format!("trap \"echo got-term > {}; exit 0\" TERM; while true; do sleep 0.1; done", flag.display());
+    let run = spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sh", "-c", &script]);
+    wait_for("the lease", Duration::from_secs(5), || show(&s, &r).get("lease").is_some());
+
+    let broke = s.pad_output(["item", "release", &r, "--force", "--reason", "stuck for hours"]);
+    assert!(stdout(&broke).contains("Lease broken"), "{}{}", stdout(&broke), stderr(&broke));
+    let broken_at = Instant::now();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(broken_at.elapsed() < Duration::from_secs(3), "noticed at the next renewal: {:?}", broken_at.elapsed());
+    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&flag).unwrap().trim(), "got-term");
+}
+
+#[test]
+fn ctrl_c_reaches_the_child_and_the_lease_is_released() {
+    let s = TestServer::start();
+    let r = create(&s, "interruptible");
+    let flag = s.home.join("int.txt");
+    let script = format!("trap \"echo got-int > {}; exit 130\" INT; while true; do sleep 0.1; done", flag.display());
+    let run = spawn_run(&s, &["run", &r, "--ttl", "1m", "--done-on-success", "--", "sh", "-c", &script]);
+    wait_for("the lease", Duration::from_secs(5), || show(&s, &r).get("lease").is_some());
+    signal(&run, "INT");
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "the child's code: {}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&flag).unwrap().trim(), "got-int");
+    let item = show(&s, &r);
+    assert!(item.get("lease").is_none(), "released: {item}");
+    assert_eq!(item["status"], "open");
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = std::process::Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]).status().unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn run_reports_a_lost_race_and_a_missing_command() {
+    let s = TestServer::start();
+    let r = create(&s, "taken");
+    let claim = s.pad_output(["item", "claim", &r, "--holder", "runner-a"]);
+    assert!(claim.status.success());
+    let out = s.pad_output(["run", &r, "--holder", "runner-b", "--", "true"]);
+    assert_eq!(code(&out), 7);
+    assert!(stderr(&out).contains("leased by runner-a"), "{}", stderr(&out));
+
+    let free = create(&s, "free");
+    let out = s.pad_output(["run", &free, "--", "/no/such/program"]);
+    assert_eq!(code(&out), 127, "{}", stderr(&out));
+    assert!(show(&s, &free).get("lease").is_none(), "released when CMD cannot start");
+    let out = s.pad_output(["run", &free, "--", "sh", "-c", "exit 3"]);
+    assert_eq!(code(&out), 3, "the child's exit code");
+}
+
+// --- L10: fencing ---------------------------------------------------------------
+
+#[test]
+fn a_paused_worker_with_a_stale_epoch_cannot_write() {
+    let s = TestServer::start();
+    let r = create(&s, "fenced");
+    let paused = s.pad_output(["item", "claim", &r, "--holder", "paused", "--ttl", "1s"]);
+    assert!(stdout(&paused).contains("epoch 1"), "{}", stdout(&paused));
+    std::thread::sleep(Duration::from_millis(1300));
+    let fresh = s.pad_output(["item", "claim", &r, "--holder", "fresh"]);
+    assert!(stdout(&fresh).contains("epoch 2"), "{}", stdout(&fresh));
+    let before = show(&s, &r);
+
+    let update = s.pad_output(["item", "update", &r, "--title", "clobbered", "--lease-epoch", "1"]);
+    assert_eq!(code(&update), 7, "{}", stdout(&update));
+    assert!(stderr(&update).contains("lost") && stderr(&update).contains("epoch 2"), "{}", stderr(&update));
+    let delete = s.pad_output(["item", "delete", &r, "--lease-epoch", "1"]);
+    assert_eq!(code(&delete), 7, "{}", stdout(&delete));
+    assert_eq!(show(&s, &r), before, "nothing changed");
+
+    let ok = s.pad_output(["item", "update", &r, "--title", "by the holder", "--lease-epoch", "2"]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    assert_eq!(show(&s, &r)["title"], "by the holder");
+}
+
+// --- L13: quarantine ------------------------------------------------------------
+
+#[test]
+fn an_item_whose_holders_keep_crashing_is_quarantined() {
+    let s = TestServer::start();
+    let r = create(&s, "poison");
+    let frontier = |autonomous: bool| -> Vec<String> {
+        let mut args = vec!["item", "frontier", "--format", "json"];
+        if autonomous {
+            args.push("--autonomous");
+        }
+        let out = s.pad_output(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["items"].as_array().unwrap().iter().map(|i| i["ref"].as_str().unwrap().to_string()).collect()
+    };
+    for crash in 1..=3 {
+        assert_eq!(frontier(true), std::slice::from_ref(&r), "still autonomous work before crash {crash}");
+        // A worker that claims and dies: the lease ends by expiry.
+        let claim = s.pad_output(["item", "claim", &r, "--holder", &format!("crasher-{crash}"), "--ttl", "1s"]);
+        assert!(claim.status.success(), "{}", stderr(&claim));
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    wait_for("quarantine", Duration::from_secs(5), || frontier(true).is_empty());
+    assert_eq!(frontier(false), std::slice::from_ref(&r), "still ready work for people");
+    assert!(show(&s, &r)["labels"].as_array().unwrap().contains(&"needs-human".into()));
+
+    let events = block_on(client(&s).events(WS, 0, 500)).unwrap();
+    let q = events.iter().find(|e| e.kind == "item.quarantined").expect("an item.quarantined event");
+    assert_eq!(q.item_ref.as_deref(), Some(r.as_str()));
+    let reason = q.data["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("expired 3 times"), "{}", q.data);
+}
+
+// --- pad drain ------------------------------------------------------------------
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn drain_max_runs_exactly_that_many_and_done_on_success_closes_them() {
+    let s = TestServer::start();
+    let refs = block_on(create_items(&client(&s), 6));
+    let file = s.home.join("ran.txt");
+    let script = format!("echo $PAD_REF >> {}", file.display());
+
+    let out = s.pad_output(["drain", "--max", "3", "--", "sh", "-c", &script]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("drained 3 items: 3 done, 0 failed"), "{}", stderr(&out));
+    let ran = lines(&file);
+    assert_eq!(ran, refs[..3], "best first: same priority, oldest first");
+    for r in &refs {
+        assert_eq!(show(&s, r)["status"], "open", "not marked done without --done-on-success");
+    }
+
+    std::fs::remove_file(&file).unwrap();
+    let out = s.pad_output(["drain", "--max", "3", "--done-on-success", "--", "sh", "-c", &script]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(lines(&file), refs[..3]);
+    for (i, r) in refs.iter().enumerate() {
+        let item = show(&s, r);
+        assert_eq!(item["status"], if i < 3 { "done" } else { "open" }, "{r}");
+        assert!(item.get("lease").is_none(), "{r} released");
+    }
+}
+
+#[test]
+fn drain_moves_past_failures_and_runs_each_item_once() {
+    let s = TestServer::start();
+    let refs = block_on(create_items(&client(&s), 4));
+    let file = s.home.join("ran.txt");
+    // Fails on the first and third item; the items stay open and ready.
+    let script =
+        format!("echo $PAD_REF >> {}; case $PAD_REF in {}|{}) exit 1;; esac", file.display(), refs[0], refs[2]);
+    let out = s.pad_output(["drain", "--done-on-success", "--", "sh", "-c", &script]);
+    assert_eq!(code(&out), 0, "a failing child does not fail the drain: {}", stderr(&out));
+    assert!(stderr(&out).contains("drained 4 items: 2 done, 2 failed"), "{}", stderr(&out));
+    assert_eq!(lines(&file), refs, "each item once");
+    let status: Vec<Value> = refs.iter().map(|r| show(&s, r)["status"].clone()).collect();
+    assert_eq!(status, ["open", "done", "open", "done"]);
+
+    // --once: the one item's exit code; then nothing ready is exit 5.
+    let out = s.pad_output(["drain", "--once", "--", "sh", "-c", "exit 4"]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let out = s.pad_output(["drain", "--once", "--done-on-success", "--", "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = s.pad_output(["drain", "--once", "--done-on-success", "--", "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = s.pad_output(["drain", "--once", "--", "true"]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(stderr(&out).contains("No ready item"), "{}", stderr(&out));
+}
+
+#[test]
+fn claim_next_prints_the_lease_and_the_handoff_note() {
+    let s = TestServer::start();
+    let r = create(&s, "migration");
+    let nothing = s.pad_output(["item", "claim-next", "--kind", "bug"]);
+    assert_eq!(code(&nothing), 5);
+    assert!(stderr(&nothing).contains("No ready item"), "{}", stderr(&nothing));
+
+    let a = s.pad_output(["item", "claim-next", "--holder", "runner-a", "--note", "migrated 3 of 7 tables"]);
+    assert!(stdout(&a).starts_with(&format!("Claimed {r}: runner-a, epoch 1")), "{}", stdout(&a));
+    let rel = s.pad_output(["item", "release", &r, "--holder", "runner-a"]);
+    assert!(rel.status.success(), "{}", stderr(&rel));
+
+    let b = s.pad_output(["item", "claim-next", "--holder", "runner-b", "--ttl", "90s", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&b.stdout).unwrap();
+    assert_eq!((v["item"]["ref"].as_str(), v["lease"]["epoch"].as_i64()), (Some(r.as_str()), Some(2)));
+    assert_eq!(v["lease"]["ttl_seconds"], 90);
+    assert_eq!(
+        (v["previous_holder"].as_str(), v["previous_note"].as_str()),
+        (Some("runner-a"), Some("migrated 3 of 7 tables"))
+    );
+    let rel = s.pad_output(["item", "release", &r, "--holder", "runner-b"]);
+    assert!(rel.status.success());
+    let c = s.pad_output(["item", "claim-next", "--holder", "runner-c"]);
+    assert!(stdout(&c).contains("Handoff from runner-a: migrated 3 of 7 tables"), "{}", stdout(&c));
+
+    let none = s.pad_output(["item", "claim-next", "--format", "json"]);
+    assert_eq!(code(&none), 5);
+    let v: Value = serde_json::from_slice(&none.stdout).unwrap();
+    assert_eq!((v["item"].is_null(), v["lease"].is_null()), (true, true));
+}
