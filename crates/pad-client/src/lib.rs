@@ -168,13 +168,9 @@ impl Client {
 
     /// Up to `limit` events with ids greater than `after`, oldest first.
     pub async fn events(&self, ws: &str, after: i64, limit: u32) -> Result<Vec<Event>> {
-        // The page's shape lives in pad-server (`EventPage`), not in pad-core's wire types.
-        #[derive(serde::Deserialize)]
-        struct Page {
-            events: Vec<Event>,
-        }
         let query = [("after", after.to_string()), ("limit", limit.to_string())];
-        let page: Page = self.json(self.request(Method::GET, &["workspaces", ws, "events"]).query(&query)).await?;
+        let page: pad_core::api::EventPage =
+            self.json(self.request(Method::GET, &["workspaces", ws, "events"]).query(&query)).await?;
         Ok(page.events)
     }
 

@@ -22,6 +22,9 @@ pub enum ErrorCode {
     LeaseHeld,
     LeaseLost,
     UpdateConflict,
+    /// 405: the route exists, the method does not. Not in SPEC's table; it
+    /// keeps 405 distinct from bad input (see docs/api.md).
+    MethodNotAllowed,
     PayloadTooLarge,
     UnsupportedMediaType,
     RateLimited,
@@ -41,6 +44,7 @@ impl ErrorCode {
             ErrorCode::LeaseHeld => "lease_held",
             ErrorCode::LeaseLost => "lease_lost",
             ErrorCode::UpdateConflict => "update_conflict",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::RateLimited => "rate_limited",
@@ -55,6 +59,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::LeaseHeld | ErrorCode::LeaseLost | ErrorCode::UpdateConflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
@@ -70,6 +75,7 @@ impl ErrorCode {
             ErrorCode::BadRequest
             | ErrorCode::ValidationFailed
             | ErrorCode::InvalidTtl
+            | ErrorCode::MethodNotAllowed
             | ErrorCode::PayloadTooLarge
             | ErrorCode::UnsupportedMediaType => 2,
             ErrorCode::Unauthorized | ErrorCode::Forbidden => 4,
@@ -305,6 +311,12 @@ pub struct DeleteQuery {
     /// Fencing (L10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_epoch: Option<i64>,
+}
+
+/// A page of the event log, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EventPage {
+    pub events: Vec<crate::Event>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

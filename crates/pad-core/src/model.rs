@@ -24,8 +24,19 @@ pub const NEEDS_HUMAN: &str = "needs-human";
 macro_rules! string_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+
+        // Written out, not derived: the derive would name the variants, not their wire text.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+        impl ToSchema for $name {}
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
@@ -748,5 +759,52 @@ impl FrontierFilter {
         }
         let parent = self.parent.as_deref().map(|p| ItemRef::parse_field("parent", p)).transpose()?;
         Ok(ValidFrontierFilter { kinds, labels, without_labels, min_priority: self.min_priority, parent })
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! Parsers under arbitrary input: they never panic, accept exactly their
+    //! grammar, and what they accept round-trips.
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn ref_parser_accepts_its_grammar_only(s in "\\PC{0,24}") {
+            if let Ok(r) = s.parse::<ItemRef>() {
+                prop_assert_eq!(r.to_string(), s.to_ascii_uppercase());
+                prop_assert!(r.number >= 1);
+                prop_assert!(validate_prefix("p", &r.prefix).is_ok());
+            }
+        }
+
+        #[test]
+        fn well_formed_refs_round_trip(prefix in "[A-Za-z][A-Za-z0-9]{0,9}", n in 1i64..i64::MAX) {
+            let r: ItemRef = format!("{prefix}-{n}").parse().unwrap();
+            prop_assert_eq!(r.number, n);
+            prop_assert_eq!(r.prefix, prefix.to_ascii_uppercase());
+        }
+
+        #[test]
+        fn slugs_match_the_documented_pattern(s in "\\PC{0,70}") {
+            let pattern = s.len() <= 63
+                && s.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            prop_assert_eq!(validate_slug("slug", &s).is_ok(), pattern);
+        }
+
+        #[test]
+        fn labels_refuse_controls_and_bound_length(s in "\\PC{0,80}|[\\x00-\\x1f]{1,3}") {
+            let ok = validate_label("label", &s).is_ok();
+            let n = s.chars().count();
+            prop_assert_eq!(ok, (1..=LABEL_MAX).contains(&n) && !s.chars().any(char::is_control));
+        }
+
+        #[test]
+        fn item_bodies_never_panic(title in "\\PC{0,600}", labels in proptest::collection::vec("\\PC{0,70}", 0..60)) {
+            let new = NewItem { title, labels, ..Default::default() };
+            let _ = new.validate();
+        }
     }
 }

@@ -199,3 +199,30 @@ impl FromRequestParts<AppState> for Ctx {
         Ok(Ctx { caller, ws, role, params })
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes as a request body: an answer, never a panic; a refusal
+        /// is `bad_request` with a message.
+        #[test]
+        fn body_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Err(e) = parse_json::<pad_core::NewItem>(&bytes) {
+                prop_assert_eq!(e.code, ErrorCode::BadRequest);
+                prop_assert!(!e.message.is_empty());
+            }
+        }
+
+        #[test]
+        fn json_shaped_bodies_name_the_bad_field(key in "[a-z_]{1,12}", value in "\\PC{0,20}") {
+            let body = serde_json::json!({ "title": "ok", key.clone(): value }).to_string();
+            match parse_json::<pad_core::NewItem>(body.as_bytes()) {
+                Ok(_) => {}
+                Err(e) => prop_assert!(e.details.get("field").is_some(), "{e:?}"),
+            }
+        }
+    }
+}

@@ -135,7 +135,9 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(|| async { axum::Json(openapi::spec()) }))
         .route("/metrics", get(|State(s): State<AppState>| async move { s.metrics.render() }))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
-        .method_not_allowed_fallback(|| async { ApiError::bad_request("method not allowed on this route", None) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(ErrorCode::MethodNotAllowed, "this route does not take that method")
+        })
         .layer(DefaultBodyLimit::max(extract::BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .layer(TraceLayer::new_for_http())

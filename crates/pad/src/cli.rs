@@ -65,6 +65,8 @@ pub enum Command {
     Drain(DrainArgs),
     /// Print the workspace's events as they happen (Ctrl-C stops)
     Watch(WatchArgs),
+    /// Serve pad's tools to an AI agent over MCP on stdin/stdout
+    Mcp,
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

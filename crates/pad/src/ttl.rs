@@ -50,3 +50,26 @@ mod tests {
         assert_eq!(parse("48h"), Ok(172_800));
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any text: a number of seconds or a message, never a panic; and a
+        /// bare number is always refused.
+        #[test]
+        fn duration_parser_never_panics(s in "\\PC{0,32}") {
+            match super::parse(&s) {
+                Ok(_) => prop_assert!(!s.trim().bytes().all(|b| b.is_ascii_digit())),
+                Err(e) => prop_assert!(!e.is_empty()),
+            }
+        }
+
+        #[test]
+        fn units_scale(n in 1u64..100_000) {
+            prop_assert_eq!(super::parse(&format!("{n}s")), Ok(n));
+            prop_assert_eq!(super::parse(&format!("{n}m")), Ok(n * 60));
+        }
+    }
+}

@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
-use pad_core::api::ErrorCode;
+use pad_core::api::{ErrorCode, EventPage};
 use pad_core::{Action, Event};
 use serde::{Deserialize, Serialize};
 
@@ -37,11 +37,6 @@ pub struct EventsQuery {
     pub after: Option<i64>,
     #[serde(default)]
     pub limit: Option<u32>,
-}
-
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct EventPage {
-    pub events: Vec<Event>,
 }
 
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/events", tag = "events",
@@ -68,7 +63,14 @@ pub async fn stream(
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     ctx.require(Action::Read)?;
-    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
+    let resume = match headers.get("last-event-id") {
+        None => None,
+        Some(v) => {
+            Some(v.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok()).filter(|id| *id >= 0).ok_or_else(|| {
+                ApiError::bad_request("Last-Event-ID must be an event id (a whole number)", Some("Last-Event-ID"))
+            })?)
+        }
+    };
     let cursor = resume.or(q.after).unwrap_or(0);
     let permit = s.streams.open(&ctx.caller.token_hash).ok_or_else(|| ApiError {
         retry_after: Some(5),

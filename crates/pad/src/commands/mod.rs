@@ -4,6 +4,7 @@
 mod auth;
 mod item;
 mod lease;
+mod mcp;
 mod member;
 mod run;
 mod serve;
@@ -34,6 +35,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => run::run(&ctx()?, args).await,
         Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
+        Command::Mcp => mcp::run(&ctx()?).await,
     }
 }
 
