@@ -372,17 +372,16 @@ pub struct FilterArgs {
 
 #[derive(Debug, Args)]
 pub struct FrontierArgs {
-    #[command(flatten)]
-    pub filter: FilterArgs,
     /// How many items (the server caps it)
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
+    // Last: its help heading would cover the options after it.
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct ClaimNextArgs {
-    #[command(flatten)]
-    pub filter: FilterArgs,
     #[command(flatten)]
     pub holder: HolderArg,
     /// Names one run of the holder
@@ -393,6 +392,9 @@ pub struct ClaimNextArgs {
     /// Progress note, shown to the next claimant
     #[arg(long)]
     pub note: Option<String>,
+    // Last: its help heading would cover the options after it.
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 /// What `run` and `drain` share: who works, for how long a lease, and on what.
@@ -428,8 +430,6 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct DrainArgs {
-    #[command(flatten)]
-    pub filter: FilterArgs,
     /// Stop after this many items
     #[arg(long, value_name = "N")]
     pub max: Option<u64>,
@@ -438,6 +438,9 @@ pub struct DrainArgs {
     pub once: bool,
     #[command(flatten)]
     pub worker: WorkerArgs,
+    // Last: its help heading would cover the options after it.
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Debug, Subcommand)]
