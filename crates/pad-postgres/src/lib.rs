@@ -31,6 +31,7 @@ use pad_core::{
 };
 use pad_store::{
     Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
+    shared,
 };
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
@@ -746,7 +747,7 @@ impl Store for PgStore {
         .fetch_optional(&mut *tx)
         .await
         .map_err(db)?
-        .ok_or_else(|| StoreError::invalid("kind", format!("{:?} is not a kind of this workspace", v.kind)))?;
+        .ok_or_else(|| shared::unknown_kind(&v.kind))?;
         let now: Timestamp = counter.get("db_now");
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at)
@@ -770,7 +771,7 @@ impl Store for PgStore {
         Self::set_blockers(&mut tx, ws, id, &v.blocked_by).await?;
         let item = Self::load_item(&mut tx, id, now).await?;
         Self::add_version(&mut tx, id, actor, item.changes_since(None), now).await?;
-        let data = serde_json::json!({ "title": item.title });
+        let data = shared::event::created(&item);
         Self::event(&mut tx, ws.id, "item.created", &item.item_ref, Some(actor), now, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
@@ -797,21 +798,7 @@ impl Store for PgStore {
         limit: u32,
         cursor: Option<&str>,
     ) -> StoreResult<Page<Item>> {
-        let after: i64 = match cursor {
-            Some(c) => c
-                .parse()
-                .ok()
-                .filter(|n: &i64| *n >= 0)
-                .ok_or_else(|| StoreError::invalid("cursor", "is not a cursor this server issued"))?,
-            None => 0,
-        };
-        let limit = limit.clamp(1, LIST_LIMIT_MAX);
-        for (i, l) in filter.labels.iter().enumerate() {
-            pad_core::model::validate_label(&format!("label[{i}]"), l)?;
-        }
-        if let Some(q) = &filter.q {
-            validate::text("q", q, 1, 200, Lines::Single)?;
-        }
+        let (after, limit) = shared::list_window(filter, limit, cursor)?;
         let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(ITEM_SELECT);
         qb.push(" WHERE i.workspace_id = ").push_bind(ws.id).push(" AND i.id > ").push_bind(after);
         if !filter.include_deleted {
@@ -873,18 +860,8 @@ impl Store for PgStore {
         let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
         let now = locked.now;
         // L10: the row is locked until commit, so the fence holds for the write.
-        lease::check_fence(&locked.slot, p.lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
         let old = Self::load_item(&mut tx, locked.id, now).await?;
-        if let Some(expected) = p.expected_updated_at
-            && expected != old.updated_at
-        {
-            return Err(StoreError::UpdateConflict { expected, actual: old.updated_at });
-        }
-        let new = old.patched(&p)?;
-        let changes = new.changes_since(Some(&old));
-        if changes.is_empty() {
-            return Ok(old);
-        }
+        let Some((new, changes)) = shared::plan_update(&locked.slot, &old, &p, now)? else { return Ok(old) };
         if new.kind != old.kind {
             let known: Option<String> =
                 sqlx::query_scalar("SELECT name FROM kinds WHERE workspace_id = $1 AND name = $2")
@@ -893,9 +870,7 @@ impl Store for PgStore {
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(db)?;
-            known.ok_or_else(|| {
-                StoreError::invalid("kind", format!("{:?} is not a kind of this workspace", new.kind))
-            })?;
+            known.ok_or_else(|| shared::unknown_kind(&new.kind))?;
         }
         let parent = match &new.parent {
             Some(pr) => {
@@ -945,11 +920,10 @@ impl Store for PgStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
-        let fields: Vec<String> = changes.keys().cloned().collect();
+        let data = shared::event::updated(&changes);
         Self::add_version(&mut tx, locked.id, actor, changes, at).await?;
         let item = Self::load_item(&mut tx, locked.id, now).await?;
-        Self::event(&mut tx, ws.id, "item.updated", &r, Some(actor), at, serde_json::json!({ "fields": fields }))
-            .await?;
+        Self::event(&mut tx, ws.id, "item.updated", &r, Some(actor), at, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
     }
@@ -1005,7 +979,7 @@ impl Store for PgStore {
         .await
         .map_err(db)?;
         let id: i64 = row.get("id");
-        let data = serde_json::json!({ "comment_id": id });
+        let data = shared::event::commented(id);
         Self::event(&mut tx, ws.id, "comment.created", &r, Some(actor), locked.now, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(Comment { id, author: row.get("author"), body: body.to_string(), created_at: locked.now })
@@ -1124,7 +1098,7 @@ impl Store for PgStore {
                 };
             }
         };
-        let data = serde_json::json!({ "holder": lease.holder, "epoch": lease.epoch, "reason": req.reason });
+        let data = shared::event::ended(&lease, req.reason.as_deref());
         Self::event(&mut tx, ws.id, kind, &r, Some(req.actor), now, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
@@ -1286,7 +1260,7 @@ impl PgStore {
                     };
                     Self::record_expiry(conn, &expiry, now).await?;
                 }
-                let data = serde_json::json!({ "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "expires_at": l.expires_at });
+                let data = shared::event::claimed(&l);
                 Self::event(conn, ws.id, "lease.claimed", r, Some(req.actor), now, data).await?;
                 ClaimOutcome {
                     lease: l,
@@ -1334,7 +1308,7 @@ impl PgStore {
     /// quarantine (`needs-human` and an event saying why) when the count
     /// reaches the workspace's threshold. Returns whether it quarantined.
     async fn record_expiry(conn: &mut PgConnection, e: &Expiry, now: Timestamp) -> StoreResult<bool> {
-        let data = serde_json::json!({ "holder": e.holder, "epoch": e.epoch, "expired_at": e.expired_at });
+        let data = shared::event::expired(&e.holder, e.epoch, e.expired_at);
         Self::event(conn, e.ws, "lease.expired", &e.item_ref, None, now, data).await?;
         if !lease::should_quarantine(e.expiries, e.threshold, &e.labels) {
             return Ok(false);
@@ -1346,11 +1320,8 @@ impl PgStore {
             .await
             .map_err(db)?;
         let expiries = e.expiries;
-        let data = serde_json::json!({
-            "expiries": expiries,
-            "reason": format!("its lease expired {expiries} times without a release; labelled {NEEDS_HUMAN} so autonomous workers skip it"),
-        });
-        Self::event(conn, e.ws, "item.quarantined", &e.item_ref, None, now, data).await?;
+        Self::event(conn, e.ws, "item.quarantined", &e.item_ref, None, now, shared::event::quarantined(expiries))
+            .await?;
         Ok(true)
     }
 }

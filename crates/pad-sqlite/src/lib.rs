@@ -23,6 +23,7 @@ use pad_core::{
 };
 use pad_store::{
     Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
+    shared,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
@@ -522,7 +523,7 @@ impl Store for SqliteStore {
             .fetch_optional(&mut *tx)
             .await
             .map_err(db)?
-            .ok_or_else(|| StoreError::invalid("kind", format!("{:?} is not a kind of this workspace", v.kind)))?;
+            .ok_or_else(|| shared::unknown_kind(&v.kind))?;
         let parent = match &v.parent {
             Some(p) => Some(Self::item_id(&mut tx, ws, "parent", p).await?),
             None => None,
@@ -560,16 +561,8 @@ impl Store for SqliteStore {
         Self::set_blockers(&mut tx, ws, id, &v.blocked_by).await?;
         let item = Self::load_item(&mut tx, id, now).await?;
         Self::add_version(&mut tx, id, actor, item.changes_since(None), now).await?;
-        Self::event(
-            &mut tx,
-            ws.id,
-            "item.created",
-            &item.item_ref,
-            Some(actor),
-            now,
-            serde_json::json!({ "title": item.title }),
-        )
-        .await?;
+        Self::event(&mut tx, ws.id, "item.created", &item.item_ref, Some(actor), now, shared::event::created(&item))
+            .await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
     }
@@ -595,21 +588,7 @@ impl Store for SqliteStore {
         limit: u32,
         cursor: Option<&str>,
     ) -> StoreResult<Page<Item>> {
-        let after: i64 = match cursor {
-            Some(c) => c
-                .parse()
-                .ok()
-                .filter(|n: &i64| *n >= 0)
-                .ok_or_else(|| StoreError::invalid("cursor", "is not a cursor this server issued"))?,
-            None => 0,
-        };
-        let limit = limit.clamp(1, LIST_LIMIT_MAX);
-        for (i, l) in filter.labels.iter().enumerate() {
-            pad_core::model::validate_label(&format!("label[{i}]"), l)?;
-        }
-        if let Some(q) = &filter.q {
-            validate::text("q", q, 1, 200, Lines::Single)?;
-        }
+        let (after, limit) = shared::list_window(filter, limit, cursor)?;
         let now = self.clock.read();
         let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(ITEM_SELECT);
         qb.push(" WHERE i.workspace_id = ").push_bind(ws.id).push(" AND i.id > ").push_bind(after);
@@ -680,18 +659,8 @@ impl Store for SqliteStore {
         let p = patch.validate()?;
         let (mut tx, now) = self.begin().await?;
         let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
-        lease::check_fence(&locked.slot, p.lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
         let old = Self::load_item(&mut tx, locked.id, now).await?;
-        if let Some(expected) = p.expected_updated_at
-            && expected != old.updated_at
-        {
-            return Err(StoreError::UpdateConflict { expected, actual: old.updated_at });
-        }
-        let new = old.patched(&p)?;
-        let changes = new.changes_since(Some(&old));
-        if changes.is_empty() {
-            return Ok(old);
-        }
+        let Some((new, changes)) = shared::plan_update(&locked.slot, &old, &p, now)? else { return Ok(old) };
         if new.kind != old.kind {
             let known: Option<String> =
                 sqlx::query_scalar("SELECT name FROM kinds WHERE workspace_id = ? AND name = ?")
@@ -700,9 +669,7 @@ impl Store for SqliteStore {
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(db)?;
-            known.ok_or_else(|| {
-                StoreError::invalid("kind", format!("{:?} is not a kind of this workspace", new.kind))
-            })?;
+            known.ok_or_else(|| shared::unknown_kind(&new.kind))?;
         }
         let parent = match &new.parent {
             Some(pr) => {
@@ -748,10 +715,9 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(db)?;
-        let fields: Vec<String> = changes.keys().cloned().collect();
+        let data = shared::event::updated(&changes);
         Self::add_version(&mut tx, locked.id, actor, changes, now).await?;
-        Self::event(&mut tx, ws.id, "item.updated", &r, Some(actor), now, serde_json::json!({ "fields": fields }))
-            .await?;
+        Self::event(&mut tx, ws.id, "item.updated", &r, Some(actor), now, data).await?;
         let item = Self::load_item(&mut tx, locked.id, now).await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
@@ -807,8 +773,7 @@ impl Store for SqliteStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
-        Self::event(&mut tx, ws.id, "comment.created", &r, Some(actor), now, serde_json::json!({ "comment_id": id }))
-            .await?;
+        Self::event(&mut tx, ws.id, "comment.created", &r, Some(actor), now, shared::event::commented(id)).await?;
         let author: String = sqlx::query_scalar("SELECT email FROM users WHERE id = ?")
             .bind(actor.user_id)
             .fetch_one(&mut *tx)
@@ -897,7 +862,7 @@ impl Store for SqliteStore {
             &r,
             Some(req.actor),
             now,
-            serde_json::json!({ "holder": lease.holder, "epoch": lease.epoch, "reason": req.reason }),
+            shared::event::ended(&lease, req.reason.as_deref()),
         )
         .await?;
         tx.commit().await.map_err(db)?;
@@ -1033,7 +998,7 @@ impl SqliteStore {
                     .await
                     .map_err(db)?;
                 Self::write_lease(conn, locked.id, &l, req.note.as_deref()).await?;
-                let data = serde_json::json!({ "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "expires_at": l.expires_at });
+                let data = shared::event::claimed(&l);
                 Self::event(conn, ws.id, "lease.claimed", r, Some(req.actor), now, data).await?;
                 Ok(ClaimOutcome {
                     lease: l,
@@ -1065,7 +1030,7 @@ impl SqliteStore {
         .fetch_one(&mut *conn)
         .await
         .map_err(db)?;
-        let data = serde_json::json!({ "holder": old.holder, "epoch": old.epoch, "expired_at": old.expires_at });
+        let data = shared::event::expired(&old.holder, old.epoch, old.expires_at);
         Self::event(conn, ws, "lease.expired", r, None, now, data).await?;
         let expiries: i64 = row.get("lease_expiries");
         let mut labels: Vec<String> =
@@ -1080,11 +1045,7 @@ impl SqliteStore {
             .execute(&mut *conn)
             .await
             .map_err(db)?;
-        let data = serde_json::json!({
-            "expiries": expiries,
-            "reason": format!("its lease expired {expiries} times without a release; labelled {NEEDS_HUMAN} so autonomous workers skip it"),
-        });
-        Self::event(conn, ws, "item.quarantined", r, None, now, data).await?;
+        Self::event(conn, ws, "item.quarantined", r, None, now, shared::event::quarantined(expiries)).await?;
         Ok(true)
     }
 

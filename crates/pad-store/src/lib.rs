@@ -4,6 +4,7 @@
 
 mod error;
 mod requests;
+pub mod shared;
 
 pub mod conformance;
 

@@ -1,0 +1,94 @@
+//! The backend-independent steps of store operations. Every backend calls
+//! these, so they decide — and describe what they did — the same way; only
+//! the SQL differs between backends.
+
+use pad_core::lease::{self, LeaseSlot};
+use pad_core::model::{ValidPatch, validate_label};
+use pad_core::validate::{self, Lines};
+use pad_core::{Item, ItemFilter, LIST_LIMIT_MAX, Lease, NEEDS_HUMAN, Timestamp};
+use serde_json::{Map, Value, json};
+
+use crate::{StoreError, StoreResult};
+
+/// Checks a list request and returns the keyset position (the last id of the
+/// previous page, 0 for the first) and the clamped page size.
+pub fn list_window(filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> StoreResult<(i64, u32)> {
+    let after = match cursor {
+        Some(c) => c
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| StoreError::invalid("cursor", "is not a cursor this server issued"))?,
+        None => 0,
+    };
+    for (i, l) in filter.labels.iter().enumerate() {
+        validate_label(&format!("label[{i}]"), l)?;
+    }
+    if let Some(q) = &filter.q {
+        validate::text("q", q, 1, 200, Lines::Single)?;
+    }
+    Ok((after, limit.clamp(1, LIST_LIMIT_MAX)))
+}
+
+/// Decides an update of `old` (whose lease slot is `slot`) at `now`: the
+/// fence (L10), optimistic concurrency, the patch itself. `None` means the
+/// patch changes nothing, so nothing is written and no version is added.
+pub fn plan_update(
+    slot: &LeaseSlot,
+    old: &Item,
+    patch: &ValidPatch,
+    now: Timestamp,
+) -> StoreResult<Option<(Item, Map<String, Value>)>> {
+    lease::check_fence(slot, patch.lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
+    if let Some(expected) = patch.expected_updated_at
+        && expected != old.updated_at
+    {
+        return Err(StoreError::UpdateConflict { expected, actual: old.updated_at });
+    }
+    let new = old.patched(patch)?;
+    let changes = new.changes_since(Some(old));
+    Ok((!changes.is_empty()).then_some((new, changes)))
+}
+
+pub fn unknown_kind(kind: &str) -> StoreError {
+    StoreError::invalid("kind", format!("{kind:?} is not a kind of this workspace"))
+}
+
+/// The `data` of each event type (SPEC §7), one shape for every backend.
+pub mod event {
+    use super::*;
+
+    pub fn created(item: &Item) -> Value {
+        json!({ "title": item.title })
+    }
+
+    pub fn updated(changes: &Map<String, Value>) -> Value {
+        json!({ "fields": changes.keys().collect::<Vec<_>>() })
+    }
+
+    pub fn commented(comment_id: i64) -> Value {
+        json!({ "comment_id": comment_id })
+    }
+
+    pub fn claimed(l: &Lease) -> Value {
+        json!({ "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "expires_at": l.expires_at })
+    }
+
+    /// `lease.released` and `lease.broken`.
+    pub fn ended(l: &Lease, reason: Option<&str>) -> Value {
+        json!({ "holder": l.holder, "epoch": l.epoch, "reason": reason })
+    }
+
+    pub fn expired(holder: &str, epoch: i64, expired_at: Timestamp) -> Value {
+        json!({ "holder": holder, "epoch": epoch, "expired_at": expired_at })
+    }
+
+    pub fn quarantined(expiries: i64) -> Value {
+        json!({
+            "expiries": expiries,
+            "reason": format!(
+                "its lease expired {expiries} times without a release; labelled {NEEDS_HUMAN} so autonomous workers skip it"
+            ),
+        })
+    }
+}
