@@ -18,6 +18,23 @@ fn ttl(v: Option<serde_json::Value>) -> ApiResult<Option<i64>> {
     v.map(|v| Ttl::from_json(&v)).transpose().map_err(|e| pad_store::StoreError::InvalidTtl(e).into())
 }
 
+/// A claim as the store takes it: the holder defaults to the caller's email.
+fn claim_request(
+    ctx: &Ctx,
+    holder: Option<String>,
+    session_id: Option<String>,
+    ttl_seconds: Option<serde_json::Value>,
+    note: Option<String>,
+) -> ApiResult<ClaimRequest> {
+    Ok(ClaimRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(holder),
+        session_id,
+        ttl_seconds: ttl(ttl_seconds)?,
+        note,
+    })
+}
+
 /// Claim an item's lease (L1), or refresh our own (L3).
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/claim", tag = "leases",
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = ClaimBody,
@@ -28,13 +45,7 @@ pub async fn claim(
     Json(body): Json<ClaimBody>,
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
-    let req = ClaimRequest {
-        actor: ctx.actor(),
-        holder: ctx.holder(body.holder),
-        session_id: body.session_id,
-        ttl_seconds: ttl(body.ttl_seconds)?,
-        note: body.note,
-    };
+    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note)?;
     let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
     inc(if out.refreshed { &s.metrics.refreshes } else { &s.metrics.claims });
     Ok(axum::Json(ClaimResponse {
@@ -123,13 +134,7 @@ pub async fn claim_next(
     Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
-    let req = ClaimRequest {
-        actor: ctx.actor(),
-        holder: ctx.holder(body.holder),
-        session_id: body.session_id,
-        ttl_seconds: ttl(body.ttl_seconds)?,
-        note: body.note,
-    };
+    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note)?;
     let answer = match s.store.claim_next(&ctx.ws, &body.filter, &req).await? {
         Some((item, out)) => {
             inc(&s.metrics.claim_next_hits);
