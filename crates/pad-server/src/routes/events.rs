@@ -25,7 +25,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{Ctx, Query};
 use crate::limits::StreamPermit;
 
-pub const POLL: Duration = Duration::from_millis(500);
+/// Bounds how late another instance's events arrive (Postgres has no
+/// in-process wake-up across instances).
+pub const POLL: Duration = Duration::from_millis(250);
 const PAGE: u32 = 500;
 
 #[derive(Debug, Default, Deserialize, Serialize, utoipa::IntoParams)]
