@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod openapi;
 mod routes;
 pub mod session;
+pub mod web;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -98,7 +99,7 @@ pub async fn bootstrap(store: &dyn Store) -> Result<Option<Bootstrap>, StoreErro
 
 /// The whole HTTP surface.
 pub fn app(state: AppState) -> Router {
-    use routes::{events, items, leases, workspaces as wss};
+    use routes::{events, items, leases, render, workspaces as wss};
     let api = Router::new()
         .route("/me", get(wss::me))
         .route("/session", post(session::create).delete(session::delete))
@@ -114,6 +115,7 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/items/{ref}/restore", post(items::restore))
         .route("/workspaces/{ws}/items/{ref}/history", get(items::history))
         .route("/workspaces/{ws}/items/{ref}/comments", get(items::comments).post(items::comment))
+        .route("/workspaces/{ws}/items/{ref}/body.html", get(render::body_html))
         .route("/workspaces/{ws}/items/{ref}/claim", post(leases::claim))
         .route("/workspaces/{ws}/items/{ref}/renew", post(leases::renew))
         .route("/workspaces/{ws}/items/{ref}/release", post(leases::release))
@@ -130,6 +132,7 @@ pub fn app(state: AppState) -> Router {
     }
     router
         .nest("/api/v1", api)
+        .merge(web::routes())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(|| async { axum::Json(openapi::spec()) }))

@@ -3,4 +3,5 @@
 pub mod events;
 pub mod items;
 pub mod leases;
+pub mod render;
 pub mod workspaces;

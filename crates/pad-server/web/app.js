@@ -1,0 +1,140 @@
+// pad's web UI: the shell (top bar, workspace switcher, sign-out), the
+// hash router, and the wiring of live events to the open view.
+//
+// Routes:  #/ws/{ws}/items[?status=…&kind=…&label=…&leased=…&q=…]
+//          #/ws/{ws}/items/{ref}   #/ws/{ws}/items/{ref}/edit   #/ws/{ws}/new
+
+import { api, ApiError } from './api.js';
+import { h, replace, toast } from './dom.js';
+import { itemFormView } from './forms.js';
+import { startTicker } from './lease.js';
+import { Live } from './live.js';
+import { itemView, listView, signInView } from './views.js';
+
+const app = document.getElementById('app');
+const topbar = document.getElementById('topbar');
+const wsSelect = document.getElementById('workspace');
+const liveBadge = document.getElementById('live');
+
+const state = {
+  me: null,
+  workspaces: [],
+  ws: null,
+  view: null,
+};
+
+const LIVE_TEXT = { connecting: 'Connecting', live: 'Live', offline: 'Offline' };
+const live = new Live(
+  (event) => state.view?.onEvent(event),
+  (s) => {
+    liveBadge.dataset.state = s;
+    liveBadge.querySelector('.live-text').textContent = LIVE_TEXT[s];
+    // Back online: what we show may be stale.
+    if (s === 'live') state.view?.refresh();
+  },
+);
+
+/** What views call on an API failure: a lost session goes back to sign-in. */
+function fail(e, otherwise) {
+  if (e instanceof ApiError && e.status === 401) return showSignIn('Your session has ended; sign in again.');
+  otherwise();
+}
+
+function mount(view) {
+  state.view = view;
+  replace(app, view.el);
+  view.focus?.();
+}
+
+function showSignIn(message) {
+  live.close();
+  state.me = null;
+  state.ws = null;
+  topbar.hidden = true;
+  document.title = 'Sign in · pad';
+  const view = signInView(start);
+  mount(view);
+  if (message) toast(message, 'error');
+}
+
+/** After sign-in (or on load with a session): who am I, which workspaces. */
+async function start() {
+  try {
+    state.me = await api('GET', '/me');
+    state.workspaces = (await api('GET', '/workspaces')).workspaces;
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) return showSignIn();
+    replace(app, h('main', { class: 'page', id: 'main' }, h('div', { class: 'notice notice-error', role: 'alert' }, e.message)));
+    return;
+  }
+  document.getElementById('me').textContent = state.me.email;
+  replace(wsSelect, state.workspaces.map((w) => h('option', { value: w.slug }, w.name)));
+  topbar.hidden = false;
+  route();
+}
+
+function parse(hash) {
+  const [path, query = ''] = hash.replace(/^#/, '').split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  return { parts, params: new URLSearchParams(query) };
+}
+
+function route() {
+  if (!state.me) return;
+  const { parts, params } = parse(location.hash);
+  if (parts[0] !== 'ws' || !parts[1]) {
+    const first = state.workspaces.find((w) => w.slug === 'default') ?? state.workspaces[0];
+    if (!first) {
+      mount({ el: h('main', { class: 'page', id: 'main' }, h('h1', {}, 'No workspaces'), h('p', {}, 'Ask an owner to add you to one, or run `pad workspace create`.')), onEvent() {}, refresh() {} });
+      return;
+    }
+    location.replace(`#/ws/${first.slug}/items`);
+    return;
+  }
+  const ws = parts[1];
+  if (state.ws !== ws) {
+    state.ws = ws;
+    live.connect(ws);
+  }
+  wsSelect.value = ws;
+  const ctx = { ws, workspace: state.workspaces.find((w) => w.slug === ws), me: state.me, fail };
+  const [, , page, ref, sub] = parts;
+  document.title = 'pad';
+  if (page === 'new') mount(itemFormView(ctx, null));
+  else if (page === 'items' && ref && sub === 'edit') mount(itemFormView(ctx, ref));
+  else if (page === 'items' && ref) mount(itemView(ctx, ref));
+  else {
+    document.title = `Items · ${ws} · pad`;
+    mount(listView(ctx, params));
+  }
+  window.scrollTo(0, 0);
+}
+
+wsSelect.addEventListener('change', () => {
+  location.hash = `#/ws/${wsSelect.value}/items`;
+});
+
+document.getElementById('signout').addEventListener('click', async () => {
+  try {
+    await api('DELETE', '/session');
+  } catch {
+    // Signed out locally either way; the cookie is HttpOnly and goes when it expires.
+  }
+  history.replaceState(null, '', '#/');
+  showSignIn();
+  toast('Signed out');
+});
+
+// The skip link must not touch the hash, which is the router's.
+document.getElementById('skip').addEventListener('click', (e) => {
+  e.preventDefault();
+  const main = document.getElementById('main');
+  if (!main) return;
+  main.tabIndex = -1;
+  main.focus();
+});
+
+window.addEventListener('hashchange', route);
+// A countdown reaching zero means the list or item changed (L5): re-read it.
+startTicker(() => state.view?.refresh());
+start();

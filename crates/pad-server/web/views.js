@@ -1,0 +1,376 @@
+// The pages: sign-in, the item list, and one item. Each view returns
+// `{ el, onEvent(event), refresh() }`; app.js mounts it and forwards live
+// events, and the view decides whether an event concerns what it shows.
+
+import { api, ApiError, itemPath, wsPath } from './api.js';
+import { ago, h, replace, select, time, toast } from './dom.js';
+import { leaseLine, leaseMarker } from './lease.js';
+
+export const STATUSES = ['open', 'in-progress', 'done', 'cancelled'];
+export const PRIORITIES = ['low', 'medium', 'high', 'critical'];
+
+export const pretty = (s) => (s.charAt(0).toUpperCase() + s.slice(1)).replace('-', ' ');
+
+export const statusBadge = (s) => h('span', { class: `badge status-${s}` }, pretty(s));
+export const priorityBadge = (p) =>
+  h('span', { class: `badge prio prio-${p}`, title: `Priority: ${p}` }, h('span', { class: 'dot', 'aria-hidden': 'true' }), pretty(p));
+
+const labelChips = (labels) =>
+  labels.length ? h('span', { class: 'labels' }, labels.map((l) => h('span', { class: 'chip' }, l))) : null;
+
+export const itemHref = (ws, ref) => `#/ws/${ws}/items/${ref}`;
+
+/** Runs `fetcher` so that only the latest call's answer is applied. */
+function latest(fetcher, apply, fail) {
+  let seq = 0;
+  return async () => {
+    const mine = ++seq;
+    try {
+      const result = await fetcher();
+      if (mine === seq) apply(result);
+    } catch (e) {
+      if (mine === seq) fail(e);
+    }
+  };
+}
+
+/** Coalesces bursts (a claim-next sweep, a replay) into one call. */
+export function debounce(fn, ms = 120) {
+  let t;
+  return () => {
+    clearTimeout(t);
+    t = setTimeout(fn, ms);
+  };
+}
+
+function errorBox(e) {
+  return h('div', { class: 'notice notice-error', role: 'alert' }, e instanceof ApiError ? e.message : String(e));
+}
+
+// ---------------------------------------------------------------- sign in
+
+export function signInView(onSignedIn) {
+  const error = h('p', { class: 'field-error', id: 'token-error', role: 'alert' });
+  const input = h('input', {
+    id: 'token', name: 'token', type: 'password', autocomplete: 'off', spellcheck: 'false',
+    'aria-describedby': 'token-hint token-error', required: true,
+  });
+  const button = h('button', { type: 'submit', class: 'button primary wide' }, 'Sign in');
+  const form = h(
+    'form',
+    { class: 'signin-card', novalidate: true, onsubmit: submit },
+    h('div', { class: 'brand brand-lg' }, h('span', { class: 'brand-mark', 'aria-hidden': 'true' }, '»'), 'pad'),
+    h('h1', {}, 'Sign in'),
+    h('p', { class: 'muted' }, 'Work items with execution leases.'),
+    h('div', { class: 'field' },
+      h('label', { for: 'token' }, 'API token'),
+      input,
+      h('p', { class: 'hint', id: 'token-hint' }, '`pad serve` prints one on first start; `pad token create` makes more.'),
+      error),
+    button,
+  );
+
+  async function submit(ev) {
+    ev.preventDefault();
+    error.textContent = '';
+    input.removeAttribute('aria-invalid');
+    if (!input.value.trim()) {
+      error.textContent = 'Enter a token.';
+      input.setAttribute('aria-invalid', 'true');
+      input.focus();
+      return;
+    }
+    button.disabled = true;
+    try {
+      await api('POST', '/session', { token: input.value.trim() });
+      input.value = '';
+      await onSignedIn();
+    } catch (e) {
+      error.textContent = e.message;
+      input.setAttribute('aria-invalid', 'true');
+      input.focus();
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  const el = h('main', { class: 'signin', id: 'main' }, form);
+  return { el, focus: () => input.focus(), onEvent() {}, refresh() {} };
+}
+
+// ---------------------------------------------------------------- list
+
+const LIST_FILTERS = ['status', 'kind', 'label', 'leased', 'q'];
+const PAGE = 100;
+
+export function listView(ctx, params) {
+  const filters = Object.fromEntries(LIST_FILTERS.map((k) => [k, params.get(k) ?? '']));
+  let items = [];
+  let nextCursor = null;
+
+  const control = (id, label, input) => h('div', { class: 'filter' }, h('label', { for: id }, label), input);
+  const onFilter = (key) => (ev) => {
+    filters[key] = ev.target.value.trim();
+    syncHash();
+    reload();
+  };
+  const typed = (key) => {
+    const later = debounce(() => onFilter(key)({ target: document.getElementById(`f-${key}`) }), 300);
+    return { oninput: later, onchange: onFilter(key) };
+  };
+  const kinds = ctx.workspace?.kinds ?? [];
+  const bar = h(
+    'form',
+    { class: 'filters', role: 'search', 'aria-label': 'Filter items', onsubmit: (e) => e.preventDefault() },
+    control('f-q', 'Search', h('input', { id: 'f-q', type: 'search', placeholder: 'Title or body', value: filters.q, ...typed('q') })),
+    control('f-status', 'Status', select({ id: 'f-status', onchange: onFilter('status') },
+      [{ value: '', label: 'Any status' }, ...STATUSES.map((s) => ({ value: s, label: pretty(s) }))], filters.status)),
+    control('f-kind', 'Kind', select({ id: 'f-kind', onchange: onFilter('kind') },
+      [{ value: '', label: 'Any kind' }, ...kinds.map((k) => ({ value: k.name, label: pretty(k.name) }))], filters.kind)),
+    control('f-label', 'Label', h('input', { id: 'f-label', type: 'text', placeholder: 'e.g. infra', value: filters.label, ...typed('label') })),
+    control('f-leased', 'Lease', select({ id: 'f-leased', onchange: onFilter('leased') },
+      [{ value: '', label: 'Any' }, { value: 'true', label: 'Leased' }, { value: 'false', label: 'Not leased' }], filters.leased)),
+  );
+
+  const count = h('span', { class: 'count', 'aria-live': 'polite' });
+  const body = h('tbody');
+  const table = h(
+    'table',
+    { class: 'items' },
+    h('thead', {}, h('tr', {},
+      ['Ref', 'Title', 'Status', 'Priority', 'Lease', 'Updated'].map((c) => h('th', { scope: 'col', class: `c-${c.toLowerCase()}` }, c)))),
+    body,
+  );
+  const empty = h('div', { class: 'empty', hidden: true });
+  const problem = h('div');
+  const more = h('button', { type: 'button', class: 'button', hidden: true, onclick: loadMore }, 'Load more');
+
+  const el = h(
+    'main',
+    { class: 'page', id: 'main' },
+    h('div', { class: 'page-head' },
+      h('div', { class: 'page-title' }, h('h1', {}, 'Items'), count),
+      h('a', { class: 'button primary', href: `#/ws/${ctx.ws}/new` }, h('span', { 'aria-hidden': 'true' }, '+ '), 'New item')),
+    bar,
+    problem,
+    h('div', { class: 'table-wrap' }, table, empty),
+    h('div', { class: 'more' }, more),
+  );
+
+  function query(limit, cursor) {
+    const q = new URLSearchParams();
+    for (const k of LIST_FILTERS) if (filters[k]) q.set(k, filters[k]);
+    q.set('limit', String(limit));
+    if (cursor) q.set('cursor', cursor);
+    return `?${q}`;
+  }
+
+  /** Keeps the filters in the address, without a navigation. */
+  function syncHash() {
+    const q = new URLSearchParams();
+    for (const k of LIST_FILTERS) if (filters[k]) q.set(k, filters[k]);
+    const hash = `#/ws/${ctx.ws}/items${q.size ? `?${q}` : ''}`;
+    history.replaceState(null, '', hash);
+  }
+
+  function row(item) {
+    const href = itemHref(ctx.ws, item.ref);
+    const meta = [labelChips(item.labels), item.assignee ? h('span', { class: 'assignee' }, `@${item.assignee}`) : null];
+    return h(
+      'tr',
+      { class: item.lease ? 'row is-leased' : 'row', dataset: { ref: item.ref } },
+      h('td', { class: 'c-ref' }, h('a', { href, class: 'ref', tabindex: '-1' }, item.ref)),
+      h('td', { class: 'c-title' }, h('a', { href, class: 'title-link' }, item.title),
+        meta.some(Boolean) ? h('div', { class: 'row-meta' }, meta) : null),
+      h('td', { class: 'c-status' }, statusBadge(item.status)),
+      h('td', { class: 'c-priority' }, priorityBadge(item.priority)),
+      h('td', { class: 'c-lease' }, item.lease ? leaseMarker(item.lease) : null),
+      h('td', { class: 'c-updated' }, ago(item.updated_at)),
+    );
+  }
+
+  function render() {
+    replace(body, items.map(row));
+    const filtered = LIST_FILTERS.some((k) => filters[k]);
+    count.textContent = `${items.length}${nextCursor ? '+' : ''} ${items.length === 1 ? 'item' : 'items'}`;
+    table.hidden = items.length === 0;
+    empty.hidden = items.length > 0;
+    replace(empty, filtered
+      ? h('p', {}, 'No items match these filters.')
+      : [h('p', {}, 'No items yet.'), h('a', { class: 'button primary', href: `#/ws/${ctx.ws}/new` }, 'Create the first one')]);
+    more.hidden = !nextCursor;
+  }
+
+  // A refetch keeps as many rows as are shown (up to the API's maximum).
+  const reload = latest(
+    () => api('GET', wsPath(ctx.ws, `/items${query(Math.min(500, Math.max(PAGE, items.length)))}`)),
+    (page) => {
+      items = page.items;
+      nextCursor = page.next_cursor;
+      replace(problem);
+      render();
+    },
+    (e) => ctx.fail(e, () => replace(problem, errorBox(e))),
+  );
+
+  async function loadMore() {
+    more.disabled = true;
+    try {
+      const page = await api('GET', wsPath(ctx.ws, `/items${query(PAGE, nextCursor)}`));
+      items = items.concat(page.items);
+      nextCursor = page.next_cursor;
+      render();
+    } catch (e) {
+      ctx.fail(e, () => toast(e.message, 'error'));
+    } finally {
+      more.disabled = false;
+    }
+  }
+
+  const refetch = debounce(reload);
+  reload();
+  return {
+    el,
+    refresh: refetch,
+    // Any change to an item or its lease may change what this list shows.
+    onEvent: (ev) => ev.ref && refetch(),
+  };
+}
+
+// ---------------------------------------------------------------- one item
+
+export function itemView(ctx, ref) {
+  const head = h('div', { class: 'item-head' });
+  const lease = h('div', { class: 'lease-slot', 'aria-live': 'polite' });
+  const side = h('aside', { class: 'item-side', 'aria-label': 'Details' });
+  const bodyEl = h('div', { class: 'markdown', id: 'item-body' });
+  const comments = h('ol', { class: 'comments' });
+  const history = h('ol', { class: 'history' });
+  const problem = h('div');
+
+  const commentError = h('p', { class: 'field-error', id: 'comment-error', role: 'alert' });
+  const commentInput = h('textarea', { id: 'comment', name: 'comment', rows: 3, 'aria-describedby': 'comment-error' });
+  const commentButton = h('button', { type: 'submit', class: 'button primary' }, 'Comment');
+  const commentForm = h(
+    'form',
+    { class: 'comment-form', novalidate: true, onsubmit: addComment },
+    h('label', { for: 'comment' }, 'Add a comment'),
+    commentInput,
+    commentError,
+    h('div', { class: 'actions' }, commentButton),
+  );
+
+  const el = h(
+    'main',
+    { class: 'page item-page', id: 'main' },
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: `#/ws/${ctx.ws}/items` }, '← All items')),
+    problem,
+    head,
+    lease,
+    h('div', { class: 'item-grid' },
+      h('div', { class: 'item-main' },
+        h('section', { class: 'card', 'aria-labelledby': 'h-desc' }, h('h2', { id: 'h-desc', class: 'visually-hidden' }, 'Description'), bodyEl),
+        h('section', { class: 'card', 'aria-labelledby': 'h-comments' }, h('h2', { id: 'h-comments' }, 'Comments'), comments, commentForm),
+        h('section', { class: 'card', 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'History'), history)),
+      side),
+  );
+
+  function renderItem(item, html) {
+    document.title = `${item.ref} ${item.title} · pad`;
+    replace(
+      head,
+      h('div', { class: 'item-ref' }, h('span', { class: 'ref' }, item.ref), h('span', { class: 'chip chip-kind' }, item.kind),
+        item.deleted_at ? h('span', { class: 'badge status-cancelled' }, 'Deleted') : null),
+      h('div', { class: 'item-title-row' },
+        h('h1', { class: 'item-title' }, item.title),
+        h('a', { class: 'button', href: `${itemHref(ctx.ws, item.ref)}/edit` }, 'Edit')),
+      h('div', { class: 'badges' }, statusBadge(item.status), priorityBadge(item.priority), labelChips(item.labels)),
+    );
+    replace(lease, item.lease ? leaseLine(item.lease) : null);
+
+    const link = (r) => h('a', { href: itemHref(ctx.ws, r), class: 'ref' }, r);
+    const row = (name, value) => [h('dt', {}, name), h('dd', {}, value ?? h('span', { class: 'muted' }, '—'))];
+    replace(
+      side,
+      h('dl', { class: 'details' },
+        row('Kind', pretty(item.kind)),
+        row('Assignee', item.assignee),
+        row('Parent', item.parent ? link(item.parent) : null),
+        row('Blocked by', item.blocked_by.length ? h('span', { class: 'refs' }, item.blocked_by.map(link)) : null),
+        row('Created', [time(item.created_at), h('br'), h('span', { class: 'muted' }, `by ${item.created_by}`)]),
+        row('Updated', ago(item.updated_at))),
+    );
+
+    // The one place HTML goes in: the server rendered the markdown and
+    // sanitized it with ammonia (GET …/body.html).
+    if (html.trim()) bodyEl.innerHTML = html;
+    else replace(bodyEl, h('p', { class: 'muted' }, 'No description.'));
+  }
+
+  function renderComments(list) {
+    replace(comments, list.length
+      ? list.map((c) => h('li', { class: 'comment' },
+        h('div', { class: 'comment-head' }, h('strong', {}, c.author), ' ', ago(c.created_at)),
+        h('div', { class: 'comment-body' }, c.body)))
+      : h('li', { class: 'muted' }, 'No comments yet.'));
+  }
+
+  function renderHistory(versions) {
+    const change = (field, { from, to }) => {
+      if (field === 'body') return h('li', {}, h('span', { class: 'field-name' }, 'body'), ' edited');
+      const show = (v) => (v == null || v === '' || (Array.isArray(v) && !v.length) ? '∅' : Array.isArray(v) ? v.join(', ') : String(v));
+      return h('li', {}, h('span', { class: 'field-name' }, field), ' ', h('span', { class: 'from' }, show(from)), ' → ', h('span', { class: 'to' }, show(to)));
+    };
+    replace(history, versions.map((v) => h('li', { class: 'version' },
+      h('div', { class: 'version-head' }, h('span', { class: 'version-no' }, `v${v.version}`), ' ', h('strong', {}, v.actor), ' ',
+        v.version === 1 ? 'created this item' : 'changed', ' · ', ago(v.at)),
+      v.version === 1 ? null : h('ul', { class: 'changes' }, Object.entries(v.changes).map(([f, c]) => change(f, c))))));
+  }
+
+  const reload = latest(
+    () => Promise.all([
+      api('GET', itemPath(ctx.ws, ref)),
+      api('GET', itemPath(ctx.ws, ref, '/body.html')),
+      api('GET', itemPath(ctx.ws, ref, '/comments')),
+      api('GET', itemPath(ctx.ws, ref, '/history')),
+    ]),
+    ([item, body, c, hist]) => {
+      replace(problem);
+      renderItem(item, body.html);
+      renderComments(c.comments);
+      renderHistory(hist.versions);
+    },
+    (e) => ctx.fail(e, () => {
+      replace(problem, errorBox(e.code === 'not_found' ? `${ref.toUpperCase()} was not found in ${ctx.ws}.` : e));
+    }),
+  );
+
+  async function addComment(ev) {
+    ev.preventDefault();
+    commentError.textContent = '';
+    commentInput.removeAttribute('aria-invalid');
+    commentButton.disabled = true;
+    try {
+      await api('POST', itemPath(ctx.ws, ref, '/comments'), { body: commentInput.value });
+      commentInput.value = '';
+      toast('Comment added');
+      refetch();
+    } catch (e) {
+      ctx.fail(e, () => {
+        commentError.textContent = e.message;
+        commentInput.setAttribute('aria-invalid', 'true');
+        commentInput.focus();
+      });
+    } finally {
+      commentButton.disabled = false;
+    }
+  }
+
+  const refetch = debounce(reload);
+  reload();
+  return {
+    el,
+    refresh: refetch,
+    onEvent: (ev) => ev.ref && ev.ref.toUpperCase() === ref.toUpperCase() && refetch(),
+  };
+}
