@@ -44,6 +44,8 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Run the server (SQLite in $PAD_HOME by default)
     Serve(ServeArgs),
+    /// Benchmark pad on a fresh store behind its own server (docs/benchmarks.md)
+    Bench(pad_bench::Options),
     /// Create, list, change and lease work items
     #[command(subcommand)]
     Item(ItemCommand),

@@ -2,6 +2,7 @@
 //! calls and hands the answer to a renderer; none speaks HTTP itself.
 
 mod auth;
+mod bench;
 mod item;
 mod lease;
 mod mcp;
@@ -26,6 +27,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     let ctx = || -> Result<Ctx, CliError> { Ok(Ctx { format: global.format, settings: Settings::load(&global)? }) };
     match command {
         Command::Serve(args) => serve::run(args).await,
+        Command::Bench(args) => bench::run(args, global.format).await,
         Command::Completions { shell } => completions(shell),
         Command::Item(cmd) => item::run(&ctx()?, cmd).await,
         Command::Workspace(cmd) => workspace::run(&ctx()?, cmd).await,

@@ -1,0 +1,233 @@
+//! A fresh store behind a real in-process `pad serve` on loopback, and a
+//! direct database connection beside it for bulk seeding and the raw-SQL
+//! reference cycle.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pad_client::{Client, Url};
+use pad_core::Workspace;
+use pad_store::{Actor, Store};
+use serde::Serialize;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, ConnectOptions};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::Result;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// The database under the store, reached without it.
+#[derive(Clone)]
+pub enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+pub struct Fixture {
+    pub backend: Backend,
+    pub store: Arc<dyn Store>,
+    pub client: Client,
+    /// The bootstrap owner, who owns every bench workspace.
+    pub owner: Actor,
+    pub db: Db,
+    /// Where the fresh Postgres database lives, for peers and for the drop.
+    pub database_url: Option<String>,
+    server: JoinHandle<std::io::Result<()>>,
+    stop: oneshot::Sender<()>,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    /// The temp dir holding the SQLite file; removed on drop.
+    Sqlite(#[allow(dead_code)] tempfile::TempDir),
+    Postgres {
+        admin: PgPool,
+        name: String,
+    },
+}
+
+/// Fresh SQLite files use the store's own settings (WAL, `synchronous=NORMAL`).
+fn sqlite_options(path: &std::path::Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(30))
+        .disable_statement_logging()
+}
+
+impl Fixture {
+    /// A new SQLite file in a temp dir, removed when the fixture is.
+    pub async fn sqlite() -> Result<Self> {
+        let dir = tempfile::Builder::new().prefix("pad-bench-").tempdir()?;
+        let path = dir.path().join("pad.db");
+        let store = pad_server::open_store(&format!("sqlite://{}", path.display())).await?;
+        let db = SqlitePoolOptions::new().max_connections(1).connect_with(sqlite_options(&path)).await?;
+        Self::start(Backend::Sqlite, store, Db::Sqlite(db), None, Cleanup::Sqlite(dir)).await
+    }
+
+    /// A new database `pad_bench_<pid>_<millis>` on the server `admin_url`
+    /// names, dropped by [`finish`](Self::finish).
+    pub async fn postgres(admin_url: &str) -> Result<Self> {
+        let admin_opts: PgConnectOptions = admin_url.parse()?;
+        let admin =
+            PgPoolOptions::new().max_connections(1).connect_with(admin_opts.disable_statement_logging()).await?;
+        let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+        let name = format!("pad_bench_{}_{millis}", std::process::id());
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await?;
+        let mut url = Url::parse(admin_url)?;
+        url.set_path(&format!("/{name}"));
+        let cleanup = Cleanup::Postgres { admin, name };
+        let store = pad_server::open_store(url.as_str()).await?;
+        let opts: PgConnectOptions = url.as_str().parse()?;
+        let db = PgPoolOptions::new().max_connections(64).connect_with(opts.disable_statement_logging()).await?;
+        Self::start(Backend::Postgres, store, Db::Postgres(db), Some(url.to_string()), cleanup).await
+    }
+
+    async fn start(
+        backend: Backend,
+        store: Arc<dyn Store>,
+        db: Db,
+        database_url: Option<String>,
+        cleanup: Cleanup,
+    ) -> Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let boot = pad_server::bootstrap(&*store).await?.ok_or("the fresh store already had users")?;
+        let owner = Actor { user_id: store.ensure_user(&boot.email).await?.id };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(pad_server::serve(store.clone(), listener, async move {
+            let _ = stopped.await;
+        }));
+        let client = Client::new(Url::parse(&format!("http://{addr}"))?, boot.token)?;
+        Ok(Fixture { backend, store, client, owner, db, database_url, server, stop, cleanup })
+    }
+
+    /// A new workspace for one measurement, so frontiers never mix.
+    pub async fn workspace(&self, slug: &str) -> Result<Workspace> {
+        Ok(self.store.create_workspace(slug, slug, self.owner).await?)
+    }
+
+    /// Inserts `n` open `task` items straight into the items table (one
+    /// `INSERT … SELECT` over a generated series, as the migrations define
+    /// the table) and moves the kind's counter past them. Returns their
+    /// numbers: the refs are `TASK-<n>`.
+    pub async fn seed(&self, ws: &Workspace, n: u64) -> Result<Range<i64>> {
+        let n = i64::try_from(n)?;
+        let now = self.store.now().await?;
+        match &self.db {
+            Db::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let first: i64 =
+                    sqlx::query_scalar("SELECT next_number FROM kinds WHERE workspace_id = ? AND prefix = 'TASK'")
+                        .bind(ws.id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let last = first + n - 1;
+                sqlx::query(
+                    "WITH RECURSIVE seq(x) AS (SELECT ?1 UNION ALL SELECT x + 1 FROM seq WHERE x < ?2)
+                     INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority,
+                                        created_by, created_at, updated_at)
+                     SELECT ?3, 'TASK', x, 'task', 'bench item ' || x, '', 'open', 1, ?4, ?5 + x, ?5 + x FROM seq",
+                )
+                .bind(first)
+                .bind(last)
+                .bind(ws.id)
+                .bind(self.owner.user_id)
+                .bind(now.timestamp_micros())
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("UPDATE kinds SET next_number = ? WHERE workspace_id = ? AND prefix = 'TASK'")
+                    .bind(last + 1)
+                    .bind(ws.id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(first..last + 1)
+            }
+            Db::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                let first: i64 = sqlx::query_scalar(
+                    "SELECT next_number FROM kinds WHERE workspace_id = $1 AND prefix = 'TASK' FOR UPDATE",
+                )
+                .bind(ws.id)
+                .fetch_one(&mut *tx)
+                .await?;
+                let last = first + n - 1;
+                sqlx::query(
+                    "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority,
+                                        created_by, created_at, updated_at)
+                     SELECT $3, 'TASK', x, 'task', 'bench item ' || x, '', 'open', 1, $4,
+                            $5 + x * interval '1 microsecond', $5 + x * interval '1 microsecond'
+                     FROM generate_series($1::bigint, $2::bigint) AS x",
+                )
+                .bind(first)
+                .bind(last)
+                .bind(ws.id)
+                .bind(self.owner.user_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("UPDATE kinds SET next_number = $1 WHERE workspace_id = $2 AND prefix = 'TASK'")
+                    .bind(last + 1)
+                    .bind(ws.id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                sqlx::query("ANALYZE items").execute(pool).await?;
+                Ok(first..last + 1)
+            }
+        }
+    }
+
+    /// Stops the server and removes the store (the temp file, or the database).
+    pub async fn finish(self) -> Result<()> {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+        match &self.db {
+            Db::Sqlite(p) => p.close().await,
+            Db::Postgres(p) => p.close().await,
+        }
+        drop(self.store);
+        if let Cleanup::Postgres { admin, name } = self.cleanup {
+            sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&admin).await?;
+            admin.close().await;
+        }
+        Ok(())
+    }
+}
+
+/// The ref of seeded item number `n`.
+pub fn task_ref(n: i64) -> String {
+    format!("TASK-{n}")
+}
+
+/// This process's resident set and its peak, in MiB, from /proc/self/status.
+/// The server runs in-process, so this is server *and* load generator.
+pub fn process_rss_mib() -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib / 1024.0)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}

@@ -1,0 +1,31 @@
+//! One module per scenario. Each takes the fixture and the run's sizes and
+//! returns its rows; none shares state with another (each uses workspaces
+//! of its own).
+
+pub mod contended;
+pub mod cycle;
+pub mod drain;
+pub mod heartbeat;
+pub mod scale;
+
+use pad_core::api::{ClaimBody, ReleaseBody};
+use pad_store::{Actor, ClaimRequest, ReleaseRequest};
+
+/// Long enough that nothing expires during a measurement.
+pub const TTL_SECONDS: i64 = 3600;
+
+pub fn claim_body(holder: &str) -> ClaimBody {
+    ClaimBody { holder: Some(holder.into()), session_id: None, ttl_seconds: Some(TTL_SECONDS.into()), note: None }
+}
+
+pub fn release_body(holder: &str) -> ReleaseBody {
+    ReleaseBody { holder: Some(holder.into()), epoch: None, force: false, reason: None }
+}
+
+pub fn claim_request(actor: Actor, holder: &str) -> ClaimRequest {
+    ClaimRequest { actor, holder: holder.into(), session_id: None, ttl_seconds: Some(TTL_SECONDS), note: None }
+}
+
+pub fn release_request(actor: Actor, holder: &str) -> ReleaseRequest {
+    ReleaseRequest { actor, holder: holder.into(), epoch: None, force: false, reason: None }
+}
