@@ -1,0 +1,7 @@
+-- Claim-next and the frontier read ready items in L11 order. Without this
+-- index every claim-next scanned and sorted all of a workspace's items
+-- (1.5 s at 1 000 000 items, a sort spilling to disk under FOR UPDATE); with
+-- it the query walks the index from the top and stops at the first ready
+-- unlocked row. Same index as SQLite's 0002. See docs/benchmarks.md.
+CREATE INDEX items_frontier ON items (workspace_id, priority DESC, created_at, id)
+    WHERE deleted_at IS NULL AND status = 'open';
