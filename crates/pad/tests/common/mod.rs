@@ -2,4 +2,7 @@
 //! with `mod common;`; not every binary uses every helper.
 #![allow(dead_code)]
 
+pub mod history;
+pub mod load;
+pub mod pg;
 pub mod server;

@@ -4,10 +4,12 @@
 //! fresh `PAD_HOME` and SQLite database, waits for the `pad: listening on`
 //! line, and reads the owner's token from the `default` profile the server
 //! saved. `pad()` builds CLI commands that use that profile; the server is
-//! killed when the `TestServer` is dropped.
+//! killed when the `TestServer` is dropped. Everything the server writes to
+//! stderr, across restarts, is kept in a file: `log()`.
 //!
 //! Keep this API small: other test files depend on it.
 
+use std::io::Write;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -26,6 +28,10 @@ pub struct TestServer {
     /// The owner's token of workspace `default`.
     pub token: String,
     database_url: String,
+    /// `RUST_LOG` of the server process.
+    rust_log: String,
+    /// The server's stderr, appended to by every start.
+    log_path: PathBuf,
     child: Child,
     /// Removed on drop, after the server is killed.
     _dir: tempfile::TempDir,
@@ -34,15 +40,27 @@ pub struct TestServer {
 impl TestServer {
     /// A server on a fresh SQLite database in a temporary `PAD_HOME`.
     pub fn start() -> TestServer {
-        Self::start_inner(None)
+        Self::start_inner(None, "warn", None)
     }
 
     /// A server on the given (empty) database, e.g. `postgres://…/pad_x`.
     pub fn start_with_db(database_url: &str) -> TestServer {
-        Self::start_inner(Some(database_url))
+        Self::start_inner(Some(database_url), "warn", None)
     }
 
-    fn start_inner(database_url: Option<&str>) -> TestServer {
+    /// Like `start()`, with `RUST_LOG=rust_log` (e.g. `trace`) for the server.
+    pub fn start_with_log_level(rust_log: &str) -> TestServer {
+        Self::start_inner(None, rust_log, None)
+    }
+
+    /// Another instance on this server's database (which must be one that
+    /// many instances can share: PostgreSQL), with its own `PAD_HOME` and the
+    /// same token.
+    pub fn start_sibling(&self) -> TestServer {
+        Self::start_inner(Some(&self.database_url), &self.rust_log, Some(&self.token))
+    }
+
+    fn start_inner(database_url: Option<&str>, rust_log: &str, token: Option<&str>) -> TestServer {
         let dir = tempfile::tempdir().expect("temporary directory");
         let home = dir.path().join("home");
         std::fs::create_dir(&home).expect("PAD_HOME");
@@ -50,9 +68,15 @@ impl TestServer {
             Some(url) => url.to_string(),
             None => format!("sqlite://{}", home.join("pad.db").display()),
         };
-        let (child, url) = spawn(&home, &database_url, "127.0.0.1:0");
-        let token = read_token(&home);
-        TestServer { url, home, token, database_url, child, _dir: dir }
+        let log_path = dir.path().join("serve.log");
+        let (child, url) = spawn(&home, &database_url, "127.0.0.1:0", rust_log, &log_path);
+        let token = token.map_or_else(|| read_token(&home), str::to_string);
+        TestServer { url, home, token, database_url, rust_log: rust_log.to_string(), log_path, child, _dir: dir }
+    }
+
+    /// Everything the server wrote to stderr so far, over all its starts.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
     /// Kills the server and starts it again on the same address and
@@ -61,7 +85,7 @@ impl TestServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let addr = self.url.strip_prefix("http://").expect("an http URL").to_string();
-        let (child, url) = spawn(&self.home, &self.database_url, &addr);
+        let (child, url) = spawn(&self.home, &self.database_url, &addr, &self.rust_log, &self.log_path);
         assert_eq!(url, self.url, "restarted on another address");
         self.child = child;
     }
@@ -99,12 +123,20 @@ impl Drop for TestServer {
     }
 }
 
-/// `pad serve` on `listen`, and the URL it reports once it listens.
-fn spawn(home: &std::path::Path, database_url: &str, listen: &str) -> (Child, String) {
+/// `pad serve` on `listen`, and the URL it reports once it listens. Its
+/// stderr is appended to `log_path`.
+fn spawn(
+    home: &std::path::Path,
+    database_url: &str,
+    listen: &str,
+    rust_log: &str,
+    log_path: &std::path::Path,
+) -> (Child, String) {
+    let mut log = std::fs::OpenOptions::new().create(true).append(true).open(log_path).expect("server log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_pad"))
         .args(["serve", "--listen", listen, "--database-url", database_url])
         .env("PAD_HOME", home)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", rust_log)
         .env_remove("PAD_URL")
         .env_remove("PAD_TOKEN")
         .env_remove("PAD_PROFILE")
@@ -123,6 +155,7 @@ fn spawn(home: &std::path::Path, database_url: &str, listen: &str) -> (Child, St
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(log, "{line}");
             if let Some(url) = line.strip_prefix("pad: listening on ") {
                 let _ = tx.send(url.trim().to_string());
             } else if std::env::var_os("PAD_TEST_SERVER_LOG").is_some() {
