@@ -33,6 +33,8 @@ fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         .args(["run", &format!("{}/openapi.json", server.url), "--url", &server.url])
         .args(["-H", &format!("Authorization: Bearer {}", server.token)])
         .args(["--max-examples", &examples, "--seed", "1", "-w", "2", "--no-color"])
+        // A loaded CI machine is slow, not wrong: a generous per-request bound.
+        .args(["--request-timeout", "30"])
         .args([
             "--checks",
             "not_a_server_error,response_schema_conformance,content_type_conformance,status_code_conformance,response_headers_conformance",
@@ -41,7 +43,6 @@ fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         .args(["--exclude-path", "/api/v1/workspaces/{ws}/events/stream"])
         .args(["--report-dir"])
         .arg(root.join("target/schemathesis"))
-        .env("PAD_RATE_LIMIT", "off")
         .output()
         .expect("run schemathesis");
     let stdout = String::from_utf8_lossy(&out.stdout);
