@@ -137,6 +137,9 @@ fn spawn(
         .args(["serve", "--listen", listen, "--database-url", database_url])
         .env("PAD_HOME", home)
         .env("RUST_LOG", rust_log)
+        // Several instances and test binaries share one PostgreSQL server
+        // (100 connections by default): keep each instance's pool small.
+        .env("PAD_PG_MAX_CONNECTIONS", "8")
         .env_remove("PAD_URL")
         .env_remove("PAD_TOKEN")
         .env_remove("PAD_PROFILE")
