@@ -98,7 +98,13 @@ impl Fixture {
         let cleanup = Cleanup::Postgres { admin, name };
         let store = pad_server::open_store(url.as_str()).await?;
         let opts: PgConnectOptions = url.as_str().parse()?;
-        let db = PgPoolOptions::new().max_connections(64).connect_with(opts.disable_statement_logging()).await?;
+        // Up to 64 for the raw-SQL cycle, closed soon after: idle ones would
+        // count against the server's max_connections when the peers run.
+        let db = PgPoolOptions::new()
+            .max_connections(64)
+            .idle_timeout(Duration::from_secs(1))
+            .connect_with(opts.disable_statement_logging())
+            .await?;
         Self::start(Backend::Postgres, store, Db::Postgres(db), Some(url.to_string()), cleanup).await
     }
 
