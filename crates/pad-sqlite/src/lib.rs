@@ -595,30 +595,9 @@ impl Store for SqliteStore {
         if !filter.include_deleted {
             qb.push(" AND i.deleted_at IS NULL");
         }
-        if !filter.status.is_empty() {
-            qb.push(" AND i.status IN (");
-            let mut sep = qb.separated(", ");
-            for s in &filter.status {
-                sep.push_bind(s.as_str());
-            }
-            qb.push(")");
-        }
-        if !filter.kind.is_empty() {
-            qb.push(" AND i.kind IN (");
-            let mut sep = qb.separated(", ");
-            for k in &filter.kind {
-                sep.push_bind(k.to_ascii_lowercase());
-            }
-            qb.push(")");
-        }
-        if !filter.priority.is_empty() {
-            qb.push(" AND i.priority IN (");
-            let mut sep = qb.separated(", ");
-            for p in &filter.priority {
-                sep.push_bind(p.rank());
-            }
-            qb.push(")");
-        }
+        push_in(&mut qb, "i.status", filter.status.iter().map(|s| s.as_str().to_string()));
+        push_in(&mut qb, "i.kind", filter.kind.iter().map(|k| k.to_ascii_lowercase()));
+        push_in(&mut qb, "i.priority", filter.priority.iter().map(|p| p.rank()));
         for l in &filter.labels {
             qb.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").push_bind(l.clone()).push(")");
         }
@@ -1106,6 +1085,23 @@ impl SqliteStore {
     }
 }
 
+/// ` AND column IN (…)` for a non-empty list; nothing for an empty one.
+fn push_in<T>(qb: &mut QueryBuilder<Sqlite>, column: &str, values: impl Iterator<Item = T>)
+where
+    T: for<'q> sqlx::Encode<'q, Sqlite> + sqlx::Type<Sqlite> + Send + 'static,
+{
+    let mut values = values.peekable();
+    if values.peek().is_none() {
+        return;
+    }
+    qb.push(format!(" AND {column} IN ("));
+    let mut sep = qb.separated(", ");
+    for v in values {
+        sep.push_bind(v);
+    }
+    qb.push(")");
+}
+
 /// The frontier predicate and order (L11), appended to a SELECT over `items i`
 /// (joined with `users a`).
 fn push_frontier(qb: &mut QueryBuilder<Sqlite>, ws: &Workspace, f: &ValidFrontierFilter, now: Timestamp, limit: u32) {
@@ -1116,14 +1112,7 @@ fn push_frontier(qb: &mut QueryBuilder<Sqlite>, ws: &Workspace, f: &ValidFrontie
         " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
            WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",
     );
-    if !f.kinds.is_empty() {
-        qb.push(" AND i.kind IN (");
-        let mut sep = qb.separated(", ");
-        for k in &f.kinds {
-            sep.push_bind(k.clone());
-        }
-        qb.push(")");
-    }
+    push_in(qb, "i.kind", f.kinds.iter().cloned());
     for l in &f.labels {
         qb.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").push_bind(l.clone()).push(")");
     }
