@@ -102,10 +102,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// L11: ready items (open, unblocked, no live lease), highest priority
     /// first, then oldest.
-    async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
-        let _ = (ws, filter, limit);
-        Err(StoreError::Internal("frontier is not implemented by this backend yet".into()))
-    }
+    async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>>;
 
     /// L11: atomically picks the best ready item and claims it; `None` when
     /// nothing is ready. Concurrent callers never get the same item.
@@ -114,22 +111,14 @@ pub trait Store: Send + Sync + 'static {
         ws: &Workspace,
         filter: &FrontierFilter,
         req: &ClaimRequest,
-    ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
-        let _ = (ws, filter, req);
-        Err(StoreError::Internal("claim-next is not implemented by this backend yet".into()))
-    }
+    ) -> StoreResult<Option<(Item, ClaimOutcome)>>;
 
     /// L5/L13: records every lease that has expired but not yet been
     /// observed: one `lease.expired` event each, the expiry count, and
     /// quarantine. Never changes what any read sees of a lease. Returns how
     /// many it recorded.
-    async fn observe_expiries(&self) -> StoreResult<u64> {
-        Ok(0)
-    }
+    async fn observe_expiries(&self) -> StoreResult<u64>;
 
     /// Events of `ws` with id greater than `after`, oldest first.
-    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>> {
-        let _ = (ws, after, limit);
-        Err(StoreError::Internal("events are not implemented by this backend yet".into()))
-    }
+    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>>;
 }
