@@ -1,6 +1,7 @@
 //! One module per command group. Each turns parsed arguments into client
 //! calls and hands the answer to a renderer; none speaks HTTP itself.
 
+mod admin;
 mod auth;
 mod bench;
 mod item;
@@ -38,6 +39,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
         Command::Mcp => mcp::run(&ctx()?).await,
+        // Offline: talks to the store, not to a server, so needs no profile.
+        Command::Admin(cmd) => admin::run(cmd, global.format).await,
     }
 }
 
