@@ -57,7 +57,8 @@ async fn a_member_cannot_take_over_another_users_account() {
             )
             .await;
         assert_eq!(unscoped.status, 403, "{}: {:?}", b.name, unscoped.body);
-        let from_stolen = s.post(&stolen, "/api/v1/workspaces/lair/tokens", json!({"name": "y", "scope": "user"})).await;
+        let from_stolen =
+            s.post(&stolen, "/api/v1/workspaces/lair/tokens", json!({"name": "y", "scope": "user"})).await;
         assert_eq!(from_stolen.status, 403, "{}: a scoped token cannot mint an unscoped one", b.name);
         // The owner's own tokens are neither listed nor revocable from the lair.
         let theirs = s.get(&viewer, "/api/v1/workspaces/lair/tokens").await;
@@ -76,11 +77,13 @@ async fn a_member_cannot_take_over_another_users_account() {
             "{}: the lair lists the owner's unscoped token: {emails:?}",
             b.name
         );
-        let revoke =
-            s.call(Some(&viewer), Method::DELETE, &format!("/api/v1/workspaces/lair/tokens/{bootstrap_id}"), None).await;
+        let revoke = s
+            .call(Some(&viewer), Method::DELETE, &format!("/api/v1/workspaces/lair/tokens/{bootstrap_id}"), None)
+            .await;
         assert_eq!(revoke.status, 404, "{}", b.name);
-        let revoke =
-            s.call(Some(&stolen), Method::DELETE, &format!("/api/v1/workspaces/lair/tokens/{bootstrap_id}"), None).await;
+        let revoke = s
+            .call(Some(&stolen), Method::DELETE, &format!("/api/v1/workspaces/lair/tokens/{bootstrap_id}"), None)
+            .await;
         assert_eq!(revoke.status, 404, "{}", b.name);
         assert_eq!(s.get(&s.owner, "/api/v1/me").await.status, 200, "{}: the owner's token survives", b.name);
         // The lair's owner does control the token scoped to the lair.
@@ -120,7 +123,11 @@ async fn scoped_tokens_reach_one_workspace_at_the_lesser_role() {
         // The onboarding flow still works, scoped and capped by the member's role.
         s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "ci@example.com", "role": "editor"})).await;
         let ci = s
-            .post(&s.owner, &format!("{DEFAULT}/tokens"), json!({"name": "ci-runner", "email": "ci@example.com", "role": "owner"}))
+            .post(
+                &s.owner,
+                &format!("{DEFAULT}/tokens"),
+                json!({"name": "ci-runner", "email": "ci@example.com", "role": "owner"}),
+            )
             .await;
         assert_eq!(ci.status, 201, "{}: {:?}", b.name, ci.body);
         assert_eq!((ci.body["workspace"].clone(), ci.body["role"].clone()), (json!("default"), json!("editor")));
@@ -238,9 +245,7 @@ async fn sign_out_ends_the_session_and_the_cookie_is_not_the_token() {
             .next()
             .unwrap();
         assert!(!session.contains(&s.owner[4..]), "{}: the cookie carries the token", b.name);
-        let get = |cookie: String| {
-            s.http.get(format!("{}/api/v1/me", s.url)).header("cookie", cookie).send()
-        };
+        let get = |cookie: String| s.http.get(format!("{}/api/v1/me", s.url)).header("cookie", cookie).send();
         assert_eq!(get(format!("pad_session={session}")).await.unwrap().status(), 200, "{}", b.name);
         // The token itself is no session.
         assert_eq!(get(format!("pad_session={}", s.owner)).await.unwrap().status(), 401, "{}", b.name);
