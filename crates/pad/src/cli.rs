@@ -69,6 +69,9 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve pad's tools to an AI agent over MCP on stdin/stdout
     Mcp,
+    /// Move the store to another database, or back it up (docs/operations.md)
+    #[command(subcommand)]
+    Db(DbCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -252,6 +255,34 @@ pub struct CommentArgs {
     /// List the item's comments instead
     #[arg(long)]
     pub list: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Copy every table of a store into a new, empty database, then verify it
+    Migrate(MigrateArgs),
+    /// Copy a SQLite store to a new file while it may be serving
+    Backup(BackupArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
+    /// `sqlite://PATH` or `postgres://…` holding no pad data
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The new file to write
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// The SQLite store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
 }
 
 /// The lease duration: one of three spellings (SPEC L8).

@@ -3,6 +3,7 @@
 
 mod auth;
 mod bench;
+mod db;
 mod item;
 mod lease;
 mod mcp;
@@ -29,6 +30,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Serve(args) => serve::run(args).await,
         Command::Bench(args) => bench::run(args, global.format).await,
         Command::Completions { shell } => completions(shell),
+        Command::Db(cmd) => db::run(cmd, global.format).await,
         Command::Item(cmd) => item::run(&ctx()?, cmd).await,
         Command::Workspace(cmd) => workspace::run(&ctx()?, cmd).await,
         Command::Member(cmd) => member::run(&ctx()?, cmd).await,
