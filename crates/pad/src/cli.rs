@@ -69,6 +69,10 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve pad's tools to an AI agent over MCP on stdin/stdout
     Mcp,
+    /// Write a workspace's items, with comments, history and links, as JSON Lines
+    Export(ExportArgs),
+    /// Create the items of `pad export` (or `gh issue list --json …`) output, all or nothing
+    Import(ImportArgs),
     /// Move the store to another database, or back it up (docs/operations.md)
     #[command(subcommand)]
     Db(DbCommand),
@@ -255,6 +259,23 @@ pub struct CommentArgs {
     /// List the item's comments instead
     #[arg(long)]
     pub list: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write here instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// `pad export` output, a `gh issue list --json number,title,body,state,labels,comments` array, or `-`
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Check everything and say what would be imported, writing nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Subcommand)]

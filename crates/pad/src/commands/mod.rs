@@ -11,6 +11,7 @@ mod member;
 mod run;
 mod serve;
 mod token;
+mod transfer;
 mod watch;
 mod workspace;
 
@@ -40,6 +41,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
         Command::Mcp => mcp::run(&ctx()?).await,
+        Command::Export(args) => transfer::export(&ctx()?, args).await,
+        Command::Import(args) => transfer::import(&ctx()?, args).await,
     }
 }
 
