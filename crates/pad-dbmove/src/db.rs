@@ -576,9 +576,7 @@ impl Db {
                 // Only AUTOINCREMENT tables keep a counter; the others take
                 // max(rowid) + 1, which the copied rows already set.
                 let kept = self
-                    .scalar_i64(&format!(
-                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'"
-                    ))
+                    .scalar_i64("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'")
                     .await?;
                 if kept > 0 {
                     let name = table.name.replace('\'', "''");

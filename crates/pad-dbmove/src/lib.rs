@@ -278,6 +278,10 @@ pub async fn migrate(
 
 type Sums = HashMap<String, TableSum>;
 
+/// A self-reference to set after the copy: the row's key, the column's
+/// index, and the value.
+type Deferred = (Vec<(String, Value)>, usize, Value);
+
 async fn copy_all(
     source: &mut Db,
     target: &mut Db,
@@ -303,7 +307,7 @@ async fn copy_all(
             .iter()
             .filter_map(|k| plan.columns.iter().position(|(_, tc, _)| &tc.name == k))
             .collect();
-        let mut deferred: Vec<(Vec<(String, Value)>, usize, Value)> = Vec::new();
+        let mut deferred: Vec<Deferred> = Vec::new();
         let mut sum = TableSum::default();
         let mut batch = Vec::with_capacity(batch_rows);
         let mut done = 0u64;
