@@ -308,3 +308,59 @@ fn an_online_backup_holds_every_write_acknowledged_before_it_began() {
     let out = server.pad_output(["db", "backup", backup.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "overwrote a backup: {}", text(&out));
 }
+
+#[test]
+fn a_migrate_from_a_serving_store_copies_one_consistent_moment() {
+    let Some(pg) = ScratchDb::create() else {
+        eprintln!("SKIPPED a_migrate_from_a_serving_store…: set PAD_TEST_DATABASE_URL to run it");
+        return;
+    };
+    let server = TestServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let acknowledged_before = rt.block_on(async {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let mut writers = Vec::new();
+        for w in 0..4 {
+            let (c, stop, acked) = (client(&server, &server.token), stop.clone(), acked.clone());
+            writers.push(tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let item = NewItem { title: format!("w{w} #{n}"), ..Default::default() };
+                    let created = c.create_item(WS, &item).await.unwrap();
+                    c.add_comment(WS, &created.item_ref.to_string(), &NewComment { body: "c".into() }).await.unwrap();
+                    acked.lock().unwrap().push(created.item_ref.to_string());
+                    n += 1;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let before: Vec<String> = acked.lock().unwrap().clone();
+        let mut cmd = tokio::process::Command::from(server.pad());
+        let out = cmd.args(["db", "migrate", "--to", &pg.url]).output().await.unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in writers {
+            w.await.unwrap();
+        }
+        before
+    });
+    // One moment: each create wrote its item, first version and event in one
+    // transaction, so a consistent copy has as many of each.
+    let counts = psql(
+        &pg.url,
+        "SELECT (SELECT count(*) FROM items) || ' ' || (SELECT count(*) FROM item_versions) || ' ' || \
+         (SELECT count(*) FROM events WHERE type = 'item.created') || ' ' || \
+         (SELECT max(next_number) - 1 FROM kinds WHERE prefix = 'TASK')",
+    );
+    let counts: Vec<i64> = counts.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    assert!(counts.iter().all(|&n| n == counts[0]), "not one moment: {counts:?}");
+    assert!(counts[0] as usize >= acknowledged_before.len(), "{counts:?}");
+    let on_pg = TestServer::start_on(&pg.url, &server.token);
+    rt.block_on(async {
+        let c = client(&on_pg, &server.token);
+        for r in &acknowledged_before {
+            c.item(WS, r).await.unwrap_or_else(|e| panic!("{r}, acknowledged before the migrate: {e}"));
+        }
+    });
+}
