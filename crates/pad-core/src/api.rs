@@ -161,6 +161,25 @@ pub struct CreateToken {
     /// Whose token: defaults to the caller; only owners may name another member.
     #[serde(default)]
     pub email: Option<String>,
+    /// `workspace`: the token reaches this workspace only; `user`: all of
+    /// its user's workspaces, for one's own tokens only. Default: `user` for
+    /// one's own token from an unscoped caller without `role`, else `workspace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<TokenScopeKind>,
+    /// A role cap for a scoped token; the granted role is never higher than
+    /// the minter's nor the token user's role in the workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+}
+
+/// How far a new token reaches (docs/api.md, "Tokens").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenScopeKind {
+    /// This workspace only.
+    Workspace,
+    /// Every workspace of the token's user.
+    User,
 }
 
 /// The one time a token's secret is shown.

@@ -10,7 +10,7 @@ pub mod lease;
 pub mod model;
 pub mod validate;
 
-pub use authz::{Action, permits};
+pub use authz::{Action, Principal, TokenScope, permits};
 pub use lease::{ClaimDecision, Claimant, Lease, ReleaseDecision, RenewDecision, Ttl};
 pub use model::*;
 pub use validate::ValidationError;

@@ -263,6 +263,10 @@ pub struct TokenInfo {
     pub id: i64,
     pub name: String,
     pub email: String,
+    /// The one workspace the token reaches; `null`: all of its user's.
+    pub workspace: Option<String>,
+    /// The role cap of a scoped token; `null` when unscoped.
+    pub role: Option<Role>,
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
 }

@@ -27,7 +27,8 @@ use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, valida
 use pad_core::validate::{self, Lines};
 use pad_core::{
     Claimant, Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, LIST_LIMIT_MAX, Lease,
-    Member, NEEDS_HUMAN, NewItem, Page, Role, Timestamp, TokenInfo, User, ValidFrontierFilter, Version, Workspace,
+    Member, NEEDS_HUMAN, NewItem, Page, Principal, Role, Timestamp, TokenInfo, User, ValidFrontierFilter, Version,
+    Workspace,
 };
 use pad_store::{
     Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
@@ -321,6 +322,47 @@ impl PgStore {
         self.pool.close().await;
     }
 
+    /// One token insert, under the per-user cap (docs/api.md, "Tokens"). The
+    /// user's row lock serializes concurrent mints of one user, so the cap
+    /// holds across instances.
+    async fn insert_token(
+        &self,
+        user: Actor,
+        name: &str,
+        hash: &str,
+        scope: Option<(i64, Role)>,
+    ) -> StoreResult<TokenInfo> {
+        validate::text("name", name, 1, 200, Lines::Single)?;
+        let mut tx = self.begin().await?;
+        sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
+            .bind(user.user_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE user_id = $1 AND revoked_at IS NULL")
+            .bind(user.user_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        shared::too_many_tokens(live)?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role)
+             VALUES ($1, $2, $3, now(), $4, $5) RETURNING id",
+        )
+        .bind(user.user_id)
+        .bind(name)
+        .bind(hash)
+        .bind(scope.map(|s| s.0))
+        .bind(scope.map(|s| s.1.as_str()))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        let sql = format!("{} WHERE t.id = $1", rows::TOKEN_SELECT);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        rows::token_from_row(&row)
+    }
+
     async fn begin(&self) -> StoreResult<sqlx::Transaction<'static, Postgres>> {
         self.pool.begin().await.map_err(db)
     }
@@ -608,39 +650,37 @@ impl Store for PgStore {
     }
 
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
-        validate::text("name", name, 1, 200, Lines::Single)?;
-        let mut tx = self.begin().await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO tokens (user_id, name, hash, created_at) VALUES ($1, $2, $3, now()) RETURNING id",
-        )
-        .bind(user.user_id)
-        .bind(name)
-        .bind(hash)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db)?;
-        let sql = format!("{} WHERE t.id = $1", rows::TOKEN_SELECT);
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        rows::token_from_row(&row)
+        self.insert_token(user, name, hash, None).await
     }
 
-    async fn list_tokens(&self, ws: &Workspace) -> StoreResult<Vec<TokenInfo>> {
+    async fn create_scoped_token(
+        &self,
+        user: Actor,
+        name: &str,
+        hash: &str,
+        ws: &Workspace,
+        role: Role,
+    ) -> StoreResult<TokenInfo> {
+        self.insert_token(user, name, hash, Some((ws.id, role))).await
+    }
+
+    async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
         let sql = format!(
-            "{} JOIN members m ON m.user_id = t.user_id AND m.workspace_id = $1 WHERE t.revoked_at IS NULL ORDER BY t.id",
+            "{} WHERE t.revoked_at IS NULL AND (t.workspace_id = $1 OR t.user_id = $2) ORDER BY t.id",
             rows::TOKEN_SELECT
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(ws.id).fetch_all(&self.pool).await.map_err(db)?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ws.id)
+            .bind(user.user_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
         rows.iter().map(rows::token_from_row).collect()
     }
 
-    async fn get_token(&self, ws: &Workspace, id: i64) -> StoreResult<TokenInfo> {
-        let sql = format!(
-            "{} JOIN members m ON m.user_id = t.user_id AND m.workspace_id = $1 WHERE t.revoked_at IS NULL AND t.id = $2",
-            rows::TOKEN_SELECT
-        );
+    async fn get_token(&self, id: i64) -> StoreResult<TokenInfo> {
+        let sql = format!("{} WHERE t.revoked_at IS NULL AND t.id = $1", rows::TOKEN_SELECT);
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(ws.id)
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -658,9 +698,9 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn authenticate(&self, hash: &str) -> StoreResult<Option<User>> {
+    async fn authenticate(&self, hash: &str) -> StoreResult<Option<Principal>> {
         let row = sqlx::query(
-            "SELECT t.id AS token_id, u.id, u.email,
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email,
                     (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute') AS stale
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1 AND t.revoked_at IS NULL",
         )
@@ -682,7 +722,102 @@ impl Store for PgStore {
             .await
             .map_err(db)?;
         }
-        Ok(Some(User { id: row.get("id"), email: row.get("email") }))
+        Ok(Some(rows::principal_from_row(&row)?))
+    }
+
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
+        validate::email("email", email)?;
+        let email = email.to_lowercase();
+        let id: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
+            .bind(&email)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(id.map(|id| User { id, email }))
+    }
+
+    async fn bootstrap(&self, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
+        validate::email("email", email)?;
+        validate_slug("slug", slug)?;
+        let mut tx = self.begin().await?;
+        // Instances starting at once on an empty database: the first takes
+        // the lock and bootstraps, the others wait and then see its user.
+        sqlx::query("LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE").execute(&mut *tx).await.map_err(db)?;
+        let any: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users)").fetch_one(&mut *tx).await.map_err(db)?;
+        if any {
+            return Ok(false);
+        }
+        let user = rows::ensure_user(&mut tx, email).await?;
+        shared::failpoint("bootstrap-user");
+        let ws: i64 =
+            sqlx::query_scalar("INSERT INTO workspaces (slug, name, created_at) VALUES ($1, $2, now()) RETURNING id")
+                .bind(slug)
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+        sqlx::query("INSERT INTO members (workspace_id, user_id, role, added_at) VALUES ($1, $2, 'owner', now())")
+            .bind(ws)
+            .bind(user.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        for (kind, prefix) in DEFAULT_KINDS {
+            sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES ($1, $2, $3)")
+                .bind(ws)
+                .bind(kind)
+                .bind(prefix)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        shared::failpoint("bootstrap-workspace");
+        sqlx::query("INSERT INTO tokens (user_id, name, hash, created_at) VALUES ($1, 'bootstrap', $2, now())")
+            .bind(user.id)
+            .bind(hash)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        shared::failpoint("bootstrap-token");
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+
+    async fn create_session(&self, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO sessions (hash, token_id, created_at, expires_at)
+             VALUES ($1, $2, now(), now() + make_interval(secs => $3))",
+        )
+        .bind(hash)
+        .bind(token_id)
+        .bind(ttl_seconds as f64)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>> {
+        let row = sqlx::query(
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
+             FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
+             WHERE s.hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now() AND t.revoked_at IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        row.as_ref().map(rows::principal_from_row).transpose()
+    }
+
+    async fn revoke_session(&self, hash: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE sessions SET revoked_at = now() WHERE hash = $1 AND revoked_at IS NULL")
+            .bind(hash)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
     }
 
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {

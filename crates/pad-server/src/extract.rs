@@ -8,7 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use pad_core::api::ErrorCode;
-use pad_core::{Action, Role, User, Workspace, permits};
+use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
 use pad_store::Actor;
 use serde::de::DeserializeOwned;
 
@@ -83,16 +83,58 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     }
 }
 
-/// The authenticated caller (`Authorization: Bearer …`).
+/// What a request authenticated with: a bearer token, or a web session
+/// cookie; each by the hash of its secret. Kept so an event stream can check
+/// it again while it stays open (docs/api.md, "Tokens").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    Token(String),
+    Session(String),
+}
+
+impl Credential {
+    /// Who the credential stands for now; `None` once revoked or expired.
+    pub async fn authenticate(&self, store: &dyn pad_store::Store) -> Result<Option<Principal>, ApiError> {
+        Ok(match self {
+            Credential::Token(hash) => store.authenticate(hash).await?,
+            Credential::Session(hash) => store.authenticate_session(hash).await?,
+        })
+    }
+}
+
+/// The authenticated caller (`Authorization: Bearer …`, or the web session).
 pub struct Caller {
     pub user: User,
-    /// Identifies the token for per-token limits; never the secret itself.
+    /// Identifies the credential for per-token limits; never the secret itself.
     pub token_hash: String,
+    /// The token's scope: `None` reaches all of the user's workspaces.
+    pub scope: Option<TokenScope>,
+    pub token_id: i64,
+    pub credential: Credential,
 }
 
 impl Caller {
     pub fn actor(&self) -> Actor {
         Actor { user_id: self.user.id }
+    }
+
+    /// Refuses a token scoped to one workspace on a route that reaches past
+    /// it (creating a workspace).
+    pub fn require_unscoped(&self) -> Result<(), ApiError> {
+        match self.scope {
+            None => Ok(()),
+            Some(_) => Err(ApiError::forbidden("this token is scoped to one workspace; use an unscoped token")),
+        }
+    }
+
+    /// The workspaces this request may see, with its effective role in each.
+    pub async fn workspaces(&self, store: &dyn pad_store::Store) -> Result<Vec<(Workspace, Role)>, ApiError> {
+        Ok(store
+            .list_workspaces(self.actor())
+            .await?
+            .into_iter()
+            .filter_map(|(ws, role)| authz::effective_role(self.scope, ws.id, role).map(|r| (ws, r)))
+            .collect())
     }
 }
 
@@ -100,21 +142,28 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = match bearer(parts) {
-            Some(t) => t,
-            None => session_token(parts)?.ok_or_else(|| {
+        let credential = match bearer(parts) {
+            Some(t) => Credential::Token(hash_token(&t)),
+            None => Credential::Session(hash_token(&session_id(parts)?.ok_or_else(|| {
                 ApiError::new(ErrorCode::Unauthorized, "missing bearer token (Authorization: Bearer <token>)")
-            })?,
+            })?)),
         };
-        let token_hash = hash_token(&token);
-        let Some(user) = state.store.authenticate(&token_hash).await? else {
-            return Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked"));
+        let Some(p) = credential.authenticate(state.store.as_ref()).await? else {
+            return Err(match credential {
+                Credential::Token(_) => ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked"),
+                Credential::Session(_) => {
+                    ApiError::new(ErrorCode::Unauthorized, "the session has ended; sign in again")
+                }
+            });
+        };
+        let token_hash = match &credential {
+            Credential::Token(h) | Credential::Session(h) => h.clone(),
         };
         state.rate.check(&token_hash).map_err(|wait| ApiError {
             retry_after: Some(wait as i64),
             ..ApiError::new(ErrorCode::RateLimited, "too many requests for this token; slow down")
         })?;
-        Ok(Caller { user, token_hash })
+        Ok(Caller { user: p.user, token_hash, scope: p.scope, token_id: p.token_id, credential })
     }
 }
 
@@ -129,11 +178,11 @@ fn bearer(parts: &Parts) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The web UI's session: the token in an HttpOnly cookie. Requests that may
+/// The web UI's session id, from its HttpOnly cookie. Requests that may
 /// change state must also echo the CSRF cookie in a header (double submit),
 /// which a cross-site page cannot read or forge.
-fn session_token(parts: &Parts) -> Result<Option<String>, ApiError> {
-    let Some(token) = crate::session::cookie(&parts.headers, crate::session::SESSION_COOKIE) else { return Ok(None) };
+fn session_id(parts: &Parts) -> Result<Option<String>, ApiError> {
+    let Some(id) = crate::session::cookie(&parts.headers, crate::session::SESSION_COOKIE) else { return Ok(None) };
     let safe = matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD);
     if !safe {
         let expected = crate::session::cookie(&parts.headers, crate::session::CSRF_COOKIE);
@@ -144,7 +193,7 @@ fn session_token(parts: &Parts) -> Result<Option<String>, ApiError> {
             ));
         }
     }
-    Ok(Some(token))
+    Ok(Some(id))
 }
 
 /// A caller inside one workspace (`/workspaces/{ws}/…`), with its role
@@ -190,13 +239,42 @@ impl FromRequestParts<AppState> for Ctx {
             .await
             .map_err(|e| ApiError::bad_request(format!("invalid path: {e}"), None))?;
         let slug = params.get("ws").cloned().unwrap_or_default();
-        let (ws, role) = state.store.membership(caller.actor(), &slug).await.map_err(|e| match e {
-            pad_store::StoreError::Validation(_) => {
-                ApiError::new(ErrorCode::NotFound, format!("workspace {slug} not found"))
-            }
-            e => e.into(),
-        })?;
+        let (ws, role) = workspace_role(state.store.as_ref(), caller.actor(), caller.scope, &slug).await?;
         Ok(Ctx { caller, ws, role, params })
+    }
+}
+
+/// The workspace `slug` and the role a request acts with there:
+/// min(token scope, membership). Not a member, or a token scoped elsewhere:
+/// `not_found`, the same answer, so a token learns nothing beyond its reach.
+pub async fn workspace_role(
+    store: &dyn pad_store::Store,
+    user: Actor,
+    scope: Option<TokenScope>,
+    slug: &str,
+) -> Result<(Workspace, Role), ApiError> {
+    let not_found = || ApiError::new(ErrorCode::NotFound, format!("workspace {slug} not found"));
+    let (ws, membership) = store.membership(user, slug).await.map_err(|e| match e {
+        pad_store::StoreError::Validation(_) => not_found(),
+        e => e.into(),
+    })?;
+    let role = authz::effective_role(scope, ws.id, membership).ok_or_else(not_found)?;
+    Ok((ws, role))
+}
+
+/// Checks again that `credential` still reaches workspace `slug`, for a
+/// stream that outlives its request: `Ok(false)` once the token is revoked,
+/// the session ended, or the membership gone.
+pub async fn still_reaches(
+    store: &dyn pad_store::Store,
+    credential: &Credential,
+    slug: &str,
+) -> Result<bool, ApiError> {
+    let Some(p) = credential.authenticate(store).await? else { return Ok(false) };
+    match workspace_role(store, Actor { user_id: p.user.id }, p.scope, slug).await {
+        Ok((_, role)) => Ok(permits(role, Action::Read)),
+        Err(e) if e.code == ErrorCode::NotFound => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -22,7 +22,8 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{delete, get, post};
 use pad_core::api::ErrorCode;
-use pad_store::{Actor, Store, StoreError};
+pub use pad_store::StoreError;
+use pad_store::{Actor, Store};
 use tower_http::trace::TraceLayer;
 
 use crate::error::ApiError;
@@ -80,21 +81,31 @@ pub async fn open_store(database_url: &str) -> Result<Arc<dyn Store>, StoreError
 }
 
 /// On a store with no users: creates workspace `default`, its owner and a
-/// token, and returns the token (the only time it exists in clear).
+/// token, in one store transaction, and returns the token (the only time it
+/// exists in clear). A crash inside leaves the store empty, so the next start
+/// bootstraps again (docs/reliability.md, "First start").
 pub async fn bootstrap(store: &dyn Store) -> Result<Option<Bootstrap>, StoreError> {
     if store.has_users().await? {
         return Ok(None);
     }
-    let owner = Actor { user_id: store.ensure_user(BOOTSTRAP_EMAIL).await?.id };
-    match store.create_workspace(DEFAULT_WORKSPACE, "Default", owner).await {
-        Ok(_) => {}
-        // Another instance on the same database bootstrapped first (SPEC §6).
-        Err(StoreError::Validation(e)) if e.field == "slug" => return Ok(None),
-        Err(e) => return Err(e),
-    }
     let token = auth::new_token();
-    store.create_token(owner, "bootstrap", &auth::hash_token(&token)).await?;
+    // False: another instance on the same database bootstrapped first.
+    if !store.bootstrap(BOOTSTRAP_EMAIL, DEFAULT_WORKSPACE, "Default", &auth::hash_token(&token)).await? {
+        return Ok(None);
+    }
     Ok(Some(Bootstrap { token, email: BOOTSTRAP_EMAIL.into(), workspace: DEFAULT_WORKSPACE.into() }))
+}
+
+/// Offline recovery (`pad admin token`): a fresh unscoped token for the
+/// existing user `email`, written straight to the store. Refuses unknown
+/// users, so it never invents an account.
+pub async fn recovery_token(store: &dyn Store, email: &str) -> Result<(String, pad_core::TokenInfo), StoreError> {
+    let Some(user) = store.user_by_email(email).await? else {
+        return Err(StoreError::not_found(format!("user {email} (no such user in this database)")));
+    };
+    let token = auth::new_token();
+    let info = store.create_token(Actor { user_id: user.id }, "admin-recovery", &auth::hash_token(&token)).await?;
+    Ok((token, info))
 }
 
 /// The whole HTTP surface.

@@ -1,6 +1,8 @@
-//! Web sessions: `POST /api/v1/session` trades a token for an HttpOnly,
-//! SameSite=Strict cookie, plus a readable CSRF cookie the page echoes in
-//! `X-CSRF-Token` on writes. The token itself never reaches page scripts.
+//! Web sessions: `POST /api/v1/session` trades a token for a server-side
+//! session: a random id in an HttpOnly, SameSite=Strict cookie, stored only
+//! as its hash, ending after [`SESSION_TTL_SECONDS`] or on sign-out, plus a
+//! readable CSRF cookie the page echoes in `X-CSRF-Token` on writes. The
+//! token itself is never in a cookie (docs/api.md, "Web sessions").
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -16,7 +18,8 @@ use crate::extract::Json;
 pub const SESSION_COOKIE: &str = "pad_session";
 pub const CSRF_COOKIE: &str = "pad_csrf";
 pub const CSRF_HEADER: &str = "x-csrf-token";
-const MAX_AGE: u32 = 30 * 24 * 3600;
+/// How long a web session lasts; the server ends it then, whatever the cookie says.
+pub const SESSION_TTL_SECONDS: u32 = 7 * 24 * 3600;
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -48,24 +51,34 @@ fn set_cookies(resp: &mut Response, session: &str, csrf: &str, max_age: u32) {
     }
 }
 
-/// Sign in: checks the token, then sets the session cookies.
+/// A new session id: 32 random bytes, like a token, with its own prefix.
+fn new_session_id() -> String {
+    format!("pads_{}", &new_token()[crate::auth::TOKEN_PREFIX.len()..])
+}
+
+/// Sign in: checks the token, opens a session for it, sets the cookies.
 #[utoipa::path(post, path = "/api/v1/session", tag = "auth", request_body = NewSession, security(()),
     responses((status = 204, description = "signed in; cookies set"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> ApiResult<Response> {
     let token = body.token.trim();
-    if s.store.authenticate(&hash_token(token)).await?.is_none() {
+    let Some(principal) = s.store.authenticate(&hash_token(token)).await? else {
         return Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked"));
-    }
+    };
+    let id = new_session_id();
+    s.store.create_session(principal.token_id, &hash_token(&id), SESSION_TTL_SECONDS.into()).await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    set_cookies(&mut resp, token, &new_token(), MAX_AGE);
+    set_cookies(&mut resp, &id, &new_token(), SESSION_TTL_SECONDS);
     Ok(resp)
 }
 
-/// Sign out: clears the cookies.
+/// Sign out: ends the session on the server and clears the cookies.
 #[utoipa::path(delete, path = "/api/v1/session", tag = "auth", security(()),
-    responses((status = 204, description = "signed out")))]
-pub async fn delete() -> Response {
+    responses((status = 204, description = "signed out"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
+pub async fn delete(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    if let Some(id) = cookie(&headers, SESSION_COOKIE) {
+        s.store.revoke_session(&hash_token(&id)).await?;
+    }
     let mut resp = StatusCode::NO_CONTENT.into_response();
     set_cookies(&mut resp, "", "", 0);
-    resp
+    Ok(resp)
 }

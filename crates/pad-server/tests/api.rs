@@ -297,7 +297,9 @@ async fn session_cookie_needs_csrf_for_writes() {
     assert!(session.contains("HttpOnly") && session.contains("SameSite=Strict"), "{session}");
     let csrf = cookies.iter().find(|c| c.starts_with("pad_csrf=")).unwrap();
     let csrf_value = csrf.split(';').next().unwrap().trim_start_matches("pad_csrf=").to_string();
-    let jar = format!("pad_session={}; pad_csrf={csrf_value}", s.owner);
+    let session_id = session.split(';').next().unwrap().trim_start_matches("pad_session=").to_string();
+    assert!(!session_id.contains(&s.owner) && !s.owner.contains(&session_id), "the cookie is not the token");
+    let jar = format!("pad_session={session_id}; pad_csrf={csrf_value}");
     let get = s.http.get(format!("{}{WS}/items", s.url)).header("cookie", &jar).send().await.unwrap();
     assert_eq!(get.status(), 200);
     let post = |csrf: Option<&str>| {

@@ -1,5 +1,5 @@
-// The JSON API over the session cookie. The token itself lives in an
-// HttpOnly cookie the page cannot read; writes echo the readable `pad_csrf`
+// The JSON API over the session cookie: a server-side session id in an
+// HttpOnly cookie the page cannot read (the token is never kept); writes echo the readable `pad_csrf`
 // cookie in `X-CSRF-Token` (double submit), which the server requires.
 
 export class ApiError extends Error {

@@ -19,7 +19,8 @@ use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, valida
 use pad_core::validate::{self, Lines};
 use pad_core::{
     Claimant, Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, LIST_LIMIT_MAX, Lease,
-    Member, NEEDS_HUMAN, NewItem, Page, Role, Timestamp, TokenInfo, User, ValidFrontierFilter, Version, Workspace,
+    Member, NEEDS_HUMAN, NewItem, Page, Principal, Role, Timestamp, TokenInfo, User, ValidFrontierFilter, Version,
+    Workspace,
 };
 use pad_store::{
     Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
@@ -91,6 +92,40 @@ impl SqliteStore {
             .await
             .map_err(db)?;
         Ok(SqliteStore { writer, reader, clock: Clock::default() })
+    }
+
+    /// One token insert, under the per-user cap (docs/api.md, "Tokens").
+    async fn insert_token(
+        &self,
+        user: Actor,
+        name: &str,
+        hash: &str,
+        scope: Option<(i64, Role)>,
+    ) -> StoreResult<TokenInfo> {
+        validate::text("name", name, 1, 200, Lines::Single)?;
+        let (mut tx, now) = self.begin().await?;
+        let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE user_id = ? AND revoked_at IS NULL")
+            .bind(user.user_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        shared::too_many_tokens(live)?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(user.user_id)
+        .bind(name)
+        .bind(hash)
+        .bind(micros(now))
+        .bind(scope.map(|s| s.0))
+        .bind(scope.map(|s| s.1.as_str()))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        let sql = format!("{} WHERE t.id = ?", rows::TOKEN_SELECT);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        rows::token_from_row(&row)
     }
 
     /// Accepts `sqlite://PATH`, `sqlite:PATH` or a plain path.
@@ -399,45 +434,42 @@ impl Store for SqliteStore {
     }
 
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
-        validate::text("name", name, 1, 200, Lines::Single)?;
-        let (mut tx, now) = self.begin().await?;
-        let id: i64 =
-            sqlx::query_scalar("INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?) RETURNING id")
-                .bind(user.user_id)
-                .bind(name)
-                .bind(hash)
-                .bind(micros(now))
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db)?;
-        let row = sqlx::query(rows::TOKEN_SELECT_BY_ID).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        rows::token_from_row(&row)
+        self.insert_token(user, name, hash, None).await
     }
 
-    async fn list_tokens(&self, ws: &Workspace) -> StoreResult<Vec<TokenInfo>> {
-        let rows = sqlx::query(
-            "SELECT t.id, t.name, u.email, t.created_at, t.last_used_at FROM tokens t JOIN users u ON u.id = t.user_id
-             JOIN members m ON m.user_id = t.user_id AND m.workspace_id = ? WHERE t.revoked_at IS NULL ORDER BY t.id",
-        )
-        .bind(ws.id)
-        .fetch_all(&self.reader)
-        .await
-        .map_err(db)?;
+    async fn create_scoped_token(
+        &self,
+        user: Actor,
+        name: &str,
+        hash: &str,
+        ws: &Workspace,
+        role: Role,
+    ) -> StoreResult<TokenInfo> {
+        self.insert_token(user, name, hash, Some((ws.id, role))).await
+    }
+
+    async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
+        let sql = format!(
+            "{} WHERE t.revoked_at IS NULL AND (t.workspace_id = ? OR t.user_id = ?) ORDER BY t.id",
+            rows::TOKEN_SELECT
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ws.id)
+            .bind(user.user_id)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db)?;
         rows.iter().map(rows::token_from_row).collect()
     }
 
-    async fn get_token(&self, ws: &Workspace, id: i64) -> StoreResult<TokenInfo> {
-        let row = sqlx::query(
-            "SELECT t.id, t.name, u.email, t.created_at, t.last_used_at FROM tokens t JOIN users u ON u.id = t.user_id
-             JOIN members m ON m.user_id = t.user_id AND m.workspace_id = ? WHERE t.revoked_at IS NULL AND t.id = ?",
-        )
-        .bind(ws.id)
-        .bind(id)
-        .fetch_optional(&self.reader)
-        .await
-        .map_err(db)?
-        .ok_or_else(|| StoreError::not_found(format!("token {id}")))?;
+    async fn get_token(&self, id: i64) -> StoreResult<TokenInfo> {
+        let sql = format!("{} WHERE t.revoked_at IS NULL AND t.id = ?", rows::TOKEN_SELECT);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::not_found(format!("token {id}")))?;
         rows::token_from_row(&row)
     }
 
@@ -453,12 +485,15 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn authenticate(&self, hash: &str) -> StoreResult<Option<User>> {
-        let row = sqlx::query("SELECT t.id AS token_id, t.last_used_at, u.id, u.email FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL")
-            .bind(hash)
-            .fetch_optional(&self.reader)
-            .await
-            .map_err(db)?;
+    async fn authenticate(&self, hash: &str) -> StoreResult<Option<Principal>> {
+        let row = sqlx::query(
+            "SELECT t.id AS token_id, t.last_used_at, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
+             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(db)?;
         let Some(row) = row else { return Ok(None) };
         // Record use at most once a minute, so authentication stays off the write path.
         let now = self.clock.read();
@@ -473,7 +508,106 @@ impl Store for SqliteStore {
                 .map_err(db)?;
             tx.commit().await.map_err(db)?;
         }
-        Ok(Some(User { id: row.get("id"), email: row.get("email") }))
+        Ok(Some(rows::principal_from_row(&row)?))
+    }
+
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
+        validate::email("email", email)?;
+        let email = email.to_lowercase();
+        let id: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE email = ?")
+            .bind(&email)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db)?;
+        Ok(id.map(|id| User { id, email }))
+    }
+
+    async fn bootstrap(&self, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
+        validate::email("email", email)?;
+        validate_slug("slug", slug)?;
+        // BEGIN IMMEDIATE: no other writer runs between the check and the inserts.
+        let (mut tx, now) = self.begin().await?;
+        let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(&mut *tx).await.map_err(db)?;
+        if users > 0 {
+            return Ok(false);
+        }
+        let user = rows::ensure_user(&mut tx, email, now).await?;
+        shared::failpoint("bootstrap-user");
+        let ws: i64 =
+            sqlx::query_scalar("INSERT INTO workspaces (slug, name, created_at) VALUES (?, ?, ?) RETURNING id")
+                .bind(slug)
+                .bind(name)
+                .bind(micros(now))
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+        sqlx::query("INSERT INTO members (workspace_id, user_id, role, added_at) VALUES (?, ?, 'owner', ?)")
+            .bind(ws)
+            .bind(user.id)
+            .bind(micros(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        for (kind, prefix) in DEFAULT_KINDS {
+            sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES (?, ?, ?)")
+                .bind(ws)
+                .bind(kind)
+                .bind(prefix)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        shared::failpoint("bootstrap-workspace");
+        sqlx::query("INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, 'bootstrap', ?, ?)")
+            .bind(user.id)
+            .bind(hash)
+            .bind(micros(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        shared::failpoint("bootstrap-token");
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+
+    async fn create_session(&self, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {
+        let (mut tx, now) = self.begin().await?;
+        sqlx::query("INSERT INTO sessions (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
+            .bind(hash)
+            .bind(token_id)
+            .bind(micros(now))
+            .bind(micros(now) + ttl_seconds * 1_000_000)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(())
+    }
+
+    async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>> {
+        let row = sqlx::query(
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
+             FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
+             WHERE s.hash = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND t.revoked_at IS NULL",
+        )
+        .bind(hash)
+        .bind(micros(self.clock.read()))
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(db)?;
+        row.as_ref().map(rows::principal_from_row).transpose()
+    }
+
+    async fn revoke_session(&self, hash: &str) -> StoreResult<()> {
+        let (mut tx, now) = self.begin().await?;
+        sqlx::query("UPDATE sessions SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL")
+            .bind(micros(now))
+            .bind(hash)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(())
     }
 
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {

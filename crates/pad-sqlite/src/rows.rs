@@ -2,7 +2,8 @@
 
 use pad_core::lease::LeaseSlot;
 use pad_core::{
-    Item, ItemRef, Lease, Priority, Role, Status, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings,
+    Item, ItemRef, Lease, Principal, Priority, Role, Status, Timestamp, TokenInfo, TokenScope, User, Workspace,
+    WorkspaceSettings,
 };
 use pad_store::{StoreError, StoreResult};
 use sqlx::Row;
@@ -104,15 +105,38 @@ pub fn workspace_from_row(row: &SqliteRow) -> StoreResult<Workspace> {
     })
 }
 
-pub const TOKEN_SELECT_BY_ID: &str = "SELECT t.id, t.name, u.email, t.created_at, t.last_used_at FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.id = ?";
+/// A token as listed, with its scope's workspace slug (NULL when unscoped).
+pub const TOKEN_SELECT: &str =
+    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at
+     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id";
 
 pub fn token_from_row(row: &SqliteRow) -> StoreResult<TokenInfo> {
     Ok(TokenInfo {
         id: row.get("id"),
         name: row.get("name"),
         email: row.get("email"),
+        workspace: row.get("scope_slug"),
+        role: scope_role(row)?,
         created_at: ts(row.get("created_at"))?,
         last_used_at: row.get::<Option<i64>, _>("last_used_at").map(ts).transpose()?,
+    })
+}
+
+fn scope_role(row: &SqliteRow) -> StoreResult<Option<Role>> {
+    row.get::<Option<String>, _>("scope_role").map(|r| r.parse().map_err(|e| corrupt("role", e))).transpose()
+}
+
+/// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
+pub fn principal_from_row(row: &SqliteRow) -> StoreResult<Principal> {
+    let scope = match (row.get::<Option<i64>, _>("workspace_id"), scope_role(row)?) {
+        (Some(workspace_id), Some(role)) => Some(TokenScope { workspace_id, role }),
+        (None, None) => None,
+        _ => return Err(corrupt("tokens.role", "a scope needs both a workspace and a role")),
+    };
+    Ok(Principal {
+        user: User { id: row.get("user_id"), email: row.get("email") },
+        token_id: row.get("token_id"),
+        scope,
     })
 }
 

@@ -61,7 +61,10 @@ macro_rules! conformance_suite {
             l12_handoff_note_reaches_the_next_claimant,
             l13_quarantine_after_repeated_expiries,
             events_record_changes_in_order,
-            expiry_is_observed_exactly_once
+            expiry_is_observed_exactly_once,
+            scoped_tokens_and_the_live_token_cap,
+            bootstrap_is_whole_and_once,
+            sessions_end_on_sign_out_revocation_and_expiry
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -728,19 +731,93 @@ pub async fn workspaces_members_and_tokens(store: Arc<dyn Store>) {
     );
     // Tokens are found by hash, listed without it, and stop working when revoked.
     let t = s.create_token(f.editor, "ci", "hash-1").await.unwrap();
-    assert_eq!(s.authenticate("hash-1").await.unwrap().map(|u| u.id), Some(f.editor.user_id));
+    let p = s.authenticate("hash-1").await.unwrap().unwrap();
+    assert_eq!((p.user.id, p.token_id, p.scope), (f.editor.user_id, t.id, None));
     assert_eq!(s.authenticate("hash-2").await.unwrap(), None);
-    let listed = s.list_tokens(&f.ws).await.unwrap();
+    let listed = s.list_tokens(&f.ws, f.editor).await.unwrap();
     assert_eq!(
-        listed.iter().map(|t| (t.name.as_str(), t.email.as_str())).collect::<Vec<_>>(),
-        [("ci", "editor@example.com")]
+        listed.iter().map(|t| (t.name.as_str(), t.email.as_str(), t.workspace.as_deref())).collect::<Vec<_>>(),
+        [("ci", "editor@example.com", None)]
     );
-    assert_eq!(s.get_token(&f.ws, t.id).await.unwrap().id, t.id);
-    let other = s.create_workspace("other", "Other", outsider).await.unwrap();
-    assert!(matches!(s.get_token(&other, t.id).await, Err(StoreError::NotFound { .. })));
+    // Another user's unscoped token is not the workspace's to list.
+    assert!(s.list_tokens(&f.ws, f.owner).await.unwrap().is_empty());
+    assert_eq!(s.get_token(t.id).await.unwrap().id, t.id);
     s.revoke_token(t.id).await.unwrap();
     assert_eq!(s.authenticate("hash-1").await.unwrap(), None);
-    assert!(s.list_tokens(&f.ws).await.unwrap().is_empty());
+    assert!(s.list_tokens(&f.ws, f.editor).await.unwrap().is_empty());
+    assert!(matches!(s.get_token(t.id).await, Err(StoreError::NotFound { .. })));
+    assert_eq!(s.user_by_email("EDITOR@example.com").await.unwrap().map(|u| u.id), Some(f.editor.user_id));
+    assert_eq!(s.user_by_email("nobody@example.com").await.unwrap(), None);
+}
+
+/// A scoped token carries its workspace and role cap; the workspace lists
+/// it for anyone, and the per-user cap counts live tokens only.
+pub async fn scoped_tokens_and_the_live_token_cap(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let s = &f.store;
+    let t = s.create_scoped_token(f.editor, "agent", "hash-s", &f.ws, Role::Viewer).await.unwrap();
+    assert_eq!((t.workspace.as_deref(), t.role), (Some("acme"), Some(Role::Viewer)));
+    let p = s.authenticate("hash-s").await.unwrap().unwrap();
+    assert_eq!(p.scope, Some(pad_core::TokenScope { workspace_id: f.ws.id, role: Role::Viewer }));
+    // The owner's listing of acme has the editor's scoped token.
+    let listed = s.list_tokens(&f.ws, f.owner).await.unwrap();
+    assert_eq!(listed.iter().map(|t| t.id).collect::<Vec<_>>(), [t.id]);
+    // The scoped one above is the first of the editor's live tokens.
+    for i in 1..pad_core::authz::TOKENS_PER_USER_MAX {
+        s.create_token(f.editor, "many", &format!("cap-{i}")).await.unwrap();
+    }
+    let refused = s.create_token(f.editor, "one too many", "cap-over").await;
+    assert!(matches!(&refused, Err(StoreError::Validation(e)) if e.field == "tokens"), "{refused:?}");
+    assert!(matches!(
+        s.create_scoped_token(f.editor, "over", "cap-over", &f.ws, Role::Viewer).await,
+        Err(StoreError::Validation(_))
+    ));
+    assert_eq!(s.authenticate("cap-over").await.unwrap(), None);
+    // Revoking one makes room; other users are not affected.
+    s.revoke_token(t.id).await.unwrap();
+    s.create_token(f.editor, "room again", "cap-over").await.unwrap();
+    s.create_token(f.owner, "owner's", "cap-owner").await.unwrap();
+}
+
+/// The first start is one transaction: it happens once, whole.
+pub async fn bootstrap_is_whole_and_once(store: Arc<dyn Store>) {
+    assert!(store.bootstrap("first@example.com", "home", "Home", "boot-1").await.unwrap());
+    let p = store.authenticate("boot-1").await.unwrap().expect("the bootstrap token works");
+    assert_eq!((p.user.email.as_str(), p.scope), ("first@example.com", None));
+    let (ws, role) = store.membership(Actor { user_id: p.user.id }, "home").await.unwrap();
+    assert_eq!(role, Role::Owner);
+    assert!(!store.list_kinds(&ws).await.unwrap().is_empty());
+    // A second start (or another instance) writes nothing.
+    assert!(!store.bootstrap("second@example.com", "other", "Other", "boot-2").await.unwrap());
+    assert_eq!(store.authenticate("boot-2").await.unwrap(), None);
+    assert_eq!(store.user_by_email("second@example.com").await.unwrap(), None);
+    // A refused first start (a bad slug) leaves nothing behind either.
+    let empty_check = store.bootstrap("x@example.com", "Bad Slug!", "x", "boot-3").await;
+    assert!(empty_check.is_err());
+}
+
+/// Web sessions act as their token, end on revocation of the session or of
+/// the token, and on expiry.
+pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let s = &f.store;
+    let t = s.create_scoped_token(f.editor, "web", "tok-web", &f.ws, Role::Editor).await.unwrap();
+    s.create_session(t.id, "sess-1", 3600).await.unwrap();
+    let p = s.authenticate_session("sess-1").await.unwrap().unwrap();
+    assert_eq!((p.user.id, p.token_id, p.scope.map(|x| x.role)), (f.editor.user_id, t.id, Some(Role::Editor)));
+    assert_eq!(s.authenticate_session("tok-web").await.unwrap(), None, "a token hash is no session");
+    assert_eq!(s.authenticate("sess-1").await.unwrap(), None, "a session hash is no token");
+    s.revoke_session("sess-1").await.unwrap();
+    assert_eq!(s.authenticate_session("sess-1").await.unwrap(), None);
+    s.create_session(t.id, "sess-2", 3600).await.unwrap();
+    s.create_session(t.id, "sess-3", 1).await.unwrap();
+    s.revoke_token(t.id).await.unwrap();
+    assert_eq!(s.authenticate_session("sess-2").await.unwrap(), None);
+    let u = s.create_token(f.editor, "web2", "tok-web2").await.unwrap();
+    s.create_session(u.id, "sess-4", 1).await.unwrap();
+    assert!(s.authenticate_session("sess-4").await.unwrap().is_some());
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(s.authenticate_session("sess-4").await.unwrap(), None, "expired");
 }
 
 /// Ref allocation under concurrency: 32 creates at once get 32 distinct refs.

@@ -10,8 +10,8 @@ pub mod conformance;
 
 use async_trait::async_trait;
 use pad_core::{
-    Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page, Role, Timestamp,
-    TokenInfo, User, Version, Workspace,
+    Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page, Principal, Role,
+    Timestamp, TokenInfo, User, Version, Workspace,
 };
 
 pub use error::{StoreError, StoreResult};
@@ -52,15 +52,47 @@ pub trait Store: Send + Sync + 'static {
     async fn set_member(&self, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member>;
     async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>>;
 
-    /// Stores a token by its hash; the secret itself never reaches the store.
+    /// Stores an unscoped token (all of `user`'s workspaces) by its hash; the
+    /// secret itself never reaches the store. Refused past
+    /// `TOKENS_PER_USER_MAX` live tokens of `user`. Who may mint what is
+    /// `pad_core::authz::mint`'s to say, before this is called.
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo>;
-    /// Tokens belonging to the members of `ws`.
-    async fn list_tokens(&self, ws: &Workspace) -> StoreResult<Vec<TokenInfo>>;
-    /// The token with this id, if it belongs to a member of `ws`.
-    async fn get_token(&self, ws: &Workspace, id: i64) -> StoreResult<TokenInfo>;
+    /// Like [`Store::create_token`], for a token that reaches `ws` only, with
+    /// at most `role` there (docs/api.md, "Tokens").
+    async fn create_scoped_token(
+        &self,
+        user: Actor,
+        name: &str,
+        hash: &str,
+        ws: &Workspace,
+        role: Role,
+    ) -> StoreResult<TokenInfo>;
+    /// Live tokens scoped to `ws` (anyone's), and all live tokens of `user`;
+    /// `pad_core::authz::token_visible` picks what a caller sees.
+    async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>>;
+    /// The live token with this id.
+    async fn get_token(&self, id: i64) -> StoreResult<TokenInfo>;
     async fn revoke_token(&self, id: i64) -> StoreResult<()>;
-    /// The user a token hash belongs to, if the token exists and is not revoked.
-    async fn authenticate(&self, hash: &str) -> StoreResult<Option<User>>;
+    /// Who a token hash belongs to, and its scope, if the token exists and is
+    /// not revoked.
+    async fn authenticate(&self, hash: &str) -> StoreResult<Option<Principal>>;
+    /// The user with this email, if any (never creates one).
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
+
+    /// The first start, in one transaction: on a store with no users,
+    /// creates user `email`, workspace `slug` owned by it, and an unscoped
+    /// token stored by `hash`; answers false (and writes nothing) when a user
+    /// exists already. A crash anywhere inside leaves the store empty, so the
+    /// next start bootstraps again (docs/reliability.md).
+    async fn bootstrap(&self, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool>;
+
+    /// A web session for the token `token_id`, stored by the hash of its
+    /// random id, ending after `ttl_seconds` or on sign-out.
+    async fn create_session(&self, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()>;
+    /// The session's principal (its token's), if the session is live and its
+    /// token not revoked.
+    async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>>;
+    async fn revoke_session(&self, hash: &str) -> StoreResult<()>;
 
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>>;
     async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind>;

@@ -92,3 +92,29 @@ pub mod event {
         })
     }
 }
+
+/// The refusal past `TOKENS_PER_USER_MAX` live tokens (docs/api.md, "Tokens").
+pub fn too_many_tokens(live: i64) -> StoreResult<()> {
+    if live >= pad_core::authz::TOKENS_PER_USER_MAX {
+        return Err(StoreError::invalid(
+            "tokens",
+            format!(
+                "this user already has {live} live tokens, the most one user may hold ({}); revoke one first (pad token list, pad token revoke ID)",
+                pad_core::authz::TOKENS_PER_USER_MAX
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A crash-test hook: when `PAD_FAILPOINT` names `point`, the process says so
+/// on stderr and then hangs, so a test can kill it with SIGKILL exactly
+/// there (docs/reliability.md, "First start"). Unset, it costs one env read.
+pub fn failpoint(point: &str) {
+    if std::env::var("PAD_FAILPOINT").is_ok_and(|p| p == point) {
+        eprintln!("pad: failpoint {point} reached");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+}

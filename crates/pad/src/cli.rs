@@ -76,6 +76,9 @@ pub enum Command {
     /// Move the store to another database, or back it up (docs/operations.md)
     #[command(subcommand)]
     Db(DbCommand),
+    /// Offline administration, run on the server's machine against its store
+    #[command(subcommand)]
+    Admin(AdminCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -526,15 +529,39 @@ pub enum MemberCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Print a fresh token for an existing user, written straight to the
+    /// store (recovery when no working token is left)
+    Token {
+        /// The user's email
+        #[arg(long, value_name = "EMAIL")]
+        email: String,
+        /// `sqlite://PATH` or `postgres://…` [default: sqlite://$PAD_HOME/pad.db]
+        #[arg(long, env = "PAD_DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        database_url: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Tokens in the workspace (never their secrets)
     List,
     /// Create a token and print it (shown only once)
+    ///
+    /// Your own token reaches all of your workspaces unless --scoped or
+    /// --role is given; a token for another member (--email, owners only) is
+    /// always scoped to the workspace, at no more than their role and yours.
     Create {
         name: String,
         /// Whose token [default: yours; owners may name a member]
         #[arg(long, value_name = "EMAIL")]
         email: Option<String>,
+        /// Scope the token to this workspace only
+        #[arg(long)]
+        scoped: bool,
+        /// Role cap of a scoped token (owner, editor, viewer); implies --scoped
+        #[arg(long)]
+        role: Option<Role>,
     },
     /// Revoke a token by id
     Revoke { id: i64 },

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::pg::{ScratchDb, psql};
 use common::server::TestServer;
 use pad_client::{Client, ClientError, Url};
-use pad_core::api::{ClaimBody, CreateToken, ErrorCode, NewComment, ReleaseBody, RenewBody, SetMember};
+use pad_core::api::{ClaimBody, CreateToken, ErrorCode, NewComment, ReleaseBody, RenewBody, SetMember, TokenScopeKind};
 use pad_core::{ItemPatch, NewItem, Priority, Role, Status};
 use serde_json::Value;
 
@@ -54,7 +54,7 @@ struct Filled {
 }
 
 /// Items with parents, blockers, labels, comments and edits; a member with
-/// a token; a live lease with a note, an expired lease and a released one.
+/// a token scoped to the workspace; a live lease with a note, an expired lease and a released one.
 async fn fill(c: &Client) -> Filled {
     let mut refs = Vec::new();
     let new = |title: &str| NewItem { title: title.into(), ..Default::default() };
@@ -101,7 +101,15 @@ async fn fill(c: &Client) -> Filled {
     }
     c.set_member(WS, &SetMember { email: "member@example.com".into(), role: Role::Editor }).await.unwrap();
     let member_token = c
-        .create_token(WS, &CreateToken { name: "member's".into(), email: Some("member@example.com".into()) })
+        .create_token(
+            WS,
+            &CreateToken {
+                name: "member's".into(),
+                email: Some("member@example.com".into()),
+                scope: Some(TokenScopeKind::Workspace),
+                role: Some(Role::Editor),
+            },
+        )
         .await
         .unwrap()
         .token;
@@ -195,6 +203,7 @@ fn sqlite_to_postgres_and_back_keeps_every_answer_lease_token_and_event() {
         assert!(report.lines().any(|l| l.starts_with(table) && l.ends_with("ok")), "{table} not verified: {report}");
     }
     assert_eq!(psql(&pg.url, "SELECT lease_note FROM items WHERE lease_holder = 'worker-1'").trim(), "halfway through");
+    assert_eq!(psql(&pg.url, "SELECT role FROM tokens WHERE workspace_id IS NOT NULL").trim(), "editor");
 
     let mut on_pg = TestServer::start_on(&pg.url, &owner_token);
     let new_ref = rt.block_on(check_moved(&on_pg, &owner_token, &filled, &before, &events_before));

@@ -43,7 +43,8 @@ async fn tokens_never_reach_the_log() {
     let url = server.url.as_str();
 
     // A second token, used, then revoked and used again.
-    let created = owner.create_token(WS, &CreateToken { name: "ci".into(), email: None }).await.unwrap();
+    let created =
+        owner.create_token(WS, &CreateToken { name: "ci".into(), email: None, scope: None, role: None }).await.unwrap();
     let second = Client::new(server.url.parse().unwrap(), &created.token).unwrap();
     let item = second.create_item(WS, &NewItem { title: "logged?".into(), ..Default::default() }).await.unwrap();
     let r = item.item_ref.to_string();

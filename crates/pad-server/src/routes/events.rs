@@ -28,6 +28,10 @@ use crate::limits::StreamPermit;
 /// Bounds how late another instance's events arrive (Postgres has no
 /// in-process wake-up across instances).
 pub const POLL: Duration = Duration::from_millis(250);
+/// How often an open stream checks that its token (or web session) and the
+/// membership still reach the workspace: revocation, removal and sign-out
+/// end open streams within this, on every instance (docs/api.md, "Tokens").
+pub const RECHECK: Duration = Duration::from_secs(2);
 const PAGE: u32 = 500;
 
 #[derive(Debug, Default, Deserialize, Serialize, utoipa::IntoParams)]
@@ -85,10 +89,22 @@ pub async fn stream(
         buffer: VecDeque::new(),
         wake: s.writes.subscribe(),
         closing: s.closing.subscribe(),
+        credential: ctx.caller.credential.clone(),
+        next_check: tokio::time::Instant::now() + RECHECK,
         _permit: permit,
     };
     let stream = futures::stream::unfold(state, |mut t| async move {
         loop {
+            // Checked before anything is sent, so a busy stream checks too.
+            if tokio::time::Instant::now() >= t.next_check {
+                match crate::extract::still_reaches(t.store.as_ref(), &t.credential, &t.ws.slug).await {
+                    Ok(true) => {}
+                    // Revoked, signed out or removed: the stream ends here.
+                    Ok(false) => return None,
+                    Err(e) => tracing::warn!(error = %e.message, "event stream access check failed; retrying"),
+                }
+                t.next_check = tokio::time::Instant::now() + RECHECK;
+            }
             if let Some(e) = t.buffer.pop_front() {
                 t.cursor = e.id;
                 let data = serde_json::to_string(&e).unwrap_or_default();
@@ -123,5 +139,7 @@ struct Tail {
     buffer: VecDeque<Event>,
     wake: tokio::sync::broadcast::Receiver<()>,
     closing: tokio::sync::watch::Receiver<bool>,
+    credential: crate::extract::Credential,
+    next_check: tokio::time::Instant,
     _permit: StreamPermit,
 }

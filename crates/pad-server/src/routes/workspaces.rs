@@ -4,8 +4,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use pad_core::api::{
     CreateKind, CreateToken, CreateWorkspace, ErrorEnvelope, KindList, Me, MemberList, SetMember, TokenCreated,
-    TokenList, WorkspaceList, WorkspaceRole, WorkspaceView,
+    TokenList, TokenScopeKind, WorkspaceList, WorkspaceRole, WorkspaceView,
 };
+use pad_core::authz::{self, MintRefusal, MintRequest, TokenAccess};
 use pad_core::{Action, Kind, Member, Role, Workspace};
 
 use crate::AppState;
@@ -24,7 +25,7 @@ async fn view(s: &AppState, ws: Workspace, role: Role) -> ApiResult<WorkspaceVie
 #[utoipa::path(get, path = "/api/v1/me", tag = "auth",
     responses((status = 200, body = Me), (status = "default", body = ErrorEnvelope)))]
 pub async fn me(State(s): State<AppState>, caller: Caller) -> JsonOut<Me> {
-    let workspaces = s.store.list_workspaces(caller.actor()).await?;
+    let workspaces = caller.workspaces(s.store.as_ref()).await?;
     Ok(axum::Json(Me {
         email: caller.user.email,
         workspaces: workspaces.into_iter().map(|(w, role)| WorkspaceRole { slug: w.slug, role }).collect(),
@@ -35,13 +36,14 @@ pub async fn me(State(s): State<AppState>, caller: Caller) -> JsonOut<Me> {
     responses((status = 200, body = WorkspaceList), (status = "default", body = ErrorEnvelope)))]
 pub async fn list(State(s): State<AppState>, caller: Caller) -> JsonOut<WorkspaceList> {
     let mut workspaces = Vec::new();
-    for (ws, role) in s.store.list_workspaces(caller.actor()).await? {
+    for (ws, role) in caller.workspaces(s.store.as_ref()).await? {
         workspaces.push(view(&s, ws, role).await?);
     }
     Ok(axum::Json(WorkspaceList { workspaces }))
 }
 
-/// Any authenticated user may create a workspace and becomes its owner.
+/// Any authenticated user may create a workspace and becomes its owner;
+/// not with a token scoped to one workspace.
 #[utoipa::path(post, path = "/api/v1/workspaces", tag = "workspaces", request_body = CreateWorkspace,
     responses((status = 201, body = WorkspaceView), (status = "default", body = ErrorEnvelope)))]
 pub async fn create(
@@ -49,6 +51,7 @@ pub async fn create(
     caller: Caller,
     Json(body): Json<CreateWorkspace>,
 ) -> ApiResult<(StatusCode, axum::Json<WorkspaceView>)> {
+    caller.require_unscoped()?;
     let name = body.name.unwrap_or_else(|| body.slug.clone());
     let ws = s.store.create_workspace(&body.slug, &name, caller.actor()).await?;
     Ok((StatusCode::CREATED, axum::Json(view(&s, ws, Role::Owner).await?)))
@@ -101,18 +104,22 @@ pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<Se
     Ok(axum::Json(s.store.set_member(&ctx.ws, &body.email, body.role).await?))
 }
 
-/// Owners see every member's tokens; others their own.
+/// The caller's own tokens, and, for owners, every token scoped to this
+/// workspace (`pad_core::authz::token_access`).
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/tokens", tag = "members", params(("ws" = String, Path)),
     responses((status = 200, body = TokenList), (status = "default", body = ErrorEnvelope)))]
 pub async fn tokens(State(s): State<AppState>, ctx: Ctx) -> JsonOut<TokenList> {
-    let mut tokens = s.store.list_tokens(&ctx.ws).await?;
-    if !pad_core::permits(ctx.role, Action::Administer) {
-        tokens.retain(|t| t.email == ctx.caller.user.email);
-    }
+    let mut tokens = s.store.list_tokens(&ctx.ws, ctx.actor()).await?;
+    tokens.retain(|t| access(&ctx, t) == TokenAccess::Allowed);
     Ok(axum::Json(TokenList { tokens }))
 }
 
-/// Create a token; the secret is in this answer and nowhere else, ever.
+fn access(ctx: &Ctx, t: &pad_core::TokenInfo) -> TokenAccess {
+    authz::token_access(&ctx.caller.user.email, ctx.caller.scope.is_some(), ctx.role, &ctx.ws.slug, t)
+}
+
+/// Create a token; the secret is in this answer and nowhere else, ever. Who
+/// may mint what is `pad_core::authz::mint` (docs/api.md, "Tokens").
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/tokens", tag = "members", params(("ws" = String, Path)),
     request_body = CreateToken, responses((status = 201, body = TokenCreated), (status = "default", body = ErrorEnvelope)))]
 pub async fn create_token(
@@ -120,23 +127,42 @@ pub async fn create_token(
     ctx: Ctx,
     Json(body): Json<CreateToken>,
 ) -> ApiResult<(StatusCode, axum::Json<TokenCreated>)> {
-    let owner = match body.email.as_deref() {
-        Some(email) if !email.eq_ignore_ascii_case(&ctx.caller.user.email) => {
-            ctx.require(Action::Administer)?;
-            let members = s.store.list_members(&ctx.ws).await?;
-            if !members.iter().any(|m| m.email.eq_ignore_ascii_case(email)) {
-                return Err(pad_store::StoreError::invalid(
-                    "email",
-                    format!("{email} is not a member of {}", ctx.ws.slug),
-                )
-                .into());
+    let other = body.email.as_deref().filter(|e| !e.eq_ignore_ascii_case(&ctx.caller.user.email));
+    let (target, target_role) = match other {
+        None => (Some(ctx.actor()), Some(ctx.role)),
+        Some(email) => match s.store.user_by_email(email).await? {
+            None => (None, None),
+            Some(u) => {
+                let actor = pad_store::Actor { user_id: u.id };
+                let role = match s.store.membership(actor, &ctx.ws.slug).await {
+                    Ok((_, role)) => Some(role),
+                    Err(pad_store::StoreError::NotFound { .. }) => None,
+                    Err(e) => return Err(e.into()),
+                };
+                (Some(actor), role)
             }
-            pad_store::Actor { user_id: s.store.ensure_user(email).await?.id }
-        }
-        _ => ctx.actor(),
+        },
     };
+    let req = MintRequest {
+        for_self: other.is_none(),
+        scoped: body.scope.map(|k| k == TokenScopeKind::Workspace),
+        role: body.role,
+    };
+    let grant = authz::mint(req, ctx.role, ctx.caller.scope.is_some(), target_role).map_err(|r| match r {
+        MintRefusal::Forbidden(m) => ApiError::forbidden(m),
+        MintRefusal::Invalid { field, message } => {
+            let who = other.map(|e| format!("{e} ")).unwrap_or_default();
+            pad_store::StoreError::invalid(field, format!("{who}{message}")).into()
+        }
+    })?;
+    // `mint` refuses a non-member, so a target exists here.
+    let target = target.ok_or_else(|| ApiError::forbidden("no such member"))?;
     let token = new_token();
-    let info = s.store.create_token(owner, &body.name, &hash_token(&token)).await?;
+    let hash = hash_token(&token);
+    let info = match grant {
+        None => s.store.create_token(target, &body.name, &hash).await?,
+        Some(role) => s.store.create_scoped_token(target, &body.name, &hash, &ctx.ws, role).await?,
+    };
     Ok((StatusCode::CREATED, axum::Json(TokenCreated { token, info })))
 }
 
@@ -146,9 +172,16 @@ pub async fn create_token(
 pub async fn revoke_token(State(s): State<AppState>, ctx: Ctx) -> ApiResult<StatusCode> {
     let id: i64 =
         ctx.param("id").parse().map_err(|_| ApiError::bad_request("token id must be a number", Some("id")))?;
-    let token = s.store.get_token(&ctx.ws, id).await?;
-    if !token.email.eq_ignore_ascii_case(&ctx.caller.user.email) {
-        ctx.require(Action::Administer)?;
+    let token = s.store.get_token(id).await?;
+    match access(&ctx, &token) {
+        TokenAccess::Allowed => {}
+        TokenAccess::Forbidden => {
+            return Err(ApiError::forbidden(format!(
+                "only owners of {} may revoke other members' tokens",
+                ctx.ws.slug
+            )));
+        }
+        TokenAccess::Hidden => return Err(pad_store::StoreError::not_found(format!("token {id}")).into()),
     }
     s.store.revoke_token(id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -37,6 +37,16 @@ impl TestServer {
     pub async fn start_with(adjust: impl FnOnce(&mut pad_server::AppState)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("pad.db").display());
+        Self::start_inner(dir, &url, adjust).await
+    }
+
+    /// A server on the (empty) database `url`.
+    pub async fn start_on(url: &str) -> Self {
+        Self::start_inner(tempfile::tempdir().unwrap(), url, |_| {}).await
+    }
+
+    async fn start_inner(dir: tempfile::TempDir, url: &str, adjust: impl FnOnce(&mut pad_server::AppState)) -> Self {
+        let url = url.to_string();
         let store: Arc<dyn pad_store::Store> = pad_server::open_store(&url).await.unwrap();
         let boot = pad_server::bootstrap(store.as_ref()).await.unwrap().expect("fresh store bootstraps");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -92,5 +102,67 @@ impl TestServer {
         let a = self.post(token, &format!("/api/v1/workspaces/{ws}/items"), json!({"title": title})).await;
         assert_eq!(a.status, 201, "{:?}", a.body);
         a.body["ref"].as_str().unwrap().to_string()
+    }
+}
+
+/// The stores a test runs on: a fresh SQLite file always, and a scratch
+/// PostgreSQL database when `PAD_TEST_DATABASE_URL` names a server.
+pub struct Backend {
+    pub name: &'static str,
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    _pg: Option<ScratchDb>,
+}
+
+pub async fn backends() -> Vec<Backend> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}", dir.path().join("pad.db").display());
+    let mut all = vec![Backend { name: "sqlite", url: sqlite, _dir: Some(dir), _pg: None }];
+    match ScratchDb::create().await {
+        Some(db) => all.push(Backend { name: "postgres", url: db.url.clone(), _dir: None, _pg: Some(db) }),
+        None => eprintln!("PAD_TEST_DATABASE_URL is unset: PostgreSQL skipped"),
+    }
+    all
+}
+
+/// A database `pad_t_<unix secs>_<random>` on the server of
+/// `PAD_TEST_DATABASE_URL`, dropped with the guard (the pad-postgres tests'
+/// naming, so their runs drop ones left behind by killed runs).
+pub struct ScratchDb {
+    pub url: String,
+    name: String,
+    admin: sqlx::postgres::PgConnectOptions,
+}
+
+impl ScratchDb {
+    pub async fn create() -> Option<ScratchDb> {
+        use sqlx::{ConnectOptions, Connection};
+        let base = std::env::var("PAD_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())?;
+        let admin: sqlx::postgres::PgConnectOptions = base.parse().expect("PAD_TEST_DATABASE_URL is a URL");
+        let mut conn = admin.connect().await.expect("PAD_TEST_DATABASE_URL answers");
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let name = format!("pad_t_{secs}_{:016x}", rand::random::<u64>());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+        let _ = conn.close().await;
+        let url = admin.clone().database(&name).to_url_lossy().to_string();
+        Some(ScratchDb { url, name, admin })
+    }
+}
+
+impl Drop for ScratchDb {
+    fn drop(&mut self) {
+        use sqlx::{ConnectOptions, Connection};
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let mut conn = admin.connect().await?;
+                sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                    .execute(&mut conn)
+                    .await?;
+                conn.close().await
+            })
+        })
+        .join();
     }
 }

@@ -1,6 +1,7 @@
 //! One module per command group. Each turns parsed arguments into client
 //! calls and hands the answer to a renderer; none speaks HTTP itself.
 
+mod admin;
 mod auth;
 mod bench;
 mod db;
@@ -43,6 +44,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Mcp => mcp::run(&ctx()?).await,
         Command::Export(args) => transfer::export(&ctx()?, args).await,
         Command::Import(args) => transfer::import(&ctx()?, args).await,
+        // Offline: talks to the store, not to a server, so needs no profile.
+        Command::Admin(cmd) => admin::run(cmd, global.format).await,
     }
 }
 

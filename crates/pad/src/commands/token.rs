@@ -1,6 +1,6 @@
 //! `pad token list|create|revoke`.
 
-use pad_core::api::CreateToken;
+use pad_core::api::{CreateToken, TokenScopeKind};
 
 use super::Ctx;
 use crate::cli::TokenCommand;
@@ -18,16 +18,25 @@ pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> Result<(), CliError> {
                     .iter()
                     .map(|t| {
                         let used = t.last_used_at.map(timestamp).unwrap_or_else(|| "never".into());
-                        vec![t.id.to_string(), t.name.clone(), t.email.clone(), timestamp(t.created_at), used]
+                        let scope = match (&t.workspace, t.role) {
+                            (Some(ws), Some(role)) => format!("{ws} ({role})"),
+                            _ => "all".to_string(),
+                        };
+                        vec![t.id.to_string(), t.name.clone(), t.email.clone(), scope, timestamp(t.created_at), used]
                     })
                     .collect();
-                table(&["ID", "NAME", "EMAIL", "CREATED", "LAST USED"], &rows)
+                table(&["ID", "NAME", "EMAIL", "SCOPE", "CREATED", "LAST USED"], &rows)
             })
         }
-        TokenCommand::Create { name, email } => {
-            let created = client.create_token(ctx.ws(), &CreateToken { name, email }).await?;
+        TokenCommand::Create { name, email, scoped, role } => {
+            let scope = scoped.then_some(TokenScopeKind::Workspace);
+            let created = client.create_token(ctx.ws(), &CreateToken { name, email, scope, role }).await?;
+            let reach = match (&created.info.workspace, created.info.role) {
+                (Some(ws), Some(role)) => format!("{role} in {ws} only"),
+                _ => "all of its user's workspaces".to_string(),
+            };
             eprintln!(
-                "Token {} ({}) for {}: it is shown only this once, so keep it now",
+                "Token {} ({}) for {}, reaching {reach}: it is shown only this once, so keep it now",
                 created.info.id, created.info.name, created.info.email
             );
             // Only the secret on stdout, so `TOKEN=$(pad token create ci)` works.

@@ -1,0 +1,260 @@
+//! Access that holds against a hostile member (docs/reliability.md,
+//! "Hostile member: identity"): each test is one finding, run on SQLite and,
+//! when `PAD_TEST_DATABASE_URL` is set, on PostgreSQL.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestServer, backends};
+use futures::StreamExt;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const DEFAULT: &str = "/api/v1/workspaces/default";
+
+fn token_of(a: &common::Answer) -> String {
+    a.body["token"].as_str().unwrap_or_else(|| panic!("no token in {:?}", a.body)).to_string()
+}
+
+/// Finding 1: a viewer creates a workspace of their own, adds the owner to
+/// it, and asks for the owner's token there. Before the fix the answer was
+/// the owner's full token (owner of `default`); now it is a token scoped to
+/// the viewer's workspace, and nothing of the owner's elsewhere is reachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_cannot_take_over_another_users_account() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let viewer = s.member("default", "viewer@example.com", "viewer").await;
+        assert_eq!(s.post(&viewer, "/api/v1/workspaces", json!({"slug": "lair"})).await.status, 201);
+        let added = s
+            .post(&viewer, "/api/v1/workspaces/lair/members", json!({"email": "owner@localhost", "role": "owner"}))
+            .await;
+        assert_eq!(added.status, 200, "{}: {:?}", b.name, added.body);
+        let minted =
+            s.post(&viewer, "/api/v1/workspaces/lair/tokens", json!({"name": "x", "email": "owner@localhost"})).await;
+        assert_eq!(minted.status, 201, "{}: {:?}", b.name, minted.body);
+        assert_eq!(minted.body["workspace"], "lair", "{}: a token for another user is scoped", b.name);
+        let stolen = token_of(&minted);
+        // The stolen token reaches nothing of the owner's but the lair.
+        for path in [DEFAULT.to_string(), format!("{DEFAULT}/items"), format!("{DEFAULT}/tokens")] {
+            assert_eq!(s.get(&stolen, &path).await.status, 404, "{}: {path}", b.name);
+        }
+        let made = s.post(&stolen, &format!("{DEFAULT}/items"), json!({"title": "pwned"})).await;
+        assert_eq!(made.status, 404, "{}", b.name);
+        let me = s.get(&stolen, "/api/v1/me").await;
+        assert_eq!(me.body["workspaces"], json!([{"slug": "lair", "role": "owner"}]), "{}", b.name);
+        let listed = s.get(&stolen, "/api/v1/workspaces").await;
+        assert_eq!(listed.body["workspaces"].as_array().unwrap().len(), 1, "{}", b.name);
+        // An unscoped token is only ever minted by its own user.
+        let unscoped = s
+            .post(
+                &viewer,
+                "/api/v1/workspaces/lair/tokens",
+                json!({"name": "x", "email": "owner@localhost", "scope": "user"}),
+            )
+            .await;
+        assert_eq!(unscoped.status, 403, "{}: {:?}", b.name, unscoped.body);
+        let from_stolen =
+            s.post(&stolen, "/api/v1/workspaces/lair/tokens", json!({"name": "y", "scope": "user"})).await;
+        assert_eq!(from_stolen.status, 403, "{}: a scoped token cannot mint an unscoped one", b.name);
+        // The owner's own tokens are neither listed nor revocable from the lair.
+        let theirs = s.get(&viewer, "/api/v1/workspaces/lair/tokens").await;
+        let emails: Vec<&str> =
+            theirs.body["tokens"].as_array().unwrap().iter().map(|t| t["email"].as_str().unwrap()).collect();
+        let owner_tokens = s.get(&s.owner, &format!("{DEFAULT}/tokens")).await;
+        let bootstrap_id = owner_tokens.body["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "bootstrap")
+            .map(|t| t["id"].as_i64().unwrap())
+            .expect("the owner sees their bootstrap token");
+        assert!(
+            !theirs.body["tokens"].as_array().unwrap().iter().any(|t| t["id"] == bootstrap_id),
+            "{}: the lair lists the owner's unscoped token: {emails:?}",
+            b.name
+        );
+        let revoke = s
+            .call(Some(&viewer), Method::DELETE, &format!("/api/v1/workspaces/lair/tokens/{bootstrap_id}"), None)
+            .await;
+        assert_eq!(revoke.status, 404, "{}", b.name);
+        let revoke = s
+            .call(Some(&stolen), Method::DELETE, &format!("/api/v1/workspaces/lair/tokens/{bootstrap_id}"), None)
+            .await;
+        assert_eq!(revoke.status, 404, "{}", b.name);
+        assert_eq!(s.get(&s.owner, "/api/v1/me").await.status, 200, "{}: the owner's token survives", b.name);
+        // The lair's owner does control the token scoped to the lair.
+        let scoped_id = minted.body["id"].as_i64().unwrap();
+        let revoke =
+            s.call(Some(&viewer), Method::DELETE, &format!("/api/v1/workspaces/lair/tokens/{scoped_id}"), None).await;
+        assert_eq!(revoke.status, 204, "{}", b.name);
+        assert_eq!(s.get(&stolen, "/api/v1/me").await.status, 401, "{}", b.name);
+    }
+}
+
+/// Scoped tokens for everyone: one workspace, at the lesser of the asked
+/// role and the membership, refused (`not_found`) everywhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_tokens_reach_one_workspace_at_the_lesser_role() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        assert_eq!(s.post(&s.owner, "/api/v1/workspaces", json!({"slug": "elsewhere"})).await.status, 201);
+        let a = s.post(&s.owner, &format!("{DEFAULT}/tokens"), json!({"name": "agent", "role": "editor"})).await;
+        assert_eq!(a.status, 201, "{}: {:?}", b.name, a.body);
+        assert_eq!((a.body["workspace"].clone(), a.body["role"].clone()), (json!("default"), json!("editor")));
+        let agent = token_of(&a);
+        s.create_item(&agent, "default", "by the agent").await;
+        let claim = s.post(&agent, &format!("{DEFAULT}/items/TASK-1/claim"), json!({"holder": "agent"})).await;
+        assert_eq!(claim.status, 200, "{}: {:?}", b.name, claim.body);
+        let admin = s.post(&agent, &format!("{DEFAULT}/members"), json!({"email": "x@example.com", "role": "viewer"}));
+        assert_eq!(admin.await.status, 403, "{}: editor-capped, though the user owns default", b.name);
+        assert_eq!(s.get(&agent, "/api/v1/workspaces/elsewhere").await.status, 404, "{}", b.name);
+        assert_eq!(s.post(&agent, "/api/v1/workspaces", json!({"slug": "more"})).await.status, 403, "{}", b.name);
+        let me = s.get(&agent, "/api/v1/workspaces/default/me").await;
+        assert_eq!(me.body["role"], "editor", "{}", b.name);
+        // A scoped token mints only narrower scoped tokens.
+        let narrower = s.post(&agent, &format!("{DEFAULT}/tokens"), json!({"name": "sub", "role": "owner"})).await;
+        assert_eq!(narrower.status, 201, "{}: {:?}", b.name, narrower.body);
+        assert_eq!(narrower.body["role"], "editor", "{}: never above the minter", b.name);
+        // The onboarding flow still works, scoped and capped by the member's role.
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "ci@example.com", "role": "editor"})).await;
+        let ci = s
+            .post(
+                &s.owner,
+                &format!("{DEFAULT}/tokens"),
+                json!({"name": "ci-runner", "email": "ci@example.com", "role": "owner"}),
+            )
+            .await;
+        assert_eq!(ci.status, 201, "{}: {:?}", b.name, ci.body);
+        assert_eq!((ci.body["workspace"].clone(), ci.body["role"].clone()), (json!("default"), json!("editor")));
+        // A non-member gets no token.
+        let stranger =
+            s.post(&s.owner, &format!("{DEFAULT}/tokens"), json!({"name": "x", "email": "nobody@example.com"})).await;
+        assert_eq!((stranger.status.as_u16(), stranger.code()), (422, "validation_failed"), "{}", b.name);
+        // Demoting the member lowers what the token can do at once.
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "ci@example.com", "role": "viewer"})).await;
+        let write = s.post(&token_of(&ci), &format!("{DEFAULT}/items"), json!({"title": "x"})).await;
+        assert_eq!(write.status, 403, "{}", b.name);
+    }
+}
+
+/// A cap on live tokens per user, with a clear refusal; revoking makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_tokens_per_user_are_capped() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let viewer = s.member("default", "viewer@example.com", "viewer").await;
+        // `member` minted one; the cap is 100.
+        let mut last = Value::Null;
+        for i in 1..pad_core::authz::TOKENS_PER_USER_MAX {
+            let a = s.post(&viewer, &format!("{DEFAULT}/tokens"), json!({"name": format!("t{i}")})).await;
+            assert_eq!(a.status, 201, "{}: token {i}: {:?}", b.name, a.body);
+            last = a.body;
+        }
+        let over = s.post(&viewer, &format!("{DEFAULT}/tokens"), json!({"name": "over"})).await;
+        assert_eq!((over.status.as_u16(), over.code()), (422, "validation_failed"), "{}", b.name);
+        assert_eq!(over.body["error"]["details"]["field"], "tokens", "{}", b.name);
+        assert!(over.body["error"]["message"].as_str().unwrap().contains("revoke"), "{:?}", over.body);
+        let id = last["id"].as_i64().unwrap();
+        assert_eq!(s.call(Some(&viewer), Method::DELETE, &format!("{DEFAULT}/tokens/{id}"), None).await.status, 204);
+        assert_eq!(s.post(&viewer, &format!("{DEFAULT}/tokens"), json!({"name": "again"})).await.status, 201);
+    }
+}
+
+/// Reads an SSE response until it ends; answers how long after `since` it ended.
+async fn ends_within(resp: reqwest::Response, since: &std::sync::Mutex<Option<Instant>>, limit: Duration) -> Duration {
+    let mut body = resp.bytes_stream();
+    let deadline = Instant::now() + limit + Duration::from_secs(30);
+    loop {
+        match tokio::time::timeout_at(deadline.into(), body.next()).await {
+            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Err(_)) | None) => break,
+            Err(_) => panic!("the stream was still open after {limit:?}"),
+        }
+    }
+    since.lock().unwrap().expect("ended before the revocation").elapsed()
+}
+
+/// Finding 4: revoking a token ends its open event stream within seconds;
+/// so does signing out a web session, and a role change that removes access.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_ends_open_streams_within_seconds() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let editor = s.member("default", "editor@example.com", "editor").await;
+        let id = s.get(&editor, &format!("{DEFAULT}/tokens")).await.body["tokens"][0]["id"].as_i64().unwrap();
+        let resp = s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).bearer_auth(&editor).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let revoked_at = std::sync::Mutex::new(None);
+        let limit = Duration::from_secs(5);
+        let watch = ends_within(resp, &revoked_at, limit);
+        let revoke = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            *revoked_at.lock().unwrap() = Some(Instant::now());
+            let a = s.call(Some(&s.owner), Method::DELETE, &format!("{DEFAULT}/tokens/{id}"), None).await;
+            assert_eq!(a.status, 204);
+        };
+        let (took, ()) = tokio::join!(watch, revoke);
+        assert!(took < limit, "{}: the stream outlived its token by {took:?}", b.name);
+        println!("{}: a revoked token's stream ended {took:?} after the revocation", b.name);
+
+        // A web session's stream ends on sign-out.
+        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
+        let cookie = signed
+            .headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let resp =
+            s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).header("cookie", &cookie).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let signed_out_at = std::sync::Mutex::new(None);
+        let watch = ends_within(resp, &signed_out_at, limit);
+        let sign_out = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            *signed_out_at.lock().unwrap() = Some(Instant::now());
+            let r = s.http.delete(format!("{}/api/v1/session", s.url)).header("cookie", &cookie).send().await.unwrap();
+            assert_eq!(r.status(), 204);
+        };
+        let (took, ()) = tokio::join!(watch, sign_out);
+        assert!(took < limit, "{}: the session's stream outlived sign-out by {took:?}", b.name);
+        println!("{}: a signed-out session's stream ended {took:?} after sign-out", b.name);
+    }
+}
+
+/// Finding 9: the cookie is a server-side session id, not the token, and
+/// signing out ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_out_ends_the_session_and_the_cookie_is_not_the_token() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
+        assert_eq!(signed.status, 204);
+        let session = signed
+            .headers
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().unwrap().strip_prefix("pad_session="))
+            .map(|v| v.split(';').next().unwrap().to_string())
+            .next()
+            .unwrap();
+        assert!(!session.contains(&s.owner[4..]), "{}: the cookie carries the token", b.name);
+        let get = |cookie: String| s.http.get(format!("{}/api/v1/me", s.url)).header("cookie", cookie).send();
+        assert_eq!(get(format!("pad_session={session}")).await.unwrap().status(), 200, "{}", b.name);
+        // The token itself is no session.
+        assert_eq!(get(format!("pad_session={}", s.owner)).await.unwrap().status(), 401, "{}", b.name);
+        let out = s
+            .http
+            .delete(format!("{}/api/v1/session", s.url))
+            .header("cookie", format!("pad_session={session}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(out.status(), 204);
+        assert_eq!(get(format!("pad_session={session}")).await.unwrap().status(), 401, "{}: signed out", b.name);
+        assert_eq!(s.get(&s.owner, "/api/v1/me").await.status, 200, "{}: the token itself lives on", b.name);
+    }
+}

@@ -1,0 +1,58 @@
+//! `pad admin token`: offline recovery, on the server's machine, against the
+//! store itself (README, "Lost every token?"). It needs no running server and
+//! no profile, only access to the database.
+
+use std::path::Path;
+
+use pad_core::TokenInfo;
+use pad_server::StoreError;
+
+use crate::cli::AdminCommand;
+use crate::config::Env;
+use crate::error::CliError;
+use crate::output::{self, Format};
+
+pub async fn run(cmd: AdminCommand, format: Format) -> Result<(), CliError> {
+    let AdminCommand::Token { email, database_url } = cmd;
+    let database_url = match database_url {
+        Some(url) => url,
+        None => format!("sqlite://{}", Env::from_process().pad_home()?.join("pad.db").display()),
+    };
+    // Opening a missing SQLite file would create an empty database: refuse.
+    if !database_url.starts_with("postgres://") && !database_url.starts_with("postgresql://") {
+        let path = database_url
+            .strip_prefix("sqlite://")
+            .or_else(|| database_url.strip_prefix("sqlite:"))
+            .unwrap_or(&database_url);
+        if !Path::new(path).exists() {
+            return Err(CliError::config(format!("no database at {path} (pass --database-url)")));
+        }
+    }
+    let store = pad_server::open_store(&database_url)
+        .await
+        .map_err(|e| CliError::internal(format!("cannot open the database: {e}")))?;
+    let (token, info) = pad_server::recovery_token(store.as_ref(), &email).await.map_err(|e| match e {
+        StoreError::NotFound { .. } => CliError::new(
+            5,
+            format!("no user {email} in this database; `pad admin token` only recovers existing users"),
+        ),
+        StoreError::Validation(v) => CliError::usage(v.to_string()),
+        e => CliError::internal(format!("could not create the token: {e}")),
+    })?;
+    eprintln!(
+        "Token {} ({}) for {}, reaching all of its workspaces: it is shown only this once, so keep it now",
+        info.id, info.name, info.email
+    );
+    match format {
+        Format::Json => output::print_json(&Created { token: &token, info: &info }),
+        // Only the secret on stdout, so `TOKEN=$(pad admin token --email E)` works.
+        Format::Table => output::print(&format!("{token}\n")),
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Created<'a> {
+    token: &'a str,
+    #[serde(flatten)]
+    info: &'a TokenInfo,
+}
