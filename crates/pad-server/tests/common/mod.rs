@@ -12,6 +12,7 @@ pub struct TestServer {
     pub url: String,
     pub owner: String,
     pub http: reqwest::Client,
+    pub store: Arc<dyn pad_store::Store>,
     _dir: tempfile::TempDir,
     _task: tokio::task::JoinHandle<()>,
 }
@@ -51,13 +52,13 @@ impl TestServer {
         let boot = pad_server::bootstrap(store.as_ref()).await.unwrap().expect("fresh store bootstraps");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut state = pad_server::AppState::new(store);
+        let mut state = pad_server::AppState::new(store.clone());
         adjust(&mut state);
         let task = tokio::spawn(async move {
             pad_server::serve_state(state, listener, std::future::pending()).await.unwrap();
         });
         let http = reqwest::Client::builder().pool_max_idle_per_host(128).build().unwrap();
-        TestServer { url: format!("http://{addr}"), owner: boot.token, http, _dir: dir, _task: task }
+        TestServer { url: format!("http://{addr}"), owner: boot.token, http, store, _dir: dir, _task: task }
     }
 
     pub async fn call(&self, token: Option<&str>, method: Method, path: &str, body: Option<Value>) -> Answer {
@@ -96,6 +97,12 @@ impl TestServer {
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
         a.body["token"].as_str().unwrap().to_string()
+    }
+
+    /// An unscoped token for an existing user, as `pad admin token` makes one
+    /// (the only way a user other than the first gets one).
+    pub async fn unscoped_token(&self, email: &str) -> String {
+        pad_server::recovery_token(self.store.as_ref(), email).await.unwrap().0
     }
 
     pub async fn create_item(&self, token: &str, ws: &str, title: &str) -> String {
