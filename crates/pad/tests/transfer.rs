@@ -159,3 +159,28 @@ fn a_failing_import_leaves_nothing_behind() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("rolled back: deleted the 12 of 12"), "{}", text(&out));
     assert_eq!(rt.block_on(live_items(&client(&server))).keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
 }
+
+#[test]
+fn a_github_issue_list_imports_as_tasks_with_the_mapping_printed() {
+    let server = TestServer::start();
+    let issues = r#"[
+        {"number": 41, "title": "Crash on start", "body": "boom", "state": "CLOSED",
+         "labels": [{"name": "bug"}, {"name": "good first issue"}],
+         "comments": [{"author": {"login": "ann"}, "createdAt": "2026-01-02T03:04:05Z", "body": "fixed in #42"}]},
+        {"number": 45, "title": "Dark mode", "body": "", "state": "OPEN", "labels": [], "comments": []}
+    ]"#;
+    let path = server.home.parent().unwrap().join("issues.json");
+    std::fs::write(&path, issues).unwrap();
+    let out = server.pad_output(["import", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("#41 -> TASK-1") && stdout.contains("#45 -> TASK-2"), "{stdout}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let c = client(&server);
+    let items = rt.block_on(live_items(&c));
+    let crash = &items["TASK-1"];
+    assert_eq!((crash.status, crash.labels.clone()), (Status::Done, vec!["bug".into(), "good first issue".into()]));
+    assert_eq!(items["TASK-2"].status, Status::Open);
+    let comments = rt.block_on(c.comments(WS, "TASK-1")).unwrap().comments;
+    assert_eq!(comments[0].body, "_ann, 2026-01-02T03:04:05Z:_\n\nfixed in #42");
+}

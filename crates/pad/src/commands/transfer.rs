@@ -77,7 +77,9 @@ pub async fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
     let count = items.len();
-    for item in items.into_values() {
+    for mut item in items.into_values() {
+        // A lease belongs to a running worker and its server: not exported.
+        item.lease = None;
         let r = item.item_ref.to_string();
         let comments = client.comments(ws, &r).await?.comments;
         let history = client.history(ws, &r).await?.versions;
