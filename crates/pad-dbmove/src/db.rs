@@ -566,6 +566,31 @@ impl Db {
         Ok(max.max(kept))
     }
 
+    /// The last value a standalone PostgreSQL sequence handed out (0 if
+    /// none yet), or `None` if there is no such sequence (or this is SQLite).
+    pub async fn sequence_high(&mut self, sequence: &str) -> Result<Option<i64>, MoveError> {
+        if let Db::Sqlite(_) = self {
+            return Ok(None);
+        }
+        let exists = self
+            .strings(
+                "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = current_schema() AND c.relkind = 'S' AND c.relname = $1",
+                Some(sequence),
+            )
+            .await?;
+        if exists.is_empty() {
+            return Ok(None);
+        }
+        let high = self
+            .scalar_i64(&format!(
+                "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {}",
+                quote(sequence)
+            ))
+            .await?;
+        Ok(Some(high))
+    }
+
     /// Makes the counter of `table.column` hand out values above `high`.
     pub async fn set_counter(&mut self, table: &Table, column: &str, high: i64) -> Result<(), MoveError> {
         if high <= 0 {

@@ -60,6 +60,32 @@ pub struct Report {
     pub verify_time: Duration,
 }
 
+/// A counter the two backends keep in different shapes, so it cannot be
+/// copied as a column: this list is the one place that knows them. Each
+/// rule is skipped where its table, column or sequence does not exist.
+struct SharedCounter {
+    /// What it numbers, for the report.
+    name: &'static str,
+    /// SQLite: a column holding the next value to hand out, per row.
+    sqlite_next: (&'static str, &'static str),
+    /// PostgreSQL: one sequence for the whole database.
+    postgres_sequence: &'static str,
+    /// Columns holding values it handed out.
+    used_in: &'static [(&'static str, &'static str)],
+}
+
+const SHARED_COUNTERS: &[SharedCounter] = &[SharedCounter {
+    // docs/leases.md L17: lease handles are never reused.
+    name: "lease handles",
+    sqlite_next: ("workspaces", "next_lease_id"),
+    postgres_sequence: "lease_ids",
+    used_in: &[("items", "lease_id"), ("items", "last_lease_id"), ("items", "lease_note_lease_id")],
+}];
+
+fn is_shared_counter_column(table: &str, column: &str) -> bool {
+    SHARED_COUNTERS.iter().any(|c| c.sqlite_next == (table, column))
+}
+
 /// How one table is copied: the columns both sides have, in the target's
 /// order, each with the type they agree on.
 struct Plan {
@@ -93,6 +119,8 @@ impl Plan {
                 // The target numbers these itself, in the order rows arrive
                 // (`kinds.position`, which SQLite keeps as the rowid).
                 None if tc.identity => {}
+                // Set after the copy, from the source's counter.
+                None if is_shared_counter_column(t, &tc.name) => {}
                 None => {
                     return Err(MoveError::Schema(format!(
                         "column {t}.{} exists in the target but not in the source",
@@ -102,7 +130,11 @@ impl Plan {
             }
         }
         for sc in &source.columns {
-            if target.column(&sc.name).is_none() && !sc.identity && !sc.generated {
+            if target.column(&sc.name).is_none()
+                && !sc.identity
+                && !sc.generated
+                && !is_shared_counter_column(t, &sc.name)
+            {
                 return Err(MoveError::Schema(format!(
                     "column {t}.{} exists in the source but not in the target",
                     sc.name
@@ -350,7 +382,63 @@ async fn copy_all(
         }
         sums.insert(name.clone(), sum);
     }
+    for counter in SHARED_COUNTERS {
+        if let Some(high) = carry_counter(source, target, plans, counter).await? {
+            counters.push((counter.name.to_string(), String::new(), high));
+        }
+    }
     Ok((sums, counters))
+}
+
+/// Moves one `SHARED_COUNTERS` entry: the highest value the source handed
+/// out (its counter, or a higher value found in use) becomes the floor of the
+/// target's counter. Answers it, if the target keeps this counter.
+async fn carry_counter(
+    source: &mut Db,
+    target: &mut Db,
+    plans: &[Plan],
+    counter: &SharedCounter,
+) -> Result<Option<i64>, MoveError> {
+    let (table, column) = counter.sqlite_next;
+    let plan = plans.iter().find(|p| p.target.name == table);
+    let source_has_column = plan.is_some_and(|p| p.source.column(column).is_some());
+    let target_has_column = plan.is_some_and(|p| p.target.column(column).is_some());
+    let mut high = match source {
+        Db::Sqlite(_) if source_has_column => {
+            source.scalar_i64(&format!("SELECT max({}) - 1 FROM {}", db::quote(column), db::quote(table))).await?
+        }
+        Db::Postgres(_) => source.sequence_high(counter.postgres_sequence).await?.unwrap_or(0),
+        _ => 0,
+    };
+    for (t, c) in counter.used_in {
+        if plans.iter().any(|p| p.source.name == *t && p.source.column(c).is_some()) {
+            high = high.max(source.scalar_i64(&format!("SELECT max({}) FROM {}", db::quote(c), db::quote(t))).await?);
+        }
+    }
+    match target {
+        Db::Postgres(_) => {
+            if target.sequence_high(counter.postgres_sequence).await?.is_none() {
+                return Ok(None);
+            }
+            if high > 0 {
+                target.scalar_i64(&format!("SELECT setval('{}', {high}, true)", counter.postgres_sequence)).await?;
+            }
+        }
+        // Copied as is when the source has the column too.
+        Db::Sqlite(_) if target_has_column && !source_has_column => {
+            target
+                .execute(&format!(
+                    "UPDATE {t} SET {c} = max({c}, {next})",
+                    t = db::quote(table),
+                    c = db::quote(column),
+                    next = high + 1
+                ))
+                .await?;
+        }
+        Db::Sqlite(_) if !target_has_column => return Ok(None),
+        Db::Sqlite(_) => {}
+    }
+    Ok(Some(high))
 }
 
 /// The target's rows, read back, in the same checksum as the source's.
@@ -388,4 +476,69 @@ pub async fn backup_sqlite(from: &Path, dest: &Path) -> Result<u64, MoveError> {
     copy.close().await;
     check?;
     Ok(std::fs::metadata(dest).map(|m| m.len()).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(name: &str, columns: &[(&str, Phys, bool)]) -> Table {
+        Table {
+            name: name.into(),
+            columns: columns
+                .iter()
+                .map(|(n, p, identity)| Column { name: (*n).into(), phys: *p, identity: *identity, generated: false })
+                .collect(),
+            order_by: "rowid".into(),
+            primary_key: vec!["id".into()],
+            counter: Some("id".into()),
+            foreign_keys: vec![],
+        }
+    }
+
+    #[test]
+    fn columns_only_one_side_has_are_refused_unless_the_database_or_a_counter_rule_fills_them() {
+        let sqlite = table("workspaces", &[("id", Phys::Int, false), ("created_at", Phys::Int, false)]);
+        let pg = table("workspaces", &[("id", Phys::Int, true), ("created_at", Phys::Time, false)]);
+        let plan = Plan::new(sqlite.clone(), pg.clone()).unwrap();
+        assert_eq!(plan.columns.iter().map(|(_, _, p)| *p).collect::<Vec<_>>(), vec![Phys::Int, Phys::Time]);
+
+        let mut with_next = sqlite.clone();
+        with_next.columns.push(Column {
+            name: "next_lease_id".into(),
+            phys: Phys::Int,
+            identity: false,
+            generated: false,
+        });
+        assert_eq!(Plan::new(with_next.clone(), pg.clone()).unwrap().columns.len(), 2);
+        assert_eq!(Plan::new(pg.clone(), with_next).unwrap().columns.len(), 2);
+
+        let mut extra = sqlite.clone();
+        extra.columns.push(Column { name: "mystery".into(), phys: Phys::Text, identity: false, generated: false });
+        assert!(matches!(Plan::new(extra.clone(), pg.clone()), Err(MoveError::Schema(_))));
+        assert!(matches!(Plan::new(pg.clone(), extra), Err(MoveError::Schema(_))));
+
+        let mut position = pg.clone();
+        position.columns.push(Column { name: "position".into(), phys: Phys::Int, identity: true, generated: false });
+        assert_eq!(Plan::new(sqlite, position).unwrap().columns.len(), 2);
+    }
+
+    #[test]
+    fn tables_come_after_the_tables_they_reference() {
+        let mut items = table("items", &[("id", Phys::Int, false)]);
+        items.foreign_keys = vec![("parent_id".into(), "items".into()), ("workspace_id".into(), "workspaces".into())];
+        let workspaces = table("workspaces", &[("id", Phys::Int, false)]);
+        let plans = vec![
+            Plan::new(items.clone(), items.clone()).unwrap(),
+            Plan::new(workspaces.clone(), workspaces.clone()).unwrap(),
+        ];
+        let order: Vec<String> = dependency_order(plans).unwrap().into_iter().map(|p| p.target.name).collect();
+        assert_eq!(order, ["workspaces", "items"]);
+        let mut a = table("a", &[("id", Phys::Int, false)]);
+        a.foreign_keys = vec![("b_id".into(), "b".into())];
+        let mut b = table("b", &[("id", Phys::Int, false)]);
+        b.foreign_keys = vec![("a_id".into(), "a".into())];
+        let cycle = vec![Plan::new(a.clone(), a).unwrap(), Plan::new(b.clone(), b).unwrap()];
+        assert!(matches!(dependency_order(cycle), Err(MoveError::Schema(_))));
+    }
 }

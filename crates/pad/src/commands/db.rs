@@ -87,7 +87,10 @@ fn render(from: &DbUrl, to: &DbUrl, r: &Report) -> String {
         r.tables.iter().map(|t| vec![t.table.clone(), t.rows.to_string(), t.checksum.clone(), "ok".into()]).collect();
     let mut out = output::table(&["TABLE", "ROWS", "CHECKSUM", "VERIFIED"], &rows);
     for (table, column, high) in &r.counters {
-        out.push_str(&format!("{table}.{column} continues after {high}\n"));
+        match column.as_str() {
+            "" => out.push_str(&format!("{table} continue after {high}\n")),
+            _ => out.push_str(&format!("{table}.{column} continues after {high}\n")),
+        }
     }
     out.push_str(&format!(
         "copied {} to {} in {:.1}s, verified in {:.1}s\n",
