@@ -1,11 +1,14 @@
 //! The authorization matrix, generated from the route table: every operation
 //! of the OpenAPI spec (which is generated from the handlers) × no token, a
-//! bad token, viewer, editor, owner, and another workspace's owner. A route
-//! added without a rule here fails the test.
+//! bad token, and callers whose roles differ between two workspaces (none,
+//! viewer, editor, owner in each, with unscoped tokens and with tokens scoped
+//! to the first), × the workspace the target lives in. A route added without
+//! a rule here fails the test. Runs on SQLite and, when
+//! `PAD_TEST_DATABASE_URL` is set, on PostgreSQL.
 
 mod common;
 
-use common::TestServer;
+use common::{TestServer, backends};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -75,24 +78,90 @@ async fn status(s: &TestServer, token: Option<&str>, method: &Method, path: &str
     req.send().await.unwrap().status().as_u16()
 }
 
+const WORKSPACES: [&str; 2] = ["default", "elsewhere"];
+
+/// A caller: its role in each workspace (`None`: no member) and whether its
+/// token is scoped to `default`.
+struct Caller {
+    label: String,
+    token: String,
+    roles: [Option<Min>; 2],
+    scoped: bool,
+}
+
+impl Caller {
+    /// The role this caller acts with in workspace `i`.
+    fn role_in(&self, i: usize) -> Option<Min> {
+        if self.scoped && i != 0 { None } else { self.roles[i] }
+    }
+}
+
+fn role_name(r: Min) -> &'static str {
+    match r {
+        Min::Viewer => "viewer",
+        Min::Editor => "editor",
+        _ => "owner",
+    }
+}
+
+/// Users with every pair of roles (default: viewer/editor/owner; elsewhere:
+/// none/viewer/editor/owner), each with an unscoped token; and the owners of
+/// `elsewhere` once more with a token scoped to `default`.
+async fn callers(s: &TestServer) -> Vec<Caller> {
+    assert_eq!(s.post(&s.owner, "/api/v1/workspaces", json!({"slug": "elsewhere"})).await.status, 201);
+    let mut all = Vec::new();
+    for d in [Min::Viewer, Min::Editor, Min::Owner] {
+        for e in [None, Some(Min::Viewer), Some(Min::Editor), Some(Min::Owner)] {
+            let email = format!("{}-{}@example.com", role_name(d), e.map_or("none", role_name));
+            for (ws, role) in [("default", Some(d)), ("elsewhere", e)] {
+                if let Some(r) = role {
+                    let path = format!("/api/v1/workspaces/{ws}/members");
+                    let a = s.post(&s.owner, &path, json!({"email": email, "role": role_name(r)})).await;
+                    assert_eq!(a.status, 200, "{:?}", a.body);
+                }
+            }
+            let token = s.unscoped_token(&email).await;
+            if e == Some(Min::Owner) {
+                let scoped = s.post(
+                    &token,
+                    "/api/v1/workspaces/default/tokens",
+                    json!({"name": "scoped", "scope": "workspace"}),
+                );
+                let scoped = scoped.await;
+                assert_eq!(scoped.status, 201, "{:?}", scoped.body);
+                all.push(Caller {
+                    label: format!("{email} (scoped to default)"),
+                    token: scoped.body["token"].as_str().unwrap().to_string(),
+                    roles: [Some(d), e],
+                    scoped: true,
+                });
+            }
+            all.push(Caller { label: email, token, roles: [Some(d), e], scoped: false });
+        }
+    }
+    all
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_is_authorized_per_role_and_workspace() {
-    let s = TestServer::start().await;
-    let viewer = s.member("default", "viewer@example.com", "viewer").await;
-    let editor = s.member("default", "editor@example.com", "editor").await;
-    // An owner of another workspace, and no member of `default`.
-    let outsider = {
-        let other = s.post(&s.owner, "/api/v1/workspaces", json!({"slug": "elsewhere"})).await;
-        assert_eq!(other.status, 201);
-        s.post(&s.owner, "/api/v1/workspaces/elsewhere/members", json!({"email": "out@example.com", "role": "owner"}))
-            .await;
-        let t = s
-            .post(&s.owner, "/api/v1/workspaces/elsewhere/tokens", json!({"name": "o", "email": "out@example.com"}))
-            .await;
-        t.body["token"].as_str().unwrap().to_string()
-    };
-    s.create_item(&s.owner, "default", "the target").await;
+    for b in backends().await {
+        let checked = matrix(&TestServer::start_on(&b.url).await).await;
+        println!("{}: authorization matrix: {checked} route x caller x workspace checks, 0 leaks", b.name);
+    }
+}
 
+async fn matrix(s: &TestServer) -> usize {
+    let callers = callers(s).await;
+    for ws in WORKSPACES {
+        s.create_item(&s.owner, ws, "the target").await;
+    }
+    // A token of the owner's scoped to workspace `ws`, to be revoked.
+    let victim = |ws: &'static str| async move {
+        let path = format!("/api/v1/workspaces/{ws}/tokens");
+        let t = s.post(&s.owner, &path, json!({"name": "victim", "scope": "workspace"})).await;
+        assert_eq!(t.status, 201, "{:?}", t.body);
+        t.body["id"].as_i64().unwrap().to_string()
+    };
     let spec = serde_json::to_value(pad_server::openapi::spec()).unwrap();
     let mut checked = 0;
     let mut unruled = Vec::new();
@@ -104,44 +173,75 @@ async fn every_route_is_authorized_per_role_and_workspace() {
                 continue;
             };
             let m = Method::from_bytes(upper.as_bytes()).unwrap();
-            // Earlier routes may have deleted the target; every route starts from a live item.
-            s.call(Some(&s.owner), Method::POST, "/api/v1/workspaces/default/items/TASK-1/restore", None).await;
-            // A fresh token to revoke each time the route is allowed to succeed.
-            let concrete =
-                |path: &str, id: &str| path.replace("{ws}", "default").replace("{ref}", "TASK-1").replace("{id}", id);
-            let victim = || async {
-                let t = s.post(&s.owner, "/api/v1/workspaces/default/tokens", json!({"name": "victim"})).await;
-                t.body["id"].as_i64().unwrap().to_string()
-            };
-            let id = victim().await;
-            let url = concrete(path, &id);
-            let scoped = path.contains("{ws}");
-
+            let concrete = |ws: &str, id: &str| path.replace("{ws}", ws).replace("{ref}", "TASK-1").replace("{id}", id);
+            let has_id = path.contains("{id}");
             if min != Min::Public {
-                assert_eq!(status(&s, None, &m, &url, &body).await, 401, "no token: {upper} {path}");
-                assert_eq!(status(&s, Some("pad_bogus"), &m, &url, &body).await, 401, "bad token: {upper} {path}");
+                let url = concrete("default", "1");
+                assert_eq!(status(s, None, &m, &url, &body).await, 401, "no token: {upper} {path}");
+                assert_eq!(status(s, Some("pad_bogus"), &m, &url, &body).await, 401, "bad token: {upper} {path}");
             }
-            let outsider_status = status(&s, Some(&outsider), &m, &url, &body).await;
-            if scoped {
-                assert_eq!(outsider_status, 404, "another workspace's owner: {upper} {path}");
-            } else {
-                assert!(outsider_status < 400 || min == Min::Public, "outsider on {upper} {path}: {outsider_status}");
-            }
-            for (role, token) in [(Min::Viewer, &viewer), (Min::Editor, &editor), (Min::Owner, &s.owner)] {
-                let url = if path.contains("{id}") { concrete(path, &victim().await) } else { url.clone() };
-                // Signing in takes the token in the body.
-                let body = if min == Min::Public { Some(json!({ "token": token })) } else { body.clone() };
-                let got = status(&s, Some(token), &m, &url, &body).await;
-                if role >= min {
-                    assert!(![401, 403, 404].contains(&got), "{role:?} should be allowed {upper} {path}, got {got}");
-                } else {
-                    assert_eq!(got, 403, "{role:?} must be refused {upper} {path}");
+            if min == Min::Public {
+                // Signing in takes the token in the body; anyone's works.
+                for c in &callers {
+                    let got = status(s, None, &m, path, &Some(json!({ "token": c.token }))).await;
+                    assert!(got < 400, "{}: {upper} {path}: {got}", c.label);
+                    checked += 1;
                 }
-                checked += 1;
+                continue;
+            }
+            if !path.contains("{ws}") {
+                for c in &callers {
+                    let got = status(s, Some(&c.token), &m, path, &body).await;
+                    // A scoped token may not create workspaces; the rest answers anyone.
+                    if c.scoped && upper == "POST" {
+                        assert_eq!(got, 403, "{}: {upper} {path}", c.label);
+                    } else {
+                        assert!(![401, 403, 404].contains(&got), "{}: {upper} {path}: {got}", c.label);
+                    }
+                    checked += 1;
+                }
+                continue;
+            }
+            for (i, ws) in WORKSPACES.into_iter().enumerate() {
+                for c in &callers {
+                    // Earlier routes may have deleted the target; every call starts from a live item.
+                    s.call(
+                        Some(&s.owner),
+                        Method::POST,
+                        &format!("/api/v1/workspaces/{ws}/items/TASK-1/restore"),
+                        None,
+                    )
+                    .await;
+                    let id = if has_id { victim(ws).await } else { String::new() };
+                    let got = status(s, Some(&c.token), &m, &concrete(ws, &id), &body).await;
+                    let at = format!("{} in {ws} ({:?}): {upper} {path}", c.label, c.role_in(i));
+                    match c.role_in(i) {
+                        None => assert_eq!(got, 404, "{at}: a non-member learns nothing"),
+                        Some(r) if r >= min => assert!(![401, 403, 404].contains(&got), "{at}: allowed, got {got}"),
+                        Some(_) => assert_eq!(got, 403, "{at}: must be refused"),
+                    }
+                    checked += 1;
+                    if has_id {
+                        // A token that lives in the other workspace, addressed through this one.
+                        let other = victim(WORKSPACES[1 - i]).await;
+                        let got = status(s, Some(&c.token), &m, &concrete(ws, &other), &body).await;
+                        assert_eq!(got, 404, "{at}: another workspace's token");
+                        checked += 1;
+                    }
+                }
             }
         }
     }
     assert!(unruled.is_empty(), "routes without an authorization rule in this test: {unruled:?}");
-    println!("authorization matrix: {checked} route x role checks, 0 leaks");
-    assert!(checked >= 30 * 3);
+    // Listing reaches only what a token may reach.
+    for c in &callers {
+        let listed = s.get(&c.token, "/api/v1/workspaces").await;
+        let slugs = listed.body["workspaces"].as_array().unwrap().iter().map(|w| w["slug"].as_str().unwrap());
+        // The one a caller created during the matrix aside.
+        let slugs: Vec<&str> = slugs.filter(|w| WORKSPACES.contains(w)).collect();
+        let expected: Vec<&str> = (0..2).filter(|i| c.role_in(*i).is_some()).map(|i| WORKSPACES[i]).collect();
+        assert_eq!(slugs, expected, "{}: GET /workspaces", c.label);
+    }
+    assert!(checked >= 25 * 15 * 2);
+    checked
 }
