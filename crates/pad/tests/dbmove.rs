@@ -262,8 +262,12 @@ fn refusals_are_clear_and_write_nothing() {
     assert!(!missing.exists(), "a missing source was created");
     // `--from` defaults to the store `pad serve` opens in PAD_HOME.
     let copy = server.home.join("copy.db");
-    let out = server.pad_output(["db", "migrate", "--to", &format!("sqlite://{}", copy.display())]);
+    let out = server.pad_output(["--format", "json", "db", "migrate", "--to", &format!("sqlite://{}", copy.display())]);
     assert!(out.status.success(), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tables = report["tables"].as_array().unwrap();
+    assert!(tables.iter().any(|t| t["table"] == "items") && tables.iter().all(|t| t["verified"] == true), "{report}");
+    assert_eq!(tables.iter().find(|t| t["table"] == "users").unwrap()["rows"], 1, "{report}");
     let out = server.pad_output(["db", "backup", "--from", "postgres://u@127.0.0.1:1/x", "/tmp/never"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("pg_dump"), "{}", text(&out));
