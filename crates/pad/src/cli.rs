@@ -69,6 +69,13 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve pad's tools to an AI agent over MCP on stdin/stdout
     Mcp,
+    /// Write a workspace's items, with comments, history and links, as JSON Lines
+    Export(ExportArgs),
+    /// Create the items of `pad export` (or `gh issue list --json …`) output, all or nothing
+    Import(ImportArgs),
+    /// Move the store to another database, or back it up (docs/operations.md)
+    #[command(subcommand)]
+    Db(DbCommand),
     /// Offline administration, run on the server's machine against its store
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -255,6 +262,51 @@ pub struct CommentArgs {
     /// List the item's comments instead
     #[arg(long)]
     pub list: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write here instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// `pad export` output, a `gh issue list --json number,title,body,state,labels,comments` array, or `-`
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Check everything and say what would be imported, writing nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Copy every table of a store into a new, empty database, then verify it
+    Migrate(MigrateArgs),
+    /// Copy a SQLite store to a new file while it may be serving
+    Backup(BackupArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
+    /// `sqlite://PATH` or `postgres://…` holding no pad data
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The new file to write
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// The SQLite store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
 }
 
 /// The lease duration: one of three spellings (SPEC L8).

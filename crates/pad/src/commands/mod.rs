@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod bench;
+mod db;
 mod item;
 mod lease;
 mod mcp;
@@ -11,6 +12,7 @@ mod member;
 mod run;
 mod serve;
 mod token;
+mod transfer;
 mod watch;
 mod workspace;
 
@@ -30,6 +32,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Serve(args) => serve::run(args).await,
         Command::Bench(args) => bench::run(args, global.format).await,
         Command::Completions { shell } => completions(shell),
+        Command::Db(cmd) => db::run(cmd, global.format).await,
         Command::Item(cmd) => item::run(&ctx()?, cmd).await,
         Command::Workspace(cmd) => workspace::run(&ctx()?, cmd).await,
         Command::Member(cmd) => member::run(&ctx()?, cmd).await,
@@ -39,6 +42,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
         Command::Mcp => mcp::run(&ctx()?).await,
+        Command::Export(args) => transfer::export(&ctx()?, args).await,
+        Command::Import(args) => transfer::import(&ctx()?, args).await,
         // Offline: talks to the store, not to a server, so needs no profile.
         Command::Admin(cmd) => admin::run(cmd, global.format).await,
     }

@@ -48,6 +48,12 @@ impl TestServer {
         Self::start_inner(Some(database_url), "warn", None)
     }
 
+    /// A server on a database that already holds pad data (migrated, or a
+    /// backup), used with `token`.
+    pub fn start_on(database_url: &str, token: &str) -> TestServer {
+        Self::start_inner(Some(database_url), "warn", Some(token))
+    }
+
     /// Like `start()`, with `RUST_LOG=rust_log` (e.g. `trace`) for the server.
     pub fn start_with_log_level(rust_log: &str) -> TestServer {
         Self::start_inner(None, rust_log, None)
@@ -88,6 +94,12 @@ impl TestServer {
         let (child, url) = spawn(&self.home, &self.database_url, &addr, &self.rust_log, &self.log_path);
         assert_eq!(url, self.url, "restarted on another address");
         self.child = child;
+    }
+
+    /// Kills the server (its files stay until the `TestServer` is dropped).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// `pad` with `PAD_HOME` set (so the `default` profile is used) and every
