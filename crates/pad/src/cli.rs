@@ -69,6 +69,9 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve pad's tools to an AI agent over MCP on stdin/stdout
     Mcp,
+    /// The work-item-tracker contract's verbs, served by pad (docs/work-item-tracker.md)
+    #[command(subcommand)]
+    Wit(crate::commands::wit::WitCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

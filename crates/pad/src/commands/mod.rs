@@ -11,6 +11,7 @@ mod run;
 mod serve;
 mod token;
 mod watch;
+pub mod wit;
 mod workspace;
 
 use serde::Serialize;
@@ -38,6 +39,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
         Command::Mcp => mcp::run(&ctx()?).await,
+        // Its own settings come from the consumer's binding.
+        Command::Wit(cmd) => wit::run(&global, cmd).await,
     }
 }
 
