@@ -280,6 +280,10 @@ impl Wit {
         let kind = self.kind_for(&a).await?;
         let parent = a.parent.as_ref().map(|p| self.check(p)).transpose()?;
         let blocked_by = a.blocked_by.iter().map(|b| self.check(b)).collect::<Result<Vec<_>, _>>()?;
+        // A missing parent or blocker is "not found" (5), as for any id.
+        for r in parent.iter().chain(&blocked_by) {
+            self.client.item(&self.ws, &r.to_string()).await.map_err(about(r))?;
+        }
         let labels = a.labels.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|l| !l.is_empty());
         let new = NewItem {
             title: a.title,
@@ -330,6 +334,7 @@ impl Wit {
     async fn link_blocks(&self, a: LinkBlocksArgs) -> Result<(), CliError> {
         let r = self.check(&a.id)?;
         let blocker = self.check(&a.blocked_by)?;
+        self.client.item(&self.ws, &blocker.to_string()).await.map_err(about(&blocker))?;
         // Read, add, write with the version read: a concurrent edit is
         // retried, never overwritten.
         for _ in 0..5 {
@@ -360,7 +365,7 @@ impl Wit {
 
     async fn add_sub_item(&self, a: AddSubItemArgs) -> Result<(), CliError> {
         let item = self.get(&a.id).await?;
-        let parent = self.check(&a.parent)?;
+        let parent = self.get(&a.parent).await?.item_ref;
         match &item.parent {
             Some(p) if p == &parent => {}
             // Like a tracker with one parent per item: moving it is a
