@@ -8,13 +8,13 @@ mod args;
 mod binding;
 mod id;
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use pad_client::{Client, ClientError};
 use pad_core::api::ErrorCode;
 use pad_core::api::{ClaimBody, ListQuery, ReleaseBody, RenewBody};
+use pad_core::lease::LeaseEnd;
 use pad_core::{Item, ItemPatch, ItemRef, Lease, NewItem, Role, Status};
 use serde::Serialize;
 use serde_json::json;
@@ -130,9 +130,10 @@ fn statuses(state: State) -> Option<String> {
     }
 }
 
-/// The lease handle the contract calls `lease_comment_id`.
+/// The lease handle the contract calls `lease_comment_id`: pad's
+/// `lease_id`, unique in the workspace (docs/leases.md L17).
 fn handle(lease: &Lease) -> i64 {
-    lease.epoch
+    lease.lease_id
 }
 
 struct Wit {
@@ -148,8 +149,7 @@ impl Wit {
             WitCommand::CreateItem(a) => self.create_item(a).await,
             WitCommand::GetItem(a) => {
                 let item = self.get(&a.id).await?;
-                let open = self.open_blockers(&item).await?;
-                emit(&self.normalize(&item, open))
+                emit(&self.normalize(&item))
             }
             WitCommand::ListItems(a) => self.list_items(a).await,
             WitCommand::ListSubItems(a) => self.list_sub_items(a).await,
@@ -184,7 +184,7 @@ impl Wit {
         self.client.item(&self.ws, &r.to_string()).await.map_err(about(&r))
     }
 
-    fn normalize(&self, item: &Item, open_blockers: usize) -> WitItem {
+    fn normalize(&self, item: &Item) -> WitItem {
         // Who holds the item: its assignee and the live lease's holder. An
         // expired lease is gone from every read, so it holds nothing.
         let mut assignees: Vec<String> = item.assignee.iter().cloned().collect();
@@ -201,7 +201,7 @@ impl Wit {
             assignees,
             labels: item.labels.clone(),
             kind: Some(item.kind.clone()),
-            blocked_by_count: open_blockers,
+            blocked_by_count: item.blocked_by_open.len(),
             parent_id: item.parent.as_ref().map(|p| self.id(p)),
             url: format!("{}#/ws/{}/items/{}", self.base, self.ws, item.item_ref),
             item_ref: item.item_ref.to_string(),
@@ -210,26 +210,23 @@ impl Wit {
         }
     }
 
-    /// Blockers that are neither done nor cancelled; a deleted or missing
-    /// blocker does not block (docs/leases.md, frontier).
-    async fn open_blockers(&self, item: &Item) -> Result<usize, CliError> {
-        let mut open = 0;
-        for b in &item.blocked_by {
-            match self.client.item(&self.ws, &b.to_string()).await {
-                Ok(blocker) if blocker.deleted_at.is_none() && !blocker.status.is_terminal() => open += 1,
-                Ok(_) | Err(ClientError::Api { code: ErrorCode::NotFound, .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(open)
-    }
-
     /// Up to `LIST_ITEMS_MAX` items, page by page.
-    async fn list(&self, status: Option<String>, kind: Option<String>) -> Result<Vec<Item>, CliError> {
+    async fn list(
+        &self,
+        status: Option<String>,
+        kind: Option<String>,
+        parent: Option<&ItemRef>,
+    ) -> Result<Vec<Item>, CliError> {
         let mut items = Vec::new();
         let mut cursor = None;
         loop {
-            let query = ListQuery { status: status.clone(), kind: kind.clone(), cursor, ..ListQuery::default() };
+            let query = ListQuery {
+                status: status.clone(),
+                kind: kind.clone(),
+                parent: parent.map(ToString::to_string),
+                cursor,
+                ..ListQuery::default()
+            };
             let page = self.client.list_items(&self.ws, &query).await?;
             items.extend(page.items);
             cursor = page.next_cursor;
@@ -240,11 +237,8 @@ impl Wit {
         }
     }
 
-    /// Normalizes many items with one listing of the open ones.
-    async fn normalize_all(&self, items: &[Item]) -> Result<Vec<WitItem>, CliError> {
-        let open: HashSet<ItemRef> =
-            self.list(statuses(State::Open), None).await?.into_iter().map(|i| i.item_ref).collect();
-        Ok(items.iter().map(|i| self.normalize(i, i.blocked_by.iter().filter(|b| open.contains(*b)).count())).collect())
+    fn items(&self, items: &[Item]) -> Items {
+        Items { schema_version: SCHEMA_VERSION, items: items.iter().map(|i| self.normalize(i)).collect() }
     }
 
     async fn kind_for(&self, a: &CreateItemArgs) -> Result<Option<String>, CliError> {
@@ -295,8 +289,7 @@ impl Wit {
             ..NewItem::default()
         };
         let item = self.client.create_item(&self.ws, &new).await?;
-        let open = self.open_blockers(&item).await?;
-        emit(&self.normalize(&item, open))
+        emit(&self.normalize(&item))
     }
 
     async fn list_items(&self, a: ListItemsArgs) -> Result<(), CliError> {
@@ -316,51 +309,29 @@ impl Wit {
                 Some(kinds.into_iter().find(|k| k.prefix.eq_ignore_ascii_case(&prefix)).map_or(prefix, |k| k.name))
             }
         };
-        let items = self.list(statuses(a.state), kind).await?;
-        emit(&Items { schema_version: SCHEMA_VERSION, items: self.normalize_all(&items).await? })
+        let items = self.list(statuses(a.state), kind, None).await?;
+        emit(&self.items(&items))
     }
 
     async fn list_sub_items(&self, a: ListSubItemsArgs) -> Result<(), CliError> {
         let parent = self.get(&a.parent).await?.item_ref;
-        let children: Vec<Item> = self
-            .list(statuses(a.state), None)
-            .await?
-            .into_iter()
-            .filter(|i| i.parent.as_ref() == Some(&parent))
-            .collect();
-        emit(&Items { schema_version: SCHEMA_VERSION, items: self.normalize_all(&children).await? })
+        let children = self.list(statuses(a.state), None, Some(&parent)).await?;
+        emit(&self.items(&children))
     }
 
     async fn link_blocks(&self, a: LinkBlocksArgs) -> Result<(), CliError> {
         let r = self.check(&a.id)?;
         let blocker = self.check(&a.blocked_by)?;
         self.client.item(&self.ws, &blocker.to_string()).await.map_err(about(&blocker))?;
-        // Read, add, write with the version read: a concurrent edit is
-        // retried, never overwritten.
-        for _ in 0..5 {
-            let item = self.client.item(&self.ws, &r.to_string()).await.map_err(about(&r))?;
-            if !item.blocked_by.contains(&blocker) {
-                let mut blocked_by: Vec<String> = item.blocked_by.iter().map(ToString::to_string).collect();
-                blocked_by.push(blocker.to_string());
-                let patch = ItemPatch {
-                    blocked_by: Some(blocked_by),
-                    expected_updated_at: Some(item.updated_at),
-                    ..ItemPatch::default()
-                };
-                match self.client.update_item(&self.ws, &r.to_string(), &patch).await {
-                    Ok(_) => {}
-                    Err(ClientError::Api { code: ErrorCode::UpdateConflict, .. }) => continue,
-                    Err(e) => return Err(CliError::for_item(&r, e)),
-                }
-            }
-            return emit(&json!({
-                "schema_version": SCHEMA_VERSION,
-                "id": self.id(&r),
-                "blocked_by": self.id(&blocker),
-                "linked": true,
-            }));
-        }
-        Err(CliError::new(EXIT_CONFLICT, format!("{r} kept changing; try again")))
+        // `add_blocked_by` adds in place: atomic, and a no-op when present.
+        let patch = ItemPatch { add_blocked_by: vec![blocker.to_string()], ..ItemPatch::default() };
+        self.client.update_item(&self.ws, &r.to_string(), &patch).await.map_err(about(&r))?;
+        emit(&json!({
+            "schema_version": SCHEMA_VERSION,
+            "id": self.id(&r),
+            "blocked_by": self.id(&blocker),
+            "linked": true,
+        }))
     }
 
     async fn add_sub_item(&self, a: AddSubItemArgs) -> Result<(), CliError> {
@@ -441,8 +412,14 @@ impl Wit {
         // A zero TTL is "born expired": pad's shortest lease (1 s), returned
         // once it has run out (docs/work-item-tracker.md, "TTL 0").
         let born_expired = secs == 0;
-        let body =
-            ClaimBody { holder: None, session_id: a.session_id, ttl_seconds: Some(json!(secs.max(1))), note: None };
+        let body = ClaimBody {
+            holder: None,
+            session_id: a.session_id,
+            ttl_seconds: Some(json!(secs.max(1))),
+            note: None,
+            // The contract's claim takes or backs off; it never extends (L17).
+            refresh: Some(false),
+        };
         let claimed = self.client.claim(&self.ws, &r.to_string(), &body).await.map_err(|e| Self::lease_error(&r, e))?;
         if born_expired {
             let ttl = (claimed.lease.expires_at - claimed.lease.renewed_at).to_std().unwrap_or(Duration::from_secs(1));
@@ -453,29 +430,72 @@ impl Wit {
 
     async fn renew(&self, a: HandleArgs) -> Result<(), CliError> {
         let r = self.check(&a.id)?;
-        let body = RenewBody { epoch: a.lease_comment_id, holder: None, ttl_seconds: None, note: None };
+        let body =
+            RenewBody { epoch: None, lease_id: Some(a.lease_comment_id), holder: None, ttl_seconds: None, note: None };
         let renewed = self.client.renew(&self.ws, &r.to_string(), &body).await.map_err(|e| Self::lease_error(&r, e))?;
         emit(&self.lease_out(&r, &renewed.lease, None))
     }
 
     async fn release(&self, a: HandleArgs) -> Result<(), CliError> {
         let r = self.check(&a.id)?;
-        let body = ReleaseBody { holder: None, epoch: Some(a.lease_comment_id), force: false, reason: None };
-        let released = self.client.release(&self.ws, &r.to_string(), &body).await.map_err(about(&r))?;
+        let h = a.lease_comment_id;
+        let body = ReleaseBody { holder: None, epoch: None, lease_id: Some(h), force: false, reason: None };
+        let refused = match self.client.release(&self.ws, &r.to_string(), &body).await {
+            Ok(rel) if rel.released => return self.released(&r, h, true, rel.reason),
+            Ok(rel) => CliError::new(EXIT_CONFLICT, format!("lease {h} is not a lease of {r} ({})", rel.reason)),
+            Err(e @ ClientError::Api { code: ErrorCode::LeaseLost, .. }) => CliError::for_item(&r, e),
+            Err(e) => return Err(CliError::for_item(&r, e)),
+        };
+        // This item's last lease, already ended, blocks nobody: a no-op.
+        // Any other handle (another item's, a stale one under a newer
+        // claim) is refused.
+        let item = self.client.item(&self.ws, &r.to_string()).await.map_err(about(&r))?;
+        match (&item.lease, &item.last_lease) {
+            (None, Some(last)) if last.lease_id == h => {
+                self.released(&r, h, false, format!("lease {h} already ended ({})", last.ended))
+            }
+            _ => Err(refused),
+        }
+    }
+
+    fn released(&self, r: &ItemRef, h: i64, released: bool, reason: String) -> Result<(), CliError> {
         emit(&json!({
             "schema_version": SCHEMA_VERSION,
-            "id": self.id(&r),
-            "lease_comment_id": a.lease_comment_id,
-            "released": released.released,
-            "reason": released.reason,
+            "id": self.id(r),
+            "lease_comment_id": h,
+            "released": released,
+            "reason": reason,
         }))
     }
 
+    /// pad has no reaper: an expired lease already holds nothing. Reclaim
+    /// writes nothing and says whether the item's last lease ended by
+    /// expiry (docs/work-item-tracker.md, "Reclaim").
     async fn reclaim(&self, id: &WitId) -> Result<(), CliError> {
         let item = self.get(id).await?;
-        let (reclaimed, reason) = match &item.lease {
-            Some(l) => (false, format!("lease live: held by {} until {}", l.holder, l.expires_at.to_rfc3339())),
-            None => (false, "no live lease".to_string()),
+        let (reclaimed, reason) = match (&item.lease, &item.last_lease) {
+            (Some(l), _) => {
+                (false, format!("lease live: {} held by {} until {}", l.lease_id, l.holder, l.expires_at.to_rfc3339()))
+            }
+            (None, Some(last)) if last.ended == LeaseEnd::Expired => (
+                true,
+                format!(
+                    "lease {} of {} expired at {}; pad ended it then, and the item is free to claim",
+                    last.lease_id,
+                    last.holder,
+                    last.ended_at.to_rfc3339()
+                ),
+            ),
+            (None, Some(last)) => (
+                false,
+                format!(
+                    "lease {} was {} at {}; nothing to reclaim",
+                    last.lease_id,
+                    last.ended,
+                    last.ended_at.to_rfc3339()
+                ),
+            ),
+            (None, None) => (false, "never leased; nothing to reclaim".to_string()),
         };
         emit(&json!({
             "schema_version": SCHEMA_VERSION,
