@@ -410,7 +410,7 @@ impl Wit {
             ));
         }
         // A zero TTL is "born expired": pad's shortest lease (1 s), returned
-        // once it has run out (docs/work-item-tracker.md, "TTL 0").
+        // once it has run out (docs/work-item-tracker.md, "Decisions").
         let born_expired = secs == 0;
         let body = ClaimBody {
             holder: None,
@@ -470,7 +470,7 @@ impl Wit {
 
     /// pad has no reaper: an expired lease already holds nothing. Reclaim
     /// writes nothing and says whether the item's last lease ended by
-    /// expiry (docs/work-item-tracker.md, "Reclaim").
+    /// expiry (docs/work-item-tracker.md, "Decisions").
     async fn reclaim(&self, id: &WitId) -> Result<(), CliError> {
         let item = self.get(id).await?;
         let (reclaimed, reason) = match (&item.lease, &item.last_lease) {
