@@ -79,6 +79,9 @@ pub enum Command {
     /// Offline administration, run on the server's machine against its store
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// The work-item-tracker contract's verbs, served by pad (docs/work-item-tracker.md)
+    #[command(subcommand)]
+    Wit(crate::commands::wit::WitCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

@@ -14,6 +14,7 @@ mod serve;
 mod token;
 mod transfer;
 mod watch;
+pub mod wit;
 mod workspace;
 
 use serde::Serialize;
@@ -46,6 +47,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Import(args) => transfer::import(&ctx()?, args).await,
         // Offline: talks to the store, not to a server, so needs no profile.
         Command::Admin(cmd) => admin::run(cmd, global.format).await,
+        // Its own settings come from the consumer's binding.
+        Command::Wit(cmd) => wit::run(&global, cmd).await,
     }
 }
 
