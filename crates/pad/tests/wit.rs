@@ -106,7 +106,10 @@ fn member(s: &TestServer, email: &str, role: Role) -> String {
     block_on(async {
         let c = owner(s);
         c.set_member(WS, &SetMember { email: email.into(), role }).await.unwrap();
-        c.create_token(WS, &CreateToken { name: email.into(), email: Some(email.into()) }).await.unwrap().token
+        c.create_token(WS, &CreateToken { name: email.into(), email: Some(email.into()), scope: None, role: None })
+            .await
+            .unwrap()
+            .token
     })
 }
 
