@@ -7,8 +7,10 @@ mod item;
 mod lease;
 mod mcp;
 mod member;
+mod prime;
 mod run;
 mod serve;
+mod setup;
 mod token;
 mod watch;
 mod workspace;
@@ -22,13 +24,14 @@ use crate::output::{self, Format};
 
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     let Cli { global, command } = cli;
-    // `serve` and `completions` work before any client configuration exists
+    // `serve`, `setup` and `completions` work before any client configuration exists
     // (or while it is broken), so only the other commands load it.
     let ctx = || -> Result<Ctx, CliError> { Ok(Ctx { format: global.format, settings: Settings::load(&global)? }) };
     match command {
         Command::Serve(args) => serve::run(args).await,
         Command::Bench(args) => bench::run(args, global.format).await,
         Command::Completions { shell } => completions(shell),
+        Command::Setup(args) => setup::run(args, global.format),
         Command::Item(cmd) => item::run(&ctx()?, cmd).await,
         Command::Workspace(cmd) => workspace::run(&ctx()?, cmd).await,
         Command::Member(cmd) => member::run(&ctx()?, cmd).await,
@@ -37,7 +40,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => run::run(&ctx()?, args).await,
         Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
-        Command::Mcp => mcp::run(&ctx()?).await,
+        Command::Mcp(args) => mcp::run(&ctx()?, args).await,
+        Command::Prime(args) => prime::run(&ctx()?, args).await,
     }
 }
 
