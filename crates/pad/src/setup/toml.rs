@@ -17,11 +17,10 @@ pub fn parse(text: &str) -> Result<DocumentMut, String> {
         text.parse().map_err(|e: toml_edit::TomlError| format!("not valid TOML ({})", e.message()))?;
     match doc.get("mcp_servers") {
         None => {}
-        Some(Item::Table(t)) => {
-            if t.get("pad").is_some_and(|p| !p.is_table()) {
-                return Err("`mcp_servers.pad` is not a table".into());
-            }
+        Some(Item::Table(t)) if t.get("pad").is_some_and(|p| !p.is_table()) => {
+            return Err("`mcp_servers.pad` is not a table".into());
         }
+        Some(Item::Table(_)) => {}
         Some(_) => return Err("`mcp_servers` is not a table (pad setup edits only [mcp_servers.…] tables)".into()),
     }
     Ok(doc)
