@@ -11,6 +11,8 @@ use serde::Serialize;
 
 /// How many ready items the brief shows: enough to choose, few enough to stay short.
 pub const READY_SHOWN: u32 = 5;
+/// How many of the caller's leases it lists; the rest are counted.
+pub const LEASES_SHOWN: usize = 10;
 /// The page size used to count leases and quarantined items; counts beyond
 /// it read as "at least" (`…_more`).
 const COUNT_PAGE: u32 = 500;
@@ -170,7 +172,7 @@ impl Prime {
             line("Your live leases: none.".into());
         } else {
             line("Your live leases (renew before a third of the TTL is left; stop at once on lease_lost):".into());
-            for l in &self.leases {
+            for l in self.leases.iter().take(LEASES_SHOWN) {
                 line(format!(
                     "- {} \"{}\": epoch {}, expires in {} ({})",
                     l.item_ref,
@@ -179,6 +181,9 @@ impl Prime {
                     in_words(l.expires_in_seconds),
                     l.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 ));
+            }
+            if self.leases.len() > LEASES_SHOWN {
+                line(format!("- and {} more (pad_item_list with leased: true)", self.leases.len() - LEASES_SHOWN));
             }
         }
         line(String::new());
@@ -244,6 +249,10 @@ mod tests {
 
     #[test]
     fn brief_names_the_lease_and_stays_short() {
+        let mut many = prime();
+        many.leases = std::iter::repeat_n(many.leases[0].clone(), 40).collect();
+        assert!(many.to_markdown().lines().count() < 60);
+        assert!(many.to_markdown().contains("- and 30 more"));
         let text = prime().to_markdown();
         assert!(text.contains("- TASK-1 \"Port the parser\": epoch 2, expires in 14m"), "{text}");
         assert!(text.contains("holder `claude@box-1a2b3c`"), "{text}");

@@ -28,7 +28,6 @@ struct Member {
 #[derive(Debug, Clone)]
 struct Object {
     open: usize,
-    close: usize,
     members: Vec<Member>,
 }
 
@@ -100,7 +99,7 @@ impl<'a> Scanner<'a> {
             self.skip_ws();
             if self.text[self.pos] == b'}' {
                 self.pos += 1;
-                return Object { open, close: self.pos - 1, members };
+                return Object { open, members };
             }
             if self.text[self.pos] == b',' {
                 self.pos += 1;
@@ -229,7 +228,6 @@ fn remove_member(text: &str, obj: &Object, index: usize) -> String {
         let prev = &obj.members[index - 1];
         (prev.value_end, m.value_end)
     };
-    let _ = obj.close;
     format!("{}{}", &text[..from], &text[to..])
 }
 

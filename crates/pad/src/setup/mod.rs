@@ -268,6 +268,10 @@ pub fn run(agent: Agent, scope: &Scope, command: &str, mode: Mode) -> Result<Vec
             continue;
         }
         if let Err(e) = write(change, base) {
+            // A file this run was creating goes, with any directories made for it.
+            if change.before.is_none() {
+                let _ = write(&Change { after: None, ..clone(change) }, base);
+            }
             for undone in done.iter().rev() {
                 let _ = write(
                     &Change { before: undone.after.clone(), after: undone.before.clone(), ..clone(undone) },
