@@ -299,4 +299,71 @@ mod tests {
         assert!(validate("{\"mcpServers\": []}", "mcpServers").unwrap_err().contains("not an object"));
         assert!(validate("// c\n{}", "mcpServers").is_err());
     }
+
+    mod prop {
+        use proptest::prelude::*;
+        use serde::Serialize;
+        use serde_json::Value;
+
+        use super::round_trip;
+
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i32>().prop_map(Value::from),
+                "[a-z{}\\[\\]\",: \\\\]{0,6}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-zA-Z{}\" ]{0,4}", inner, 0..3)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// A settings file: the user's keys, maybe an `mcpServers` object of other servers.
+        fn document() -> impl Strategy<Value = Value> {
+            (
+                prop::collection::btree_map("[a-z]{1,6}", value(), 0..4),
+                prop::option::of(prop::collection::btree_map("[a-z]{1,5}", value(), 0..3)),
+            )
+                .prop_map(|(keys, servers)| {
+                    let mut doc: serde_json::Map<String, Value> = keys.into_iter().collect();
+                    if let Some(servers) = servers {
+                        doc.insert("mcpServers".into(), Value::Object(servers.into_iter().collect()));
+                    }
+                    Value::Object(doc)
+                })
+        }
+
+        fn render(doc: &Value, style: u8) -> String {
+            match style % 5 {
+                0 => serde_json::to_string(doc).unwrap(),
+                1 => serde_json::to_string_pretty(doc).unwrap() + "\n",
+                2 => serde_json::to_string_pretty(doc).unwrap().replace('\n', "\r\n"),
+                _ => {
+                    let indent: &[u8] = if style % 5 == 3 { b"\t" } else { b"    " };
+                    let mut out = Vec::new();
+                    let mut ser = serde_json::Serializer::with_formatter(
+                        &mut out,
+                        serde_json::ser::PrettyFormatter::with_indent(indent),
+                    );
+                    doc.serialize(&mut ser).unwrap();
+                    String::from_utf8(out).unwrap() + "\n"
+                }
+            }
+        }
+
+        proptest! {
+            /// Any file, in any of the usual layouts: install, install again,
+            /// remove, and every byte is back.
+            #[test]
+            fn install_then_remove_is_the_identity(doc in document(), style in any::<u8>()) {
+                let text = render(&doc, style);
+                round_trip(&text);
+            }
+        }
+    }
 }
