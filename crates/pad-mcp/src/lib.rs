@@ -109,7 +109,8 @@ fn error_envelope(e: &ClientError) -> serde_json::Value {
             };
             json!({ "error": { "code": code, "message": message, "details": details } })
         }
-        ClientError::Unavailable(m) => json!({ "error": { "code": "unavailable", "message": m, "details": {} } }),
+        ClientError::Unavailable(m) => json!({ "error": { "code": "unavailable",
+            "message": format!("{m}. Next: {}", next_step(ErrorCode::Unavailable).unwrap_or_default()), "details": {} } }),
         ClientError::Protocol(m) => json!({ "error": { "code": "internal_error", "message": m, "details": {} } }),
     }
 }
@@ -558,4 +559,37 @@ pub fn http_service(self_url: Url) -> StreamableHttpService<PadTools, NeverSessi
         Arc::new(NeverSessionManager::default()),
         config,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_session_has_its_own_id_and_a_readable_default_holder() {
+        let a = SessionIdentity::new(None, "claude", "build box!");
+        let b = SessionIdentity::new(None, "claude", "build box!");
+        assert_ne!(a.session_id, b.session_id);
+        assert_ne!(a.holder, b.holder);
+        assert_eq!(a.holder, format!("claude@buildbox-{}", &a.session_id[..6]));
+        // A shared PAD_HOLDER keeps the label; the session ids still tell the sessions apart.
+        let (c, d) =
+            (SessionIdentity::new(Some("ci".into()), "x", "h"), SessionIdentity::new(Some("ci".into()), "x", "h"));
+        assert_eq!((c.holder.as_str(), d.holder.as_str()), ("ci", "ci"));
+        assert_ne!(c.session_id, d.session_id);
+        assert_eq!(default_holder("codex", "", "abcdef0123"), "codex@localhost-abcdef");
+    }
+
+    #[test]
+    fn lease_errors_tell_the_agent_what_to_do_next() {
+        let e = ClientError::Api {
+            status: 409,
+            code: ErrorCode::LeaseLost,
+            message: "lease lost".into(),
+            details: json!({}),
+            retry_after: None,
+        };
+        let message = error_envelope(&e)["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.starts_with("lease lost. Next: ") && message.contains("stop working"), "{message}");
+    }
 }
