@@ -457,20 +457,17 @@ pub struct McpArgs {
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
     /// This session's holder label [default: .pad.toml `holder`, else `<agent>@<host>-<id>`]
-    #[command(flatten)]
-    pub holder: HolderArg,
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct PrimeArgs {
     /// Whose leases to list [default: .pad.toml `holder`, else your email]
-    #[command(flatten)]
-    pub holder: HolderArg,
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
 }
 
-/// Exit codes: 0 done (or, with --check, installed and current); 1 with
-/// --check when something is missing or differs; 2 unknown agent; 3 a
-/// config file that does not parse or cannot be written (nothing changed).
 #[derive(Debug, Args)]
 #[command(after_help = "Agents: claude (Claude Code), codex (Codex CLI), cursor (Cursor), gemini (Gemini CLI).\n\
 Exit codes: 0 done, or with --check installed and current; 1 with --check when something is missing or \

@@ -13,7 +13,7 @@ use crate::error::CliError;
 
 pub async fn run(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
     let client = ctx.client()?;
-    let holder = args.holder.holder.or_else(|| ctx.settings.project_holder.clone());
+    let holder = args.holder.or_else(|| ctx.settings.project_holder.clone());
     let runtime = args.agent.unwrap_or_else(detect_runtime);
     let identity = pad_mcp::SessionIdentity::new(holder, &runtime, &pad_mcp::hostname());
     pad_mcp::serve_stdio(client, ctx.ws().to_string(), identity)

@@ -7,7 +7,7 @@ use crate::error::CliError;
 
 pub async fn run(ctx: &Ctx, args: PrimeArgs) -> Result<(), CliError> {
     let client = ctx.client()?;
-    let holder = args.holder.holder.or_else(|| ctx.settings.project_holder.clone());
+    let holder = args.holder.or_else(|| ctx.settings.project_holder.clone());
     let who = pad_mcp::prime::PrimeFor { workspace: ctx.ws(), holder: holder.as_deref(), session_id: None };
     let brief = pad_mcp::prime::gather(&client, who).await?;
     ctx.emit(&brief, |b| b.to_markdown())
