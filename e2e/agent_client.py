@@ -55,12 +55,12 @@ async def race(a, b, tool, args):
 async def stdio_sessions():
     async with from_written_config() as a, from_written_config() as b:
         tools = {t.name: t for t in (await a.list_tools()).tools}
-        for name in ("pad_prime", "pad_claim_next", "pad_item_claim", "pad_item_renew",
-                     "pad_item_complete", "pad_item_release", "pad_item_comment", "pad_item_create"):
+        for name in ("pad_prime", "pad_claim_next", "pad_item_claim", "pad_item_renew", "pad_item_complete",
+                     "pad_item_fail", "pad_item_release", "pad_item_comment", "pad_item_create"):
             assert name in tools, sorted(tools)
         for name in ("pad_prime", "pad_item_list", "pad_item_show", "pad_frontier"):
             assert tools[name].annotations.read_only_hint is True, (name, tools[name].annotations)
-        for name in ("pad_item_release", "pad_item_complete", "pad_item_update"):
+        for name in ("pad_item_release", "pad_item_complete", "pad_item_fail", "pad_item_update"):
             assert tools[name].annotations.destructive_hint is True, (name, tools[name].annotations)
         assert tools["pad_item_create"].annotations.read_only_hint is False
 
@@ -98,9 +98,16 @@ async def stdio_sessions():
         assert ref in prompt.messages[0].content.text, prompt.messages[0].content.text
 
         done = ok(await winner.call_tool("pad_item_complete", {"ref": ref, "epoch": epoch}))
-        assert done["item"]["status"] == "done" and done["released"] is True, done
+        assert done["item"]["status"] == "done" and "lease" not in done["item"], done
         lost = err(await winner.call_tool("pad_item_complete", {"ref": ref, "epoch": epoch}))
         assert lost["code"] == "lease_lost" and "stop working" in lost["message"], lost
+
+        # The session that took the second item gives up on it: the failure is counted, the note kept.
+        taker, taken = (a, ok(ca)) if ok(ca)["item"] is not None else (b, ok(cb))
+        failed = ok(await taker.call_tool("pad_item_fail", {
+            "ref": taken["item"]["ref"], "epoch": taken["lease"]["epoch"], "note": "tests hang"}))
+        assert failed["item"]["failures"] == 1 and "lease" not in failed["item"], failed
+        assert failed["item"]["last_failure_note"] == "tests hang", failed
 
 
 async def http_sessions():
@@ -115,7 +122,7 @@ async def http_sessions():
         assert missing["code"] == "validation_failed" and "lease.holder" in missing["message"], missing
         ok(await winner.call_tool("pad_item_renew", {"ref": ref, "epoch": epoch, "holder": holder}))
         done = ok(await winner.call_tool("pad_item_complete", {"ref": ref, "epoch": epoch, "holder": holder}))
-        assert done["released"] is True, done
+        assert done["item"]["status"] == "done", done
 
 
 async def main():

@@ -137,6 +137,7 @@ impl FilterArgs {
             min_priority: self.min_priority,
             parent: self.parent.clone(),
             autonomous: self.autonomous,
+            exclude: vec![],
         }
     }
 
@@ -149,6 +150,7 @@ impl FilterArgs {
             min_priority: self.min_priority,
             parent: self.parent.clone(),
             autonomous: Some(self.autonomous),
+            exclude: None,
             limit,
         }
     }
@@ -235,6 +237,20 @@ pub struct CompleteArgs {
     /// The final status: done (default) or cancelled.
     #[schemars(schema_with = "status_schema")]
     pub status: Option<Status>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// The epoch of your lease, from the claim's answer.
+    pub epoch: i64,
+    /// Defaults to this session's holder.
+    pub holder: Option<String>,
+    /// What went wrong and what is left, for the next worker.
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

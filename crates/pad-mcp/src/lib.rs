@@ -13,8 +13,10 @@ pub mod prime;
 use std::sync::Arc;
 
 use pad_client::{Client, ClientError, Url};
-use pad_core::api::{ClaimBody, ClaimNextBody, ErrorCode, ListQuery, NewComment, ReleaseBody, RenewBody};
-use pad_core::{ItemPatch, NewItem, Status};
+use pad_core::api::{
+    ClaimBody, ClaimNextBody, CompleteBody, ErrorCode, FailBody, ListQuery, NewComment, ReleaseBody, RenewBody,
+};
+use pad_core::{ItemPatch, NewItem};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -36,7 +38,8 @@ To take work call pad_claim_next with autonomous: true (or pad_item_claim for a 
 this session has its own, so no other agent session can share your lease. You then hold the item exclusively until the \
 lease expires (default 15 minutes). While you work, call pad_item_renew with the lease's epoch at least every third of \
 the TTL, or the lease expires and someone else may take the item. When done, call pad_item_complete with the epoch \
-(a fenced status change to done, then release); to give an item back unfinished, comment why and call pad_item_release. \
+(status done and the lease ended, in one fenced step). If the attempt failed, call pad_item_fail with the epoch and a \
+note saying what went wrong: the item is retried later and quarantined after repeated failures. \
 A lease_held error means another worker holds the item: its details name the holder and when the lease expires; pick \
 other work (pad_claim_next) instead of waiting. A lease_lost error means your lease expired or was taken over: stop \
 working on that item and write nothing more to it. Never work on an item without a live lease. \
@@ -275,6 +278,7 @@ impl PadTools {
             parent: a.parent.clone(),
             blocked_by: a.blocked_by.clone(),
             assignee: a.assignee.clone(),
+            not_before: None,
         };
         with_client!(self, ctx, |c| c.create_item(self.ws(&a.workspace), &new))
     }
@@ -348,6 +352,7 @@ impl PadTools {
             session_id: Some(session_id),
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
+            refresh: None,
         };
         with_client!(self, ctx, |c| c.claim(self.ws(&a.workspace), &a.item_ref, &body))
     }
@@ -365,8 +370,13 @@ impl PadTools {
             Ok(h) => h,
             Err(refusal) => return Ok(refusal),
         };
-        let body =
-            RenewBody { epoch: a.epoch, holder, ttl_seconds: a.ttl_seconds.map(Into::into), note: a.note.clone() };
+        let body = RenewBody {
+            epoch: Some(a.epoch),
+            lease_id: None,
+            holder,
+            ttl_seconds: a.ttl_seconds.map(Into::into),
+            note: a.note.clone(),
+        };
         with_client!(self, ctx, |c| c.renew(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
@@ -414,7 +424,7 @@ impl PadTools {
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        description = "Finish an item you hold: sets its status (default done) fenced by your lease's epoch, then releases the lease. lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item."
+        description = "Finish an item you hold: sets its status (default done) and ends your lease in one step, fenced by the lease's epoch. lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item."
     )]
     async fn pad_item_complete(
         &self,
@@ -429,8 +439,25 @@ impl PadTools {
             Ok(c) => c,
             Err(refusal) => return Ok(refusal),
         };
-        let ws = self.ws(&a.workspace);
-        answer(complete(&client, ws, &a, holder).await)
+        let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status };
+        answer(client.complete(self.ws(&a.workspace), &a.item_ref, &body).await)
+    }
+
+    #[tool(
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        description = "Give up on an item you hold: ends your lease and counts a failed attempt, fenced by the lease's epoch. Say in note what went wrong and what is left: the next worker reads it. The item is retried later (backoff); after repeated failures it is quarantined (labelled needs-human, quarantined: true). Use it instead of pad_item_release when the attempt failed."
+    )]
+    async fn pad_item_fail(
+        &self,
+        Parameters(a): Parameters<FailArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let holder = match self.holder_for(&a.holder) {
+            Ok(h) => h,
+            Err(refusal) => return Ok(refusal),
+        };
+        let body = FailBody { epoch: Some(a.epoch), lease_id: None, holder, note: a.note.clone(), max_failures: None };
+        with_client!(self, ctx, |c| c.fail(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
     #[tool(
@@ -455,21 +482,6 @@ impl PadTools {
             Err(e) => CallToolResult::structured_error(error_envelope(&e)),
         })
     }
-}
-
-/// A fenced status change, then the release (the drain's complete, as two calls).
-async fn complete(
-    client: &Client,
-    ws: &str,
-    a: &CompleteArgs,
-    holder: Option<String>,
-) -> Result<serde_json::Value, ClientError> {
-    let patch =
-        ItemPatch { status: Some(a.status.unwrap_or(Status::Done)), lease_epoch: Some(a.epoch), ..Default::default() };
-    let item = client.update_item(ws, &a.item_ref, &patch).await?;
-    let body = ReleaseBody { holder, epoch: Some(a.epoch), ..Default::default() };
-    let released = client.release(ws, &a.item_ref, &body).await?;
-    Ok(json!({ "item": item, "released": released.released }))
 }
 
 impl PadTools {

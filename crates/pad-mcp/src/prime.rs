@@ -22,8 +22,8 @@ const COUNT_PAGE: u32 = 500;
 pub const ESSENTIALS: [(&str, &str, &str); 5] = [
     ("pad_claim_next", "pad item claim-next --autonomous", "take the best ready item (autonomous: true)"),
     ("pad_item_renew", "pad item renew REF --epoch N", "heartbeat: every third of the TTL, with your epoch"),
-    ("pad_item_complete", "pad item update REF --status done --lease-epoch N", "finish: fenced done + release"),
-    ("pad_item_release", "pad item release REF", "give an item back unfinished (add a note first)"),
+    ("pad_item_complete", "pad item complete REF --epoch N", "finish: status done and the lease ended, fenced"),
+    ("pad_item_fail", "pad item fail REF --epoch N --note TEXT", "give up: ends the lease, counts a failure"),
     ("pad_item_comment", "pad item comment REF TEXT", "report progress, findings, questions"),
 ];
 
@@ -43,8 +43,10 @@ pub struct Prime {
     pub ready: Vec<ReadyItem>,
     /// Open items labelled needs-human: left for a person.
     pub quarantined: usize,
-    /// More quarantined items than were counted.
-    pub quarantined_more: bool,
+    /// Open items with failed attempts that are not (yet) quarantined.
+    pub failing: usize,
+    /// More open items than were counted: the counts are lower bounds.
+    pub counts_partial: bool,
     pub tools: Vec<Essential>,
 }
 
@@ -92,13 +94,9 @@ pub async fn gather(client: &Client, who: PrimeFor<'_>) -> Result<Prime, ClientE
     let leased = client.list_items(who.workspace, &leased).await?;
     let ready = FrontierQuery { autonomous: Some(true), limit: Some(READY_SHOWN), ..Default::default() };
     let ready = client.frontier(who.workspace, &ready).await?;
-    let quarantined = ListQuery {
-        status: Some("open,in-progress".into()),
-        label: Some(NEEDS_HUMAN.into()),
-        limit: Some(COUNT_PAGE),
-        ..Default::default()
-    };
-    let quarantined = client.list_items(who.workspace, &quarantined).await?;
+    let open = ListQuery { status: Some("open,in-progress".into()), limit: Some(COUNT_PAGE), ..Default::default() };
+    let open = client.list_items(who.workspace, &open).await?;
+    let needs_human = |i: &&Item| i.labels.iter().any(|l| l == NEEDS_HUMAN);
     let now = Utc::now();
     Ok(Prime {
         user: me.email,
@@ -109,8 +107,9 @@ pub async fn gather(client: &Client, who: PrimeFor<'_>) -> Result<Prime, ClientE
         server: client.base_url().to_string(),
         now,
         ready: ready.items.iter().map(ready_item).collect(),
-        quarantined: quarantined.items.len(),
-        quarantined_more: quarantined.next_cursor.is_some(),
+        quarantined: open.items.iter().filter(needs_human).count(),
+        failing: open.items.iter().filter(|i| i.failures > 0 && !needs_human(i)).count(),
+        counts_partial: open.next_cursor.is_some(),
         tools: ESSENTIALS.iter().map(|&(tool, command, what)| Essential { tool, command, what }).collect(),
     })
 }
@@ -195,8 +194,11 @@ impl Prime {
                 line(format!("- {} [{}, {}] {}", i.item_ref, i.priority, i.kind, i.title));
             }
         }
-        let more = if self.quarantined_more { "+" } else { "" };
-        line(format!("Needs a human (labelled {NEEDS_HUMAN}, never claim these): {}{more}.", self.quarantined));
+        let more = if self.counts_partial { "+" } else { "" };
+        line(format!(
+            "Needs a human (labelled {NEEDS_HUMAN}, never claim these): {}{more}. Failing (retried later): {}{more}.",
+            self.quarantined, self.failing
+        ));
         line(String::new());
         line("The tools you need (CLI equivalent):".into());
         for t in &self.tools {
@@ -242,7 +244,8 @@ mod tests {
                 })
                 .collect(),
             quarantined: 3,
-            quarantined_more: false,
+            failing: 2,
+            counts_partial: false,
             tools: ESSENTIALS.iter().map(|&(tool, command, what)| Essential { tool, command, what }).collect(),
         }
     }
@@ -256,7 +259,7 @@ mod tests {
         let text = prime().to_markdown();
         assert!(text.contains("- TASK-1 \"Port the parser\": epoch 2, expires in 14m"), "{text}");
         assert!(text.contains("holder `claude@box-1a2b3c`"), "{text}");
-        assert!(text.contains("Needs a human (labelled needs-human, never claim these): 3."), "{text}");
+        assert!(text.contains("never claim these): 3. Failing (retried later): 2."), "{text}");
         assert_eq!(text.matches("- `pad_").count(), 5);
         assert!(text.lines().count() < 60, "{} lines", text.lines().count());
     }

@@ -71,6 +71,13 @@ fn prime_names_the_callers_lease_and_the_next_ready_item() {
     run(&["item", "claim", "TASK-1", "--ttl", "10m"]);
     let other = server.pad().args(["item", "claim", "TASK-4", "--holder", "agent-b"]).output().unwrap();
     assert!(other.status.success());
+    // A failed attempt: counted as failing, and not ready until its retry time.
+    run(&["item", "create", "Flaky"]);
+    let claim = server.pad().args(["item", "claim", "TASK-5", "--holder", "agent-c"]).output().unwrap();
+    assert!(claim.status.success());
+    let fail = ["item", "fail", "TASK-5", "--epoch", "1", "--holder", "agent-c", "--note", "hangs"];
+    let failed = server.pad().args(fail).output().unwrap();
+    assert!(failed.status.success(), "{}", String::from_utf8_lossy(&failed.stderr));
 
     let brief = run(&["prime"]);
     assert!(brief.lines().count() < 60, "{} lines:\n{brief}", brief.lines().count());
@@ -81,7 +88,8 @@ fn prime_names_the_callers_lease_and_the_next_ready_item() {
     let ready = brief.split("Ready for you").nth(1).unwrap();
     assert!(ready.lines().nth(1).unwrap().starts_with("- TASK-2 "), "{brief}");
     assert!(!ready.contains("TASK-3"), "needs-human is not ready for an agent:\n{brief}");
-    assert!(brief.contains("Needs a human (labelled needs-human, never claim these): 1."), "{brief}");
+    assert!(brief.contains("never claim these): 1. Failing (retried later): 1."), "{brief}");
+    assert!(!ready.contains("TASK-5"), "a failed item waits for its retry time:\n{brief}");
     assert!(brief.contains("pad_claim_next") && brief.contains("pad_item_renew"), "{brief}");
 
     let json: serde_json::Value = serde_json::from_str(&run(&["prime", "--format", "json"])).unwrap();
@@ -91,5 +99,6 @@ fn prime_names_the_callers_lease_and_the_next_ready_item() {
     let left = json["leases"][0]["expires_in_seconds"].as_i64().unwrap();
     assert!((540..=600).contains(&left), "{left}");
     assert_eq!(json["ready"][0]["ref"], "TASK-2");
-    assert_eq!((json["quarantined"].as_u64(), json["tools"].as_array().unwrap().len()), (Some(1), 5));
+    assert_eq!((json["quarantined"].as_u64(), json["failing"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(json["tools"].as_array().unwrap().len(), 5);
 }

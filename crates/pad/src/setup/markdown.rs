@@ -25,9 +25,11 @@ This project's work items live in pad, whose items are taken with expiring **lea
 - **Heartbeat:** call `pad_item_renew` with that epoch before a third of the TTL is left (the
   default TTL is 15 minutes: renew at least every 5). Its `note` tells the next worker where
   you got to.
-- **Finish** with `pad_item_complete` and the epoch: a fenced status change to done, then the
-  lease is released. To stop without finishing, `pad_item_comment` what you found and what is
-  left, then `pad_item_release`.
+- **Finish** with `pad_item_complete` and the epoch: status done and the lease ended, in one
+  fenced step [`pad item complete REF --epoch N`].
+- **Fail** with `pad_item_fail`, the epoch and a `note` saying what went wrong and what is left
+  [`pad item fail REF --epoch N --note TEXT`]: the lease ends, the failure is counted, the item
+  is retried later and quarantined (`needs-human`) after repeated failures.
 - **`lease_held`:** another worker holds the item (the error names it and says until when). Do
   not wait or retry: take other work with `pad_claim_next`.
 - **`lease_lost`:** your lease expired or was broken. Stop working on that item at once and
@@ -127,6 +129,7 @@ mod tests {
             "autonomous",
             "pad_item_renew",
             "pad_item_complete",
+            "pad_item_fail",
             "lease_held",
             "lease_lost",
             "exit codes",
