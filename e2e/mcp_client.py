@@ -16,6 +16,7 @@ VIEWER = os.environ["PAD_VIEWER_TOKEN"]
 TOOLS = {
     "pad_item_list", "pad_item_show", "pad_item_create", "pad_item_update", "pad_item_comment",
     "pad_frontier", "pad_item_claim", "pad_item_renew", "pad_item_release", "pad_claim_next",
+    "pad_item_complete", "pad_item_fail", "pad_prime",
 }
 
 

@@ -172,9 +172,9 @@ pub struct ClaimArgs {
     pub workspace: Option<String>,
     #[serde(rename = "ref")]
     pub item_ref: String,
-    /// A name for you, the worker (e.g. agent-a). Defaults to your account's email.
+    /// Leave out: this session's own holder label is used (see pad_prime). Name one only to act as another worker.
     pub holder: Option<String>,
-    /// Names this run of yours; a claim with another session id counts as another worker.
+    /// Leave out: this session's id is used. A claim with another session id counts as another worker.
     pub session_id: Option<String>,
     /// Lease length in whole seconds, 1-86400 (default 900).
     pub ttl_seconds: Option<i64>,
@@ -190,6 +190,7 @@ pub struct RenewArgs {
     pub item_ref: String,
     /// The epoch of your lease, from the claim's answer.
     pub epoch: i64,
+    /// Defaults to this session's holder (over HTTP: pass the lease.holder your claim returned).
     pub holder: Option<String>,
     /// New lease length from now; defaults to the lease's own.
     pub ttl_seconds: Option<i64>,
@@ -202,6 +203,7 @@ pub struct ReleaseArgs {
     pub workspace: Option<String>,
     #[serde(rename = "ref")]
     pub item_ref: String,
+    /// Defaults to this session's holder (over HTTP: pass the lease.holder your claim returned).
     pub holder: Option<String>,
     /// Your lease's epoch: refuses with lease_lost if the live lease is another grant.
     pub epoch: Option<i64>,
@@ -213,9 +215,48 @@ pub struct ClaimNextArgs {
     pub workspace: Option<String>,
     #[serde(flatten)]
     pub filter: FilterArgs,
+    /// Leave out: this session's own holder label is used.
     pub holder: Option<String>,
+    /// Leave out: this session's id is used.
     pub session_id: Option<String>,
     /// Lease length in whole seconds, 1-86400 (default 900).
     pub ttl_seconds: Option<i64>,
     pub note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// The epoch of your lease, from the claim's answer: the status change is refused (lease_lost) unless you still hold it.
+    pub epoch: i64,
+    /// Defaults to this session's holder.
+    pub holder: Option<String>,
+    /// The final status: done (default) or cancelled.
+    #[schemars(schema_with = "status_schema")]
+    pub status: Option<Status>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailArgs {
+    pub workspace: Option<String>,
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// The epoch of your lease, from the claim's answer.
+    pub epoch: i64,
+    /// Defaults to this session's holder.
+    pub holder: Option<String>,
+    /// What went wrong and what is left, for the next worker.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrimeArgs {
+    pub workspace: Option<String>,
+    /// Whose leases to show; defaults to this session's holder.
+    pub holder: Option<String>,
 }

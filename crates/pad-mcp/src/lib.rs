@@ -8,15 +8,21 @@
 //! crate.
 
 mod args;
+pub mod prime;
 
 use std::sync::Arc;
 
 use pad_client::{Client, ClientError, Url};
-use pad_core::api::{ClaimBody, ClaimNextBody, ListQuery, NewComment, ReleaseBody, RenewBody};
+use pad_core::api::{
+    ClaimBody, ClaimNextBody, CompleteBody, ErrorCode, FailBody, ListQuery, NewComment, ReleaseBody, RenewBody,
+};
 use pad_core::{ItemPatch, NewItem};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    PaginatedRequestParams, Prompt, PromptMessage, Role, ServerCapabilities, ServerConfig,
+};
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -27,13 +33,47 @@ use serde_json::json;
 pub use args::*;
 
 const INSTRUCTIONS: &str = "pad is a work tracker whose items are claimed with expiring leases. \
-To work on something: call pad_claim_next (or pad_item_claim for a specific ref) with a holder name for yourself; \
-you then hold the item exclusively until the lease expires (default 15 minutes). \
-While you work, call pad_item_renew with the lease's epoch at least every third of the TTL, or the lease expires and \
-someone else may take the item. When done, update the item (status done, with lease_epoch to fence the write) and \
-call pad_item_release. A lease_held error means another worker holds the item: its details name the holder and when \
-the lease expires; pick other work (pad_claim_next) instead of waiting. A lease_lost error means your lease expired or \
-was taken over: stop working on that item. Skip items labelled needs-human (pad_claim_next with autonomous: true does).";
+Start with pad_prime: it says who you are, the leases you hold and the ready work. \
+To take work call pad_claim_next with autonomous: true (or pad_item_claim for a specific ref); you need not name a holder: \
+this session has its own, so no other agent session can share your lease. You then hold the item exclusively until the \
+lease expires (default 15 minutes). While you work, call pad_item_renew with the lease's epoch at least every third of \
+the TTL, or the lease expires and someone else may take the item. When done, call pad_item_complete with the epoch \
+(status done and the lease ended, in one fenced step). If the attempt failed, call pad_item_fail with the epoch and a \
+note saying what went wrong: the item is retried later and quarantined after repeated failures. \
+A lease_held error means another worker holds the item: its details name the holder and when the lease expires; pick \
+other work (pad_claim_next) instead of waiting. A lease_lost error means your lease expired or was taken over: stop \
+working on that item and write nothing more to it. Never work on an item without a live lease. \
+Skip items labelled needs-human (pad_claim_next with autonomous: true does).";
+
+/// Who a session is when a call names no holder or session (docs/agents.md,
+/// "No accidental shared leases"): each `pad mcp` process has its own, so two
+/// agent sessions of one user never refresh each other's claim (L3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionIdentity {
+    pub holder: String,
+    pub session_id: String,
+}
+
+impl SessionIdentity {
+    /// A fresh session id, and the holder label given or `<runtime>@<host>-<short id>`.
+    pub fn new(holder: Option<String>, runtime: &str, host: &str) -> Self {
+        let session_id = new_session_id();
+        let holder = holder.unwrap_or_else(|| default_holder(runtime, host, &session_id));
+        SessionIdentity { holder, session_id }
+    }
+}
+
+/// 16 hex digits: unique enough to tell sessions apart, short enough to read.
+pub fn new_session_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+/// `claude@build-box-3f9a1c`: which agent, where, and which of its sessions.
+pub fn default_holder(runtime: &str, host: &str, session_id: &str) -> String {
+    let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.')).take(40).collect();
+    let host = if host.is_empty() { "localhost".to_string() } else { host };
+    format!("{runtime}@{host}-{}", &session_id[..session_id.len().min(6)])
+}
 
 /// Where tool calls go: a fixed client (stdio, the CLI's profile), or the
 /// serving instance with each HTTP caller's own token.
@@ -47,6 +87,10 @@ enum Connection {
 pub struct PadTools {
     connection: Connection,
     default_workspace: String,
+    /// Over stdio, the process's identity. Over stateless HTTP there is no
+    /// session to hang one on: a claim that names no holder gets a fresh
+    /// identity, returned in its lease, which later calls pass back.
+    identity: Option<SessionIdentity>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -62,11 +106,37 @@ fn answer<T: Serialize>(result: Result<T, ClientError>) -> Result<CallToolResult
 fn error_envelope(e: &ClientError) -> serde_json::Value {
     match e {
         ClientError::Api { code, message, details, .. } => {
+            let message = match next_step(*code) {
+                Some(next) => format!("{message}. Next: {next}"),
+                None => message.clone(),
+            };
             json!({ "error": { "code": code, "message": message, "details": details } })
         }
-        ClientError::Unavailable(m) => json!({ "error": { "code": "unavailable", "message": m, "details": {} } }),
+        ClientError::Unavailable(m) => json!({ "error": { "code": "unavailable",
+            "message": format!("{m}. Next: {}", next_step(ErrorCode::Unavailable).unwrap_or_default()), "details": {} } }),
         ClientError::Protocol(m) => json!({ "error": { "code": "internal_error", "message": m, "details": {} } }),
     }
+}
+
+/// What an agent should do after each refusal, appended to the API's message.
+fn next_step(code: ErrorCode) -> Option<&'static str> {
+    Some(match code {
+        ErrorCode::LeaseHeld => {
+            "another worker holds this item (details.holder, details.expires_in_seconds); do not wait for it, \
+             call pad_claim_next with autonomous: true for other work"
+        }
+        ErrorCode::LeaseLost => {
+            "your lease is gone (expired or broken); stop working on this item and write nothing more to it, \
+             then call pad_claim_next for other work"
+        }
+        ErrorCode::UpdateConflict => "someone changed the item since you read it; call pad_item_show and retry",
+        ErrorCode::NotFound => "check the ref or workspace with pad_item_list or pad_frontier",
+        ErrorCode::Unauthorized => "the token was refused; a person must run `pad auth login` or set PAD_TOKEN",
+        ErrorCode::Forbidden => "your role does not allow this; ask a workspace owner, or only read",
+        ErrorCode::InvalidTtl => "ttl_seconds must be between 1 and 86400",
+        ErrorCode::RateLimited | ErrorCode::Unavailable => "wait a few seconds and retry the same call",
+        _ => return None,
+    })
 }
 
 fn unauthorized() -> CallToolResult {
@@ -76,10 +146,11 @@ fn unauthorized() -> CallToolResult {
 }
 
 impl PadTools {
-    pub fn new(client: Client, default_workspace: impl Into<String>) -> Self {
+    pub fn new(client: Client, default_workspace: impl Into<String>, identity: SessionIdentity) -> Self {
         Self {
             connection: Connection::Fixed(client),
             default_workspace: default_workspace.into(),
+            identity: Some(identity),
             tool_router: Self::tool_router(),
         }
     }
@@ -88,7 +159,30 @@ impl PadTools {
         Self {
             connection: Connection::PerCaller(base),
             default_workspace: default_workspace.into(),
+            identity: None,
             tool_router: Self::tool_router(),
+        }
+    }
+
+    /// The holder and session for a claim: as given, else the session's;
+    /// over HTTP without a holder, a fresh identity of the claim's own.
+    fn claimant(&self, holder: &Option<String>, session_id: &Option<String>) -> (String, String) {
+        let identity = self.identity.clone().unwrap_or_else(|| SessionIdentity::new(None, "mcp", &hostname()));
+        (holder.clone().unwrap_or(identity.holder), session_id.clone().unwrap_or(identity.session_id))
+    }
+
+    /// The holder for renew, release and complete: as given, else the
+    /// session's. Over HTTP the caller must say, or the server would take
+    /// its email and refuse with a puzzling lease_held.
+    fn holder_for(&self, given: &Option<String>) -> Result<Option<String>, CallToolResult> {
+        match (given, &self.identity) {
+            (Some(h), _) => Ok(Some(h.clone())),
+            (None, Some(identity)) => Ok(Some(identity.holder.clone())),
+            (None, None) => Err(CallToolResult::structured_error(json!({ "error": {
+                "code": "validation_failed",
+                "message": "holder is required over HTTP, which keeps no session. Next: pass the holder your claim \
+                            returned (lease.holder), with its epoch",
+                "details": { "field": "holder" } } }))),
         }
     }
 
@@ -128,6 +222,7 @@ macro_rules! with_client {
 #[tool_router]
 impl PadTools {
     #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
         description = "List items in a workspace, oldest first, with filters. An item's `lease` is present only while someone holds it."
     )]
     async fn pad_item_list(
@@ -149,6 +244,7 @@ impl PadTools {
     }
 
     #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
         description = "Show one item by ref (e.g. TASK-5): title, body, status, priority, labels, links, and its live lease if any."
     )]
     async fn pad_item_show(
@@ -159,7 +255,15 @@ impl PadTools {
         with_client!(self, ctx, |c| c.item(self.ws(&a.workspace), &a.item_ref))
     }
 
-    #[tool(description = "Create an item. Returns it, with its new ref.")]
+    #[tool(
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
+        description = "Create an item. Returns it, with its new ref."
+    )]
     async fn pad_item_create(
         &self,
         Parameters(a): Parameters<CreateArgs>,
@@ -180,6 +284,7 @@ impl PadTools {
     }
 
     #[tool(
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         description = "Update an item's content or status. Pass lease_epoch (from your claim) so the write is refused with lease_lost if you no longer hold the lease; pass expected_updated_at to refuse with update_conflict if someone else edited it since you read it."
     )]
     async fn pad_item_update(
@@ -201,7 +306,15 @@ impl PadTools {
         with_client!(self, ctx, |c| c.update_item(self.ws(&a.workspace), &a.item_ref, &patch))
     }
 
-    #[tool(description = "Add a comment (markdown) to an item: progress reports, findings, questions for a human.")]
+    #[tool(
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
+        description = "Add a comment (markdown) to an item: progress reports, findings, questions for a human."
+    )]
     async fn pad_item_comment(
         &self,
         Parameters(a): Parameters<CommentArgs>,
@@ -212,6 +325,7 @@ impl PadTools {
     }
 
     #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
         description = "The ready work: open items that are not blocked and not leased, highest priority first, then oldest. Does not claim anything; use pad_claim_next to take one atomically."
     )]
     async fn pad_frontier(
@@ -224,16 +338,18 @@ impl PadTools {
     }
 
     #[tool(
-        description = "Claim an item's execution lease: exclusive, expiring ownership for ttl_seconds (default 900). Claiming again with the same holder and session refreshes it (refreshed: true). Fails with lease_held when another worker holds it: details.holder and details.expires_in_seconds say who and for how long; choose other work. Remember the returned lease.epoch for renew, fenced updates and release. previous_note carries the last holder's handoff note."
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        description = "Claim an item's execution lease: exclusive, expiring ownership for ttl_seconds (default 900). Leave holder and session_id out: this session has its own, distinct from every other agent session. Claiming again in the same session refreshes it (refreshed: true). Fails with lease_held when another worker holds it: details.holder and details.expires_in_seconds say who and for how long; choose other work. Remember the returned lease.epoch for renew, fenced updates and release. previous_note carries the last holder's handoff note."
     )]
     async fn pad_item_claim(
         &self,
         Parameters(a): Parameters<ClaimArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let (holder, session_id) = self.claimant(&a.holder, &a.session_id);
         let body = ClaimBody {
-            holder: a.holder.clone(),
-            session_id: a.session_id.clone(),
+            holder: Some(holder),
+            session_id: Some(session_id),
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
             refresh: None,
@@ -242,6 +358,7 @@ impl PadTools {
     }
 
     #[tool(
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         description = "Extend your live lease (heartbeat). Call it before a third of the TTL is left. Needs the epoch from your claim. lease_lost means the lease already expired or another worker took over: stop working on the item. A note records progress for whoever claims next."
     )]
     async fn pad_item_renew(
@@ -249,10 +366,14 @@ impl PadTools {
         Parameters(a): Parameters<RenewArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let holder = match self.holder_for(&a.holder) {
+            Ok(h) => h,
+            Err(refusal) => return Ok(refusal),
+        };
         let body = RenewBody {
             epoch: Some(a.epoch),
             lease_id: None,
-            holder: a.holder.clone(),
+            holder,
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
         };
@@ -260,6 +381,7 @@ impl PadTools {
     }
 
     #[tool(
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         description = "Release your lease when you stop working on an item, so others can claim it at once. Idempotent: released: false means there was no live lease. Refused with lease_held if another worker holds it."
     )]
     async fn pad_item_release(
@@ -267,11 +389,21 @@ impl PadTools {
         Parameters(a): Parameters<ReleaseArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let body = ReleaseBody { holder: a.holder.clone(), epoch: a.epoch, ..Default::default() };
+        let holder = match self.holder_for(&a.holder) {
+            Ok(h) => h,
+            Err(refusal) => return Ok(refusal),
+        };
+        let body = ReleaseBody { holder, epoch: a.epoch, ..Default::default() };
         with_client!(self, ctx, |c| c.release(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
     #[tool(
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
         description = "Atomically pick the best ready item matching the filter (highest priority, then oldest) and claim its lease for you. Concurrent callers never get the same item. Returns item: null when nothing is ready. Set autonomous: true to skip items marked needs-human."
     )]
     async fn pad_claim_next(
@@ -279,27 +411,144 @@ impl PadTools {
         Parameters(a): Parameters<ClaimNextArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
+        let (holder, session_id) = self.claimant(&a.holder, &a.session_id);
         let body = ClaimNextBody {
             filter: a.filter.filter(),
-            holder: a.holder.clone(),
-            session_id: a.session_id.clone(),
+            holder: Some(holder),
+            session_id: Some(session_id),
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
         };
         with_client!(self, ctx, |c| c.claim_next(self.ws(&a.workspace), &body))
     }
+
+    #[tool(
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        description = "Finish an item you hold: sets its status (default done) and ends your lease in one step, fenced by the lease's epoch. lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item."
+    )]
+    async fn pad_item_complete(
+        &self,
+        Parameters(a): Parameters<CompleteArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let holder = match self.holder_for(&a.holder) {
+            Ok(h) => h,
+            Err(refusal) => return Ok(refusal),
+        };
+        let client = match self.client(&ctx) {
+            Ok(c) => c,
+            Err(refusal) => return Ok(refusal),
+        };
+        let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status };
+        answer(client.complete(self.ws(&a.workspace), &a.item_ref, &body).await)
+    }
+
+    #[tool(
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        description = "Give up on an item you hold: ends your lease and counts a failed attempt, fenced by the lease's epoch. Say in note what went wrong and what is left: the next worker reads it. The item is retried later (backoff); after repeated failures it is quarantined (labelled needs-human, quarantined: true). Use it instead of pad_item_release when the attempt failed."
+    )]
+    async fn pad_item_fail(
+        &self,
+        Parameters(a): Parameters<FailArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let holder = match self.holder_for(&a.holder) {
+            Ok(h) => h,
+            Err(refusal) => return Ok(refusal),
+        };
+        let body = FailBody { epoch: Some(a.epoch), lease_id: None, holder, note: a.note.clone(), max_failures: None };
+        with_client!(self, ctx, |c| c.fail(self.ws(&a.workspace), &a.item_ref, &body))
+    }
+
+    #[tool(
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "Your session brief: who you are (user, holder, workspace, server), the leases you hold with time left, the top of the ready work, how many items wait for a human, and the tools to use. Call it first."
+    )]
+    async fn pad_prime(
+        &self,
+        Parameters(a): Parameters<PrimeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let client = match self.client(&ctx) {
+            Ok(c) => c,
+            Err(refusal) => return Ok(refusal),
+        };
+        Ok(match self.prime(&client, self.ws(&a.workspace), a.holder.as_deref()).await {
+            Ok(p) => {
+                let mut result = CallToolResult::structured(serde_json::to_value(&p).unwrap_or_default());
+                result.content = vec![rmcp::model::ContentBlock::text(p.to_markdown())];
+                result
+            }
+            Err(e) => CallToolResult::structured_error(error_envelope(&e)),
+        })
+    }
+}
+
+impl PadTools {
+    async fn prime(&self, client: &Client, ws: &str, holder: Option<&str>) -> Result<prime::Prime, ClientError> {
+        let holder = holder.or(self.identity.as_ref().map(|i| i.holder.as_str()));
+        let session_id = self.identity.as_ref().map(|i| i.session_id.as_str());
+        prime::gather(client, prime::PrimeFor { workspace: ws, holder, session_id }).await
+    }
+}
+
+/// The machine's name for default holders: /proc on Linux, else $HOSTNAME.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for PadTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(INSTRUCTIONS)
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_prompts().build())
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompt = Prompt::new(
+            PRIME_PROMPT,
+            Some("Start a work session: your identity, leases, the ready work and how to take it (pad prime)"),
+            None,
+        );
+        Ok(ListPromptsResult::with_all_items(vec![prompt]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name != PRIME_PROMPT {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {:?}; the only prompt is {PRIME_PROMPT}", request.name),
+                None,
+            ));
+        }
+        let client = self.client(&ctx).map_err(|_| ErrorData::invalid_request("missing bearer token", None))?;
+        let brief = match self.prime(&client, &self.default_workspace, None).await {
+            Ok(p) => p.to_markdown(),
+            Err(e) => format!("pad could not be reached to prepare the brief: {e}"),
+        };
+        let messages = vec![PromptMessage::new_text(Role::User, brief)];
+        Ok(GetPromptResult::new(messages).with_description("pad session brief").into())
     }
 }
 
+/// The prompt (and tool) that briefs an agent at session start.
+pub const PRIME_PROMPT: &str = "pad_prime";
+
 /// `pad mcp`: the tools over stdin/stdout until the client hangs up.
-pub async fn serve_stdio(client: Client, default_workspace: String) -> std::io::Result<()> {
-    let service = PadTools::new(client, default_workspace)
+pub async fn serve_stdio(client: Client, default_workspace: String, identity: SessionIdentity) -> std::io::Result<()> {
+    let service = PadTools::new(client, default_workspace, identity)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -322,4 +571,37 @@ pub fn http_service(self_url: Url) -> StreamableHttpService<PadTools, NeverSessi
         Arc::new(NeverSessionManager::default()),
         config,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_session_has_its_own_id_and_a_readable_default_holder() {
+        let a = SessionIdentity::new(None, "claude", "build box!");
+        let b = SessionIdentity::new(None, "claude", "build box!");
+        assert_ne!(a.session_id, b.session_id);
+        assert_ne!(a.holder, b.holder);
+        assert_eq!(a.holder, format!("claude@buildbox-{}", &a.session_id[..6]));
+        // A shared PAD_HOLDER keeps the label; the session ids still tell the sessions apart.
+        let (c, d) =
+            (SessionIdentity::new(Some("ci".into()), "x", "h"), SessionIdentity::new(Some("ci".into()), "x", "h"));
+        assert_eq!((c.holder.as_str(), d.holder.as_str()), ("ci", "ci"));
+        assert_ne!(c.session_id, d.session_id);
+        assert_eq!(default_holder("codex", "", "abcdef0123"), "codex@localhost-abcdef");
+    }
+
+    #[test]
+    fn lease_errors_tell_the_agent_what_to_do_next() {
+        let e = ClientError::Api {
+            status: 409,
+            code: ErrorCode::LeaseLost,
+            message: "lease lost".into(),
+            details: json!({}),
+            retry_after: None,
+        };
+        let message = error_envelope(&e)["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.starts_with("lease lost. Next: ") && message.contains("stop working"), "{message}");
+    }
 }

@@ -68,7 +68,6 @@ pub enum Command {
     /// Print the workspace's events as they happen (Ctrl-C stops)
     Watch(WatchArgs),
     /// Serve pad's tools to an AI agent over MCP on stdin/stdout
-    Mcp,
     /// Write a workspace's items, with comments, history and links, as JSON Lines
     Export(ExportArgs),
     /// Create the items of `pad export` (or `gh issue list --json …`) output, all or nothing
@@ -82,6 +81,11 @@ pub enum Command {
     /// The work-item-tracker contract's verbs, served by pad (docs/work-item-tracker.md)
     #[command(subcommand)]
     Wit(crate::commands::wit::WitCommand),
+    Mcp(McpArgs),
+    /// The brief an AI agent reads at session start: who, leases, ready work
+    Prime(PrimeArgs),
+    /// Wire pad into an AI coding agent: its MCP config and instructions
+    Setup(SetupArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -581,6 +585,50 @@ pub struct DrainArgs {
     pub filter: FilterArgs,
 }
 
+/// `pad mcp`: one agent session. Its claims default to a holder and session
+/// id of its own (docs/agents.md), so two sessions never share a lease.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The agent runtime, for the default holder `<agent>@<host>-<id>` [default: detected]
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// This session's holder label [default: .pad.toml `holder`, else `<agent>@<host>-<id>`]
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PrimeArgs {
+    /// Whose leases to list [default: .pad.toml `holder`, else your email]
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Agents: claude (Claude Code), codex (Codex CLI), cursor (Cursor), gemini (Gemini CLI).\n\
+Exit codes: 0 done, or with --check installed and current; 1 with --check when something is missing or \
+differs; 2 unknown agent; 3 a config file that does not parse or cannot be written (nothing is changed).")]
+pub struct SetupArgs {
+    /// claude, codex, cursor or gemini
+    #[arg(required_unless_present = "list", value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// List the agents and the files setup writes for each
+    #[arg(long, conflicts_with_all = ["check", "remove", "global"])]
+    pub list: bool,
+    /// The user's own configuration (in $HOME) instead of the current directory's
+    #[arg(long)]
+    pub global: bool,
+    /// Say whether pad is installed and current; exit 1 when not
+    #[arg(long, conflicts_with = "remove")]
+    pub check: bool,
+    /// Take out exactly what setup added
+    #[arg(long)]
+    pub remove: bool,
+    /// The command the agent runs to start pad's MCP server
+    #[arg(long, default_value = "pad", value_name = "PATH")]
+    pub command: String,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
     /// Workspaces you are a member of
@@ -719,6 +767,17 @@ mod tests {
         assert_eq!((d.filter.kinds, d.filter.autonomous, d.max), (vec!["bug".into(), "task".into()], true, Some(3)));
         assert!(parse(&["drain", "--once", "--max", "2", "--", "true"]).is_err());
         assert!(parse(&["drain", "--ttl", "1m", "--ttl-hours", "1", "--", "true"]).is_err());
+    }
+
+    #[test]
+    fn setup_needs_an_agent_or_list() {
+        assert!(parse(&["setup"]).is_err());
+        assert!(parse(&["setup", "--list"]).is_ok());
+        assert!(parse(&["setup", "claude", "--check", "--remove"]).is_err());
+        let Cli { command: Command::Setup(s), .. } = parse(&["setup", "codex", "--global", "--remove"]).unwrap() else {
+            panic!()
+        };
+        assert_eq!((s.agent.as_deref(), s.global, s.remove, s.command.as_str()), (Some("codex"), true, true, "pad"));
     }
 
     #[test]

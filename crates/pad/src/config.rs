@@ -90,6 +90,9 @@ impl Env {
 pub struct ProjectFile {
     pub workspace: Option<String>,
     pub url: Option<String>,
+    /// The holder label agents in this tree claim as (`pad mcp`, `pad prime`).
+    #[serde(default)]
+    pub holder: Option<String>,
 }
 
 /// The nearest `.pad.toml` in `dir` or a parent, with its path.
@@ -111,6 +114,8 @@ pub struct Settings {
     pub url: Sourced<Url>,
     pub workspace: Sourced<String>,
     pub token: Option<Sourced<String>>,
+    /// `holder` from `.pad.toml`, for agent sessions (docs/agents.md).
+    pub project_holder: Option<String>,
 }
 
 impl Settings {
@@ -196,7 +201,8 @@ pub fn resolve(
         (stored.as_ref().map(|p| p.token.clone()), from_profile),
     ]);
 
-    Ok(Settings { credentials_path, profile, stored, url, workspace, token })
+    let project_holder = from_project(|f| &f.holder);
+    Ok(Settings { credentials_path, profile, stored, url, workspace, token, project_holder })
 }
 
 fn parse_url(text: &str, source: &Source) -> Result<Url, CliError> {
@@ -250,7 +256,11 @@ mod tests {
     #[test]
     fn flag_beats_env_beats_project_beats_profile() {
         let c = creds(&[("default", "http://profile:1", "tok", Some("from-profile"))]);
-        let project = ProjectFile { workspace: Some("from-project".into()), url: Some("http://project:1".into()) };
+        let project = ProjectFile {
+            workspace: Some("from-project".into()),
+            url: Some("http://project:1".into()),
+            holder: Some("agent-x".into()),
+        };
         let env = Env { url: Some("http://env:1".into()), workspace: Some("from-env".into()), ..Env::default() };
         let flags = GlobalArgs {
             url: Some("http://flag:1".into()),
@@ -269,9 +279,10 @@ mod tests {
         let s = resolve_with(&GlobalArgs::default(), &Env::default(), Some(&project), &c);
         assert_eq!((s.url.value.host_str(), s.workspace()), (Some("project"), "from-project"));
         assert_eq!(s.workspace.source, Source::ProjectFile("/repo/.pad.toml".into()));
+        assert_eq!(s.project_holder.as_deref(), Some("agent-x"));
 
         // A project file that only names the workspace leaves the URL to the profile.
-        let ws_only = ProjectFile { workspace: Some("from-project".into()), url: None };
+        let ws_only = ProjectFile { workspace: Some("from-project".into()), url: None, holder: None };
         let s = resolve_with(&GlobalArgs::default(), &Env::default(), Some(&ws_only), &c);
         assert_eq!((s.url.value.host_str(), s.workspace()), (Some("profile"), "from-project"));
     }

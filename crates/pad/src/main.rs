@@ -7,6 +7,7 @@ mod config;
 mod credentials;
 mod error;
 mod output;
+mod setup;
 mod ttl;
 
 use std::process::ExitCode;

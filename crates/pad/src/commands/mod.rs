@@ -9,8 +9,10 @@ mod item;
 mod lease;
 mod mcp;
 mod member;
+mod prime;
 mod run;
 mod serve;
+mod setup;
 mod token;
 mod transfer;
 mod watch;
@@ -26,7 +28,7 @@ use crate::output::{self, Format};
 
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     let Cli { global, command } = cli;
-    // `serve` and `completions` work before any client configuration exists
+    // `serve`, `setup` and `completions` work before any client configuration exists
     // (or while it is broken), so only the other commands load it.
     let ctx = || -> Result<Ctx, CliError> { Ok(Ctx { format: global.format, settings: Settings::load(&global)? }) };
     match command {
@@ -34,6 +36,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bench(args) => bench::run(args, global.format).await,
         Command::Completions { shell } => completions(shell),
         Command::Db(cmd) => db::run(cmd, global.format).await,
+        Command::Setup(args) => setup::run(args, global.format),
         Command::Item(cmd) => item::run(&ctx()?, cmd).await,
         Command::Workspace(cmd) => workspace::run(&ctx()?, cmd).await,
         Command::Member(cmd) => member::run(&ctx()?, cmd).await,
@@ -42,13 +45,14 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => run::run(&ctx()?, args).await,
         Command::Drain(args) => run::drain(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
-        Command::Mcp => mcp::run(&ctx()?).await,
         Command::Export(args) => transfer::export(&ctx()?, args).await,
         Command::Import(args) => transfer::import(&ctx()?, args).await,
         // Offline: talks to the store, not to a server, so needs no profile.
         Command::Admin(cmd) => admin::run(cmd, global.format).await,
         // Its own settings come from the consumer's binding.
         Command::Wit(cmd) => wit::run(&global, cmd).await,
+        Command::Mcp(args) => mcp::run(&ctx()?, args).await,
+        Command::Prime(args) => prime::run(&ctx()?, args).await,
     }
 }
 

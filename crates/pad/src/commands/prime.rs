@@ -1,0 +1,14 @@
+//! `pad prime`: the brief an agent reads at session start (docs/agents.md).
+//! The same text the `pad_prime` MCP tool and prompt give.
+
+use super::Ctx;
+use crate::cli::PrimeArgs;
+use crate::error::CliError;
+
+pub async fn run(ctx: &Ctx, args: PrimeArgs) -> Result<(), CliError> {
+    let client = ctx.client()?;
+    let holder = args.holder.or_else(|| ctx.settings.project_holder.clone());
+    let who = pad_mcp::prime::PrimeFor { workspace: ctx.ws(), holder: holder.as_deref(), session_id: None };
+    let brief = pad_mcp::prime::gather(&client, who).await?;
+    ctx.emit(&brief, |b| b.to_markdown())
+}
