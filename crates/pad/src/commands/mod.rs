@@ -7,6 +7,7 @@ mod item;
 mod lease;
 mod mcp;
 mod member;
+mod group;
 mod run;
 mod serve;
 mod token;
