@@ -468,7 +468,11 @@ pub const PAD_EXIT_CODES: [i32; 8] = [1, 2, 3, 4, 5, 7, 8, 124];
 fn exit_code_pair(s: &str) -> Result<(i32, i32), String> {
     let (from, to) = s.split_once('=').ok_or_else(|| format!("`{s}` is not FROM=TO, like 7=107"))?;
     let code = |c: &str| -> Result<i32, String> {
-        c.trim().parse::<i32>().ok().filter(|n| (1..=255).contains(n)).ok_or_else(|| format!("`{c}` is not an exit code from 1 to 255"))
+        c.trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|n| (1..=255).contains(n))
+            .ok_or_else(|| format!("`{c}` is not an exit code from 1 to 255"))
     };
     let (from, to) = (code(from)?, code(to)?);
     if PAD_EXIT_CODES.contains(&to) {

@@ -223,8 +223,9 @@ fn drain_json_prints_a_line_per_item_and_a_summary() {
     let script = format!("case $PAD_REF in {}) exit 3;; esac; echo worked on $PAD_REF", refs[1]);
     let out = s.pad_output(["drain", "--done-on-success", "--format", "json", "--", "sh", "-c", &script]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    // CMD's own stdout comes first on the same stream; pad's lines are JSON.
-    let lines: Vec<Value> = stdout(&out).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    // Stdout is pad's JSON lines alone; CMD's output went to stderr.
+    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(stderr(&out).contains(&format!("worked on {}", refs[2])), "{}", stderr(&out));
     assert_eq!(lines.len(), 4, "{}", stdout(&out));
     let outcomes: Vec<(&str, &str, i64)> = lines[..3]
         .iter()

@@ -84,7 +84,8 @@ impl Group {
                 t.take_back();
             }
         })?;
-        let pgid = child.id().and_then(|id| libc::pid_t::try_from(id).ok()).ok_or_else(|| io::Error::other("no pid"))?;
+        let pgid =
+            child.id().and_then(|id| libc::pid_t::try_from(id).ok()).ok_or_else(|| io::Error::other("no pid"))?;
         let guard = match Guard::fork(pgid, kill_after) {
             Ok(guard) => guard,
             Err(e) => {
@@ -235,14 +236,7 @@ impl Guard {
 ///
 /// # Safety
 /// Must be called in a freshly forked child, with fds that are open there.
-unsafe fn guard_main(
-    read: i32,
-    write: i32,
-    null: i32,
-    pgid: libc::pid_t,
-    poll: libc::timespec,
-    rounds: u128,
-) -> ! {
+unsafe fn guard_main(read: i32, write: i32, null: i32, pgid: libc::pid_t, poll: libc::timespec, rounds: u128) -> ! {
     unsafe {
         libc::setpgid(0, 0);
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE, libc::SIGTTOU] {

@@ -3,11 +3,11 @@
 
 mod auth;
 mod bench;
+mod group;
 mod item;
 mod lease;
 mod mcp;
 mod member;
-mod group;
 mod run;
 mod serve;
 mod token;

@@ -16,6 +16,7 @@
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -163,6 +164,8 @@ struct Worker<'a> {
     kill_after: Duration,
     max_attempts: Option<u32>,
     exit_map: ExitCodeMap,
+    /// `--format json`: stdout is pad's JSON lines alone.
+    json: bool,
     command: Vec<OsString>,
 }
 
@@ -181,6 +184,7 @@ impl<'a> Worker<'a> {
             kill_after: Duration::from_secs(a.kill_after),
             max_attempts: a.max_attempts,
             exit_map: ExitCodeMap(a.exit_code_map),
+            json: ctx.format == Format::Json,
             command: a.command,
         })
     }
@@ -265,12 +269,7 @@ struct Ran {
 }
 
 /// Runs CMD under the granted lease, from start to the lease's end.
-async fn supervise(
-    w: &Worker<'_>,
-    g: Granted,
-    signals: &mut Signals,
-    report: &mut Report,
-) -> Result<Ran, CliError> {
+async fn supervise(w: &Worker<'_>, g: Granted, signals: &mut Signals, report: &mut Report) -> Result<Ran, CliError> {
     let started = Instant::now();
     let mut ran = Ran {
         item_ref: g.item_ref.clone(),
@@ -416,6 +415,11 @@ fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
         .env("PAD_LEASE_EPOCH", g.lease.epoch.to_string())
         .env("PAD_HOLDER", &g.lease.holder)
         .env("PAD_SESSION_ID", g.lease.session_id.as_deref().unwrap_or_default());
+    if w.json {
+        // pad's JSON lines own stdout; CMD's output goes with the messages.
+        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+        cmd.stdout(std::process::Stdio::from(stderr));
+    }
     Group::spawn(&mut cmd, w.kill_after).map_err(|e| {
         // The shell's codes for "not found" and "found but not runnable".
         let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
@@ -553,7 +557,13 @@ struct Counts {
 impl Report {
     fn new(format: Format, drain: bool) -> Self {
         let json = format == Format::Json;
-        Report { json, drain, live: drain && std::io::stderr().is_terminal(), counts: Counts::default(), started: Instant::now() }
+        Report {
+            json,
+            drain,
+            live: drain && std::io::stderr().is_terminal(),
+            counts: Counts::default(),
+            started: Instant::now(),
+        }
     }
 
     fn total(&self) -> u64 {
@@ -634,7 +644,8 @@ impl Report {
             print_line(&v);
         } else if self.drain {
             let mut line = format!("drained {} items: {} succeeded, {} failed", c.items, c.succeeded, c.failed);
-            for (n, what) in [(c.timed_out, "timed out"), (c.lease_lost, "lease lost"), (c.interrupted, "interrupted")] {
+            for (n, what) in [(c.timed_out, "timed out"), (c.lease_lost, "lease lost"), (c.interrupted, "interrupted")]
+            {
                 if n > 0 {
                     line += &format!(", {n} {what}");
                 }
