@@ -387,7 +387,7 @@ fn drain_max_runs_exactly_that_many_and_done_on_success_closes_them() {
 
     let out = s.pad_output(["drain", "--max", "3", "--", "sh", "-c", &script]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stderr(&out).contains("drained 3 items: 3 done, 0 failed"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drained 3 items: 3 succeeded, 0 failed"), "{}", stderr(&out));
     let ran = lines(&file);
     assert_eq!(ran, refs[..3], "best first: same priority, oldest first");
     for r in &refs {
@@ -415,7 +415,7 @@ fn drain_moves_past_failures_and_runs_each_item_once() {
         format!("echo $PAD_REF >> {}; case $PAD_REF in {}|{}) exit 1;; esac", file.display(), refs[0], refs[2]);
     let out = s.pad_output(["drain", "--done-on-success", "--", "sh", "-c", &script]);
     assert_eq!(code(&out), 0, "a failing child does not fail the drain: {}", stderr(&out));
-    assert!(stderr(&out).contains("drained 4 items: 2 done, 2 failed"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drained 4 items: 2 succeeded, 2 failed; 2 marked done"), "{}", stderr(&out));
     assert_eq!(lines(&file), refs, "each item once");
     let status: Vec<Value> = refs.iter().map(|r| show(&s, r)["status"].clone()).collect();
     assert_eq!(status, ["open", "done", "open", "done"]);
