@@ -641,4 +641,37 @@ mod tests {
         assert_eq!(parse(&["item", "list", "--status", "open,bogus"]).unwrap_err().exit_code(), 2);
         assert!(parse(&["item", "list", "--status", "open,done", "-w", "x", "--format", "json"]).is_ok());
     }
+
+    #[test]
+    fn supervisor_limits_and_exit_code_maps() {
+        let Cli { command: Command::Drain(d), .. } = parse(&[
+            "drain",
+            "--ttl",
+            "30m",
+            "--timeout",
+            "25m",
+            "--max-attempts",
+            "3",
+            "--done-on-success",
+            "--",
+            "./work.sh",
+        ])
+        .unwrap() else {
+            panic!("not drain")
+        };
+        assert_eq!((d.worker.timeout, d.worker.max_attempts, d.worker.kill_after), (Some(1500), Some(3), 10));
+        for bad in
+            [&["--timeout", "0s"][..], &["--max-attempts", "0"], &["--exit-code-map", "7=8"], &["--exit-code-map", "x"]]
+        {
+            let args: Vec<&str> = ["drain"].into_iter().chain(bad.iter().copied()).chain(["--", "true"]).collect();
+            assert_eq!(parse(&args).unwrap_err().exit_code(), 2, "{bad:?}");
+        }
+        let Cli { command: Command::Run(r), .. } =
+            parse(&["run", "T-1", "--exit-code-map", "7=107,3=103", "--exit-code-map", "3=113", "--", "true"]).unwrap()
+        else {
+            panic!("not run")
+        };
+        let map = ExitCodeMap(r.worker.exit_code_map);
+        assert_eq!((map.get(7), map.get(3), map.get(9)), (107, 113, 9), "the last mapping of a code wins");
+    }
 }
