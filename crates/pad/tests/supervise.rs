@@ -244,3 +244,30 @@ fn drain_json_prints_a_line_per_item_and_a_summary() {
     );
     assert_eq!(show(&s, &refs[1])["status"], "open");
 }
+
+#[test]
+fn sigterm_to_pad_stops_a_stubborn_group_after_kill_after_and_releases() {
+    let s = TestServer::start();
+    let r = create(&s, "stubborn");
+    let dir = s.home.join("term");
+    std::fs::create_dir(&dir).unwrap();
+    let script = family_script(&dir, true);
+    let run = spawn(&s, &["run", &r, "--ttl", "1m", "--kill-after", "1s", "--", "sh", "-c", &script]);
+    wait_for("both pids", Duration::from_secs(10), || dir.join("child").exists() && dir.join("grandchild").exists());
+    let (child, grandchild) = (read_pid(&dir.join("child")).unwrap(), read_pid(&dir.join("grandchild")).unwrap());
+    let ok = std::process::Command::new("kill").args(["-TERM", &run.id().to_string()]).status().unwrap();
+    assert!(ok.success());
+    let sent = Instant::now();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 143, "128 + SIGTERM: {}", stderr(&out));
+    let took = sent.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "SIGKILL after --kill-after: {took:?}"
+    );
+    assert!(!alive(child) && !alive(grandchild), "the whole group is gone");
+    assert!(stderr(&out).contains("interrupted by SIGTERM"), "{}", stderr(&out));
+    let item = show(&s, &r);
+    assert!(item.get("lease").is_none(), "released: {item}");
+    assert_eq!(item["status"], "open");
+}
