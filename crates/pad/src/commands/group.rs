@@ -50,12 +50,16 @@ impl Group {
     pub fn spawn(cmd: &mut Command, kill_after: Duration) -> io::Result<Group> {
         let tty = Terminal::foreground();
         cmd.process_group(0);
-        // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe calls (prctl, getppid, signal, tcsetpgrp,
-        // getpid) on values copied in beforehand.
         #[cfg(target_os = "linux")]
         let parent = std::process::id() as libc::pid_t;
         let tty_fd = tty.as_ref().map(|t| t.fd);
+        // PDEATHSIG fires when the *thread* that forked exits: pad spawns from
+        // its main task, on the thread that lives as long as pad. If pad is
+        // killed before the guard below is forked, PDEATHSIG alone covers
+        // CMD, which has had no time to start children.
+        // SAFETY: the closure runs in the forked child before exec and only
+        // makes async-signal-safe calls (prctl, getppid, signal, tcsetpgrp,
+        // getpid) on values copied in beforehand.
         unsafe {
             cmd.pre_exec(move || {
                 #[cfg(target_os = "linux")]
