@@ -22,8 +22,8 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use pad_client::Client;
-use pad_core::api::{ClaimBody, ClaimNextBody, ReleaseBody, RenewBody};
-use pad_core::{FrontierFilter, ItemPatch, ItemRef, Lease, Status};
+use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, ReleaseBody, RenewBody};
+use pad_core::{EXCLUDE_MAX, FrontierFilter, ItemRef, Lease, Status};
 use serde::Serialize;
 use tokio::process::Command;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -34,7 +34,7 @@ use super::lease::{filter, handoff_line};
 use super::{Ctx, about};
 use crate::cli::{DrainArgs, ExitCodeMap, RunArgs, WorkerArgs};
 use crate::error::{CliError, EXIT_NOT_FOUND};
-use crate::output::Format;
+use crate::output::{Format, timestamp};
 
 /// The pause before another try when a renewal could not reach the server.
 const RENEW_RETRY: Duration = Duration::from_secs(1);
@@ -66,6 +66,7 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         session_id: Some(a.session.unwrap_or_else(new_session_id)),
         ttl_seconds: worker.ttl_seconds.map(Into::into),
         note: a.note,
+        refresh: None,
     };
     let at = Instant::now();
     let claimed = worker.client.claim(worker.ws, &r.to_string(), &body).await.map_err(about(&r))?;
@@ -123,7 +124,12 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
 /// Claims the best ready item this drain has not run yet: one request.
 async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, ran: &[ItemRef]) -> Result<Option<Granted>, CliError> {
     let body = ClaimNextBody {
-        filter: filter.clone(),
+        // The server takes a bounded list: the most recent runs matter most
+        // (an earlier failure is backing off anyway).
+        filter: FrontierFilter {
+            exclude: ran.iter().rev().take(EXCLUDE_MAX).map(ToString::to_string).collect(),
+            ..filter.clone()
+        },
         holder: w.holder.clone(),
         // A session per item: each run is its own, in the events and in
         // what the next claimant is told.
@@ -135,13 +141,7 @@ async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, ran: &[ItemRef]) -> 
     let next = w.client.claim_next(w.ws, &body).await?;
     let (Some(item), Some(lease)) = (next.item, next.lease) else { return Ok(None) };
     announce_handoff(next.previous_holder.as_deref(), next.previous_note.as_deref());
-    let granted = Granted { item_ref: item.item_ref, lease, at };
-    if ran.contains(&granted.item_ref) {
-        // TEMPORARY until claim-next takes `exclude`.
-        release(w, &granted).await;
-        return Ok(None);
-    }
-    Ok(Some(granted))
+    Ok(Some(Granted { item_ref: item.item_ref, lease, at }))
 }
 
 /// The previous holder's note (L12), for the person watching.
@@ -261,6 +261,12 @@ struct Ran {
     /// The status set by `--done-on-success`, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<Status>,
+    /// The item's failures so far, after a failure was recorded (L14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failures: Option<i64>,
+    /// This failure quarantined the item (`needs-human`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    quarantined: bool,
     /// What pad did or saw, in words (failure note, lease loss).
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
@@ -274,11 +280,13 @@ async fn supervise(w: &Worker<'_>, g: Granted, signals: &mut Signals, report: &m
     let mut ran = Ran {
         item_ref: g.item_ref.clone(),
         epoch: g.lease.epoch,
-        lease_id: None,
+        lease_id: Some(g.lease.lease_id),
         outcome: Outcome::Interrupted,
         exit_code: None,
         seconds: 0.0,
         status: None,
+        failures: None,
+        quarantined: false,
         message: None,
         signal: None,
     };
@@ -358,10 +366,10 @@ async fn supervise(w: &Worker<'_>, g: Granted, signals: &mut Signals, report: &m
     } else if timed_out {
         let limit = humantime::format_duration(w.timeout.unwrap_or_default());
         ran.message = Some(format!("timed out after {limit}; stopped `{}`", w.program()));
-        end_failed(w, &g, Outcome::TimedOut).await?
+        end_failed(w, &g, &mut ran, Outcome::TimedOut).await?
     } else if code != 0 {
         ran.message = Some(format!("`{}` exited {code}", w.program()));
-        end_failed(w, &g, Outcome::Failed).await?
+        end_failed(w, &g, &mut ran, Outcome::Failed).await?
     } else {
         end_succeeded(w, &g, &mut ran).await?
     };
@@ -378,32 +386,74 @@ fn stopping(group: &Group, sig: i32, kill_at: &mut Option<Instant>, kill_after: 
     }
 }
 
-/// CMD exited 0: mark it done if asked (fenced), and end the lease.
+/// CMD exited 0: with `--done-on-success`, set `done` and end the lease in
+/// one fenced request (L15); otherwise release it.
 async fn end_succeeded(w: &Worker<'_>, g: &Granted, ran: &mut Ran) -> Result<Outcome, CliError> {
-    if w.done_on_success {
-        let done = ItemPatch { status: Some(Status::Done), lease_epoch: Some(g.lease.epoch), ..ItemPatch::default() };
-        if let Err(e) = w.client.update_item(w.ws, &g.item_ref.to_string(), &done).await {
-            let e = CliError::for_item(&g.item_ref, e);
-            release(w, g).await;
-            return match e {
-                CliError::Failed { code: EXIT_CONFLICT, .. } => {
-                    ran.message = Some(format!("{e}; the item was not marked done"));
-                    Ok(Outcome::LeaseLost)
-                }
-                e => Err(e),
-            };
-        }
-        ran.status = Some(Status::Done);
+    if !w.done_on_success {
+        release(w, g).await;
+        return Ok(Outcome::Succeeded);
     }
-    release(w, g).await;
-    Ok(Outcome::Succeeded)
+    let body = CompleteBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        status: None,
+    };
+    match w.client.complete(w.ws, &g.item_ref.to_string(), &body).await {
+        Ok(done) => {
+            ran.status = Some(done.item.status);
+            Ok(Outcome::Succeeded)
+        }
+        Err(e) => match CliError::for_item(&g.item_ref, e) {
+            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+                ran.message = Some(format!("{e}; the item was not marked done"));
+                Ok(Outcome::LeaseLost)
+            }
+            e => {
+                release(w, g).await;
+                Err(e)
+            }
+        },
+    }
 }
 
-/// CMD failed or timed out: the attempt counts as a failure, and the lease
-/// ends. `ran.message` is the note left for the next claimant.
-async fn end_failed(w: &Worker<'_>, g: &Granted, outcome: Outcome) -> Result<Outcome, CliError> {
-    release(w, g).await;
-    Ok(outcome)
+/// CMD failed or timed out: the attempt counts as a failure (L14), which
+/// ends the lease; `ran.message` is the note left for the next claimant.
+/// `--max-attempts` is the quarantine threshold the server applies.
+async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome) -> Result<Outcome, CliError> {
+    let body = FailBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        note: ran.message.clone(),
+        max_failures: w.max_attempts,
+    };
+    match w.client.fail(w.ws, &g.item_ref.to_string(), &body).await {
+        Ok(answer) => {
+            let item = &answer.item;
+            let mut message = ran.message.take().unwrap_or_default();
+            message += &format!("; failure {}", item.failures);
+            if answer.quarantined {
+                message += ", quarantined (needs-human)";
+            } else if let Some(at) = item.retry_at {
+                message += &format!(", next try after {}", timestamp(at));
+            }
+            ran.message = Some(message);
+            ran.failures = Some(item.failures);
+            ran.quarantined = answer.quarantined;
+            Ok(outcome)
+        }
+        Err(e) => match CliError::for_item(&g.item_ref, e) {
+            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+                ran.message = Some(format!("{e}; the failure was not recorded"));
+                Ok(Outcome::LeaseLost)
+            }
+            e => {
+                release(w, g).await;
+                Err(e)
+            }
+        },
+    }
 }
 
 /// CMD in its own process group, with the lease in its environment.
@@ -438,7 +488,13 @@ async fn keep_alive(w: &Worker<'_>, g: &Granted) -> CliError {
     let r = g.item_ref.to_string();
     let ttl = Duration::from_secs(g.lease.ttl_seconds.into());
     let period = ttl / 3;
-    let body = RenewBody { epoch: g.lease.epoch, holder: Some(g.lease.holder.clone()), ttl_seconds: None, note: None };
+    let body = RenewBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        ttl_seconds: None,
+        note: None,
+    };
     let mut expires = g.at + ttl;
     let mut next = g.at + period;
     let mut failure = None;
@@ -471,8 +527,12 @@ async fn keep_alive(w: &Worker<'_>, g: &Granted) -> CliError {
 /// Gives the lease back. Failing to is reported, not fatal: the lease
 /// expires on its own within its TTL.
 async fn release(w: &Worker<'_>, g: &Granted) {
-    let body =
-        ReleaseBody { holder: Some(g.lease.holder.clone()), epoch: Some(g.lease.epoch), ..ReleaseBody::default() };
+    let body = ReleaseBody {
+        holder: Some(g.lease.holder.clone()),
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        ..ReleaseBody::default()
+    };
     match w.client.release(w.ws, &g.item_ref.to_string(), &body).await {
         Ok(answer) if answer.released => {}
         Ok(_) => eprintln!("pad: the lease on {} had already ended", g.item_ref),
