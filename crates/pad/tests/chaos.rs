@@ -303,6 +303,8 @@ fn chaos(s: &TestServer, configure: impl Fn(&str)) {
         }
     }
 
+    // A fresh client: the first one's pooled connection has idled out.
+    let c = Client::new(Url::parse(&s.url).unwrap(), s.token.clone()).unwrap();
     let mut claims = 0usize;
     let mut after = 0;
     loop {
