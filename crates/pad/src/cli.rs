@@ -518,8 +518,9 @@ pub struct WorkerArgs {
     /// How long CMD has to exit after SIGTERM before SIGKILL
     #[arg(long, value_name = "DURATION", value_parser = ttl::parse, default_value = "10s")]
     pub kill_after: u64,
-    /// Quarantine an item (needs-human) once it has failed this many times
-    /// [default: the workspace's quarantine_after_failures]
+    /// Quarantine an item (needs-human) once it has failed this many times; a drain
+    /// then skips quarantined items as with --autonomous [default: the workspace's
+    /// quarantine_after_failures]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_attempts: Option<u32>,
     /// Pass CMD's exit code FROM on as TO, e.g. 7=107 (repeatable or comma-separated)

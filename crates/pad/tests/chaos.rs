@@ -4,6 +4,9 @@
 //! a real `pad serve`. The worker writes a ledger (ref, epoch, pid, time); a
 //! monitor thread reads it and /proc every few milliseconds.
 //!
+//! The drains run as the README's cron recipe does, without `--autonomous`:
+//! `--max-attempts` alone keeps them off quarantined items.
+//!
 //! Asserted: never two live worker processes (of different leases) on one
 //! item; no worker process left at the end; every worker stopped within
 //! `--timeout` + `--kill-after` + slack; succeeding items `done`; always-
@@ -153,7 +156,7 @@ fn drain(s: &TestServer, dir: &Path, slot: usize, worker: &Path) -> Child {
     let log =
         std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("drain-{slot}.log"))).unwrap();
     s.pad()
-        .args(["drain", "--autonomous", "--done-on-success", "--holder", &format!("drain-{slot}")])
+        .args(["drain", "--done-on-success", "--holder", &format!("drain-{slot}")])
         .args(["--ttl", &ttl, "--timeout", &timeout, "--kill-after", &kill_after])
         .args(["--max-attempts", &MAX_ATTEMPTS.to_string(), "--format", "json", "--"])
         .arg("sh")

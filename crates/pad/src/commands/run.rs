@@ -81,7 +81,10 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
 pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let mut signals = Signals::catch()?;
     let worker = Worker::new(ctx, a.worker)?;
-    let filter = filter(a.filter);
+    let mut filter = filter(a.filter);
+    // An attempt limit means "then leave it to a person": the drain skips
+    // quarantined (`needs-human`) items as `--autonomous` does.
+    filter.autonomous |= worker.max_attempts.is_some();
     let max = if a.once { Some(1) } else { a.max };
     let mut report = Report::new(ctx.format, true);
     let mut last = None;
