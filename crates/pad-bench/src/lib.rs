@@ -34,7 +34,7 @@ pub enum Scenario {
     Cycle,
     /// live leases renewed by R workers
     Heartbeat,
-    /// W workers drain a backlog with claim-next, done, release
+    /// W workers drain a backlog with claim-next, then complete
     Drain,
     /// claim latency with few and with many items in the store
     Scale,

@@ -62,12 +62,13 @@ pub enum Command {
     #[command(subcommand)]
     Auth(AuthCommand),
     /// Claim an item, run a command under its lease, release it
+    #[command(after_help = RUN_EXIT_CODES)]
     Run(RunArgs),
     /// Claim ready items one after another and run a command on each
+    #[command(after_help = DRAIN_EXIT_CODES)]
     Drain(DrainArgs),
     /// Print the workspace's events as they happen (Ctrl-C stops)
     Watch(WatchArgs),
-    /// Serve pad's tools to an AI agent over MCP on stdin/stdout
     /// Write a workspace's items, with comments, history and links, as JSON Lines
     Export(ExportArgs),
     /// Create the items of `pad export` (or `gh issue list --json …`) output, all or nothing
@@ -81,6 +82,7 @@ pub enum Command {
     /// The work-item-tracker contract's verbs, served by pad (docs/work-item-tracker.md)
     #[command(subcommand)]
     Wit(crate::commands::wit::WitCommand),
+    /// Serve pad's tools to an AI agent over MCP on stdin/stdout
     Mcp(McpArgs),
     /// The brief an AI agent reads at session start: who, leases, ready work
     Prime(PrimeArgs),
@@ -539,7 +541,29 @@ pub struct ClaimNextArgs {
     pub filter: FilterArgs,
 }
 
-/// What `run` and `drain` share: who works, for how long a lease, and on what.
+/// `pad run --help`: the exit codes a script can rely on (README, "Exit codes").
+const RUN_EXIT_CODES: &str = "\
+Exit codes:
+  0        CMD exited 0
+  N        CMD exited N (128 + S when signal S ended it); see --exit-code-map
+  7        the lease could not be taken, or was lost while CMD ran (CMD stopped)
+  124      --timeout passed (CMD stopped; the attempt counts as failed)
+  126/127  CMD could not be run / was not found (the lease is released)
+  128+S    pad got signal S (SIGINT 130, SIGTERM 143); CMD stopped, lease released
+  2,3,4,5,8  pad's own: bad input, configuration, auth, not found, server unavailable
+When CMD itself exits with one of pad's codes (2 3 4 5 7 8 124), pad says so on
+stderr; --exit-code-map 7=107 passes CMD's 7 on as 107, keeping 7 pad's.";
+
+/// `pad drain --help`.
+const DRAIN_EXIT_CODES: &str = "\
+Exit codes:
+  0      nothing (new) is ready, or --max items have run, whatever CMD's codes
+  128+S  pad got signal S; the current CMD was stopped and its lease released
+  other  pad could not go on (server unreachable, CMD cannot be run: 126/127)
+With --once: like `pad run` on the one item, or 5 when none was ready.";
+
+/// What `run` and `drain` share: who works, for how long a lease, on what,
+/// and within which limits.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
@@ -550,10 +574,63 @@ pub struct WorkerArgs {
     /// When CMD exits 0, set the item's status to `done` (fenced by the lease's epoch)
     #[arg(long)]
     pub done_on_success: bool,
+    /// Stop CMD (and its process group) after this long, like 25m; the attempt counts as failed
+    #[arg(long, value_name = "DURATION", value_parser = positive_seconds)]
+    pub timeout: Option<u64>,
+    /// How long CMD has to exit after SIGTERM before SIGKILL
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, default_value = "10s")]
+    pub kill_after: u64,
+    /// Quarantine an item (needs-human) once it has failed this many times; a drain
+    /// then skips quarantined items as with --autonomous [default: the workspace's
+    /// quarantine_after_failures]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_attempts: Option<u32>,
+    /// Pass CMD's exit code FROM on as TO, e.g. 7=107 (repeatable or comma-separated)
+    #[arg(long, value_name = "FROM=TO", value_delimiter = ',', value_parser = exit_code_pair)]
+    pub exit_code_map: Vec<(i32, i32)>,
     /// The command and its arguments, after `--`; it gets PAD_REF,
     /// PAD_LEASE_EPOCH, PAD_HOLDER and PAD_SESSION_ID
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+/// `--timeout`: a duration, and not zero (a limit of nothing is a mistake).
+fn positive_seconds(s: &str) -> Result<u64, String> {
+    match ttl::parse(s)? {
+        0 => Err(format!("`{s}` is no time at all: give a positive duration like 25m")),
+        n => Ok(n),
+    }
+}
+
+/// The codes pad exits with itself: `--exit-code-map` may not map onto them.
+pub const PAD_EXIT_CODES: [i32; 8] = [1, 2, 3, 4, 5, 7, 8, 124];
+
+/// `--exit-code-map FROM=TO`, both 1..=255, TO not one of pad's own codes.
+fn exit_code_pair(s: &str) -> Result<(i32, i32), String> {
+    let (from, to) = s.split_once('=').ok_or_else(|| format!("`{s}` is not FROM=TO, like 7=107"))?;
+    let code = |c: &str| -> Result<i32, String> {
+        c.trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|n| (1..=255).contains(n))
+            .ok_or_else(|| format!("`{c}` is not an exit code from 1 to 255"))
+    };
+    let (from, to) = (code(from)?, code(to)?);
+    if PAD_EXIT_CODES.contains(&to) {
+        return Err(format!("{to} is one of pad's own exit codes ({PAD_EXIT_CODES:?}); map onto another"));
+    }
+    Ok((from, to))
+}
+
+/// `--exit-code-map`, looked up.
+#[derive(Debug, Clone, Default)]
+pub struct ExitCodeMap(pub Vec<(i32, i32)>);
+
+impl ExitCodeMap {
+    /// CMD's code as pad passes it on.
+    pub fn get(&self, code: i32) -> i32 {
+        self.0.iter().rev().find(|(from, _)| *from == code).map_or(code, |(_, to)| *to)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -785,5 +862,38 @@ mod tests {
         assert_eq!(parse(&["item", "show", "nope"]).unwrap_err().exit_code(), 2);
         assert_eq!(parse(&["item", "list", "--status", "open,bogus"]).unwrap_err().exit_code(), 2);
         assert!(parse(&["item", "list", "--status", "open,done", "-w", "x", "--format", "json"]).is_ok());
+    }
+
+    #[test]
+    fn supervisor_limits_and_exit_code_maps() {
+        let Cli { command: Command::Drain(d), .. } = parse(&[
+            "drain",
+            "--ttl",
+            "30m",
+            "--timeout",
+            "25m",
+            "--max-attempts",
+            "3",
+            "--done-on-success",
+            "--",
+            "./work.sh",
+        ])
+        .unwrap() else {
+            panic!("not drain")
+        };
+        assert_eq!((d.worker.timeout, d.worker.max_attempts, d.worker.kill_after), (Some(1500), Some(3), 10));
+        for bad in
+            [&["--timeout", "0s"][..], &["--max-attempts", "0"], &["--exit-code-map", "7=8"], &["--exit-code-map", "x"]]
+        {
+            let args: Vec<&str> = ["drain"].into_iter().chain(bad.iter().copied()).chain(["--", "true"]).collect();
+            assert_eq!(parse(&args).unwrap_err().exit_code(), 2, "{bad:?}");
+        }
+        let Cli { command: Command::Run(r), .. } =
+            parse(&["run", "T-1", "--exit-code-map", "7=107,3=103", "--exit-code-map", "3=113", "--", "true"]).unwrap()
+        else {
+            panic!("not run")
+        };
+        let map = ExitCodeMap(r.worker.exit_code_map);
+        assert_eq!((map.get(7), map.get(3), map.get(9)), (107, 113, 9), "the last mapping of a code wins");
     }
 }

@@ -387,7 +387,7 @@ fn drain_max_runs_exactly_that_many_and_done_on_success_closes_them() {
 
     let out = s.pad_output(["drain", "--max", "3", "--", "sh", "-c", &script]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stderr(&out).contains("drained 3 items: 3 done, 0 failed"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drained 3 items: 3 succeeded, 0 failed"), "{}", stderr(&out));
     let ran = lines(&file);
     assert_eq!(ran, refs[..3], "best first: same priority, oldest first");
     for r in &refs {
@@ -415,21 +415,49 @@ fn drain_moves_past_failures_and_runs_each_item_once() {
         format!("echo $PAD_REF >> {}; case $PAD_REF in {}|{}) exit 1;; esac", file.display(), refs[0], refs[2]);
     let out = s.pad_output(["drain", "--done-on-success", "--", "sh", "-c", &script]);
     assert_eq!(code(&out), 0, "a failing child does not fail the drain: {}", stderr(&out));
-    assert!(stderr(&out).contains("drained 4 items: 2 done, 2 failed"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drained 4 items: 2 succeeded, 2 failed; 2 marked done"), "{}", stderr(&out));
     assert_eq!(lines(&file), refs, "each item once");
     let status: Vec<Value> = refs.iter().map(|r| show(&s, r)["status"].clone()).collect();
     assert_eq!(status, ["open", "done", "open", "done"]);
 
-    // --once: the one item's exit code; then nothing ready is exit 5.
+    // A failure is recorded on the item (L14): counted, noted, backing off.
+    let failed = show(&s, &refs[0]);
+    assert_eq!(failed["failures"], 1, "{failed}");
+    assert!(failed["retry_at"].is_string(), "{failed}");
+    assert!(failed["last_failure_note"].as_str().unwrap_or_default().contains("exited 1"), "{failed}");
+    assert!(failed.get("lease").is_none());
+
+    // --once: the one item's exit code; then nothing ready is exit 5 (the
+    // failed items wait for their retry time).
+    let extra = block_on(create_items(&client(&s), 2));
     let out = s.pad_output(["drain", "--once", "--", "sh", "-c", "exit 4"]);
     assert_eq!(code(&out), 4, "{}", stderr(&out));
     let out = s.pad_output(["drain", "--once", "--done-on-success", "--", "true"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = s.pad_output(["drain", "--once", "--done-on-success", "--", "true"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(show(&s, &extra[1])["status"], "done");
     let out = s.pad_output(["drain", "--once", "--", "true"]);
     assert_eq!(code(&out), 5, "{}", stderr(&out));
     assert!(stderr(&out).contains("No ready item"), "{}", stderr(&out));
+}
+
+/// No churn: a drain hands out each epoch only to run it. Two items the
+/// drain already ran (it left them open) are excluded, not claimed and given
+/// back: each item's epoch is 1 after the drain.
+#[test]
+fn drain_never_claims_an_item_it_will_not_run() {
+    let s = TestServer::start();
+    let refs = block_on(create_items(&client(&s), 3));
+    let out = s.pad_output(["drain", "--", "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("drained 3 items: 3 succeeded, 0 failed"), "{}", stderr(&out));
+    let events = block_on(client(&s).events(WS, 0, 500)).unwrap();
+    let kind = |e: &pad_core::Event| serde_json::to_value(&e.kind).unwrap();
+    let claims = events.iter().filter(|e| kind(e) == "lease.claimed").count();
+    let releases = events.iter().filter(|e| kind(e) == "lease.released").count();
+    assert_eq!((claims, releases), (3, 3), "one claim and one release per item run");
+    for r in &refs {
+        assert_eq!(show(&s, r)["last_lease"]["epoch"], 1, "{r}");
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod admin;
 mod auth;
 mod bench;
 mod db;
+mod group;
 mod item;
 mod lease;
 mod mcp;

@@ -1,51 +1,61 @@
-//! `pad run` and `pad drain` (SPEC §5): a command run under an item's lease.
+//! `pad run` and `pad drain` (docs/leases.md, "Working under a lease"): a
+//! command run under an item's lease, by a supervisor an operator can leave
+//! alone.
 //!
 //! Both come down to one supervisor, [`supervise`]. Given a fresh lease it
-//! starts CMD with the lease in its environment, keeps the lease alive (a
-//! renewal every third of the TTL, fenced by the epoch), passes Ctrl-C and
-//! SIGTERM on to CMD, and once CMD exits marks the item done (if asked) and
-//! releases the lease. If the lease is lost under CMD — it expired while the
-//! server was out of reach, or an owner broke it — CMD gets SIGTERM: another
-//! worker may already hold the item, and two workers on one item is exactly
-//! what the lease exists to prevent.
+//! starts CMD in its own process group with the lease in its environment
+//! (`group.rs` makes sure the group dies with pad, S1), keeps the lease
+//! alive (a renewal every third of the TTL, fenced by the epoch), and stops
+//! the group — SIGTERM, SIGKILL after `--kill-after` — when the lease is
+//! lost, when `--timeout` passes, or when pad is interrupted. Then it ends
+//! the lease according to the outcome: released on success (or marked done
+//! on `--done-on-success`), released on interruption, nothing to do when it
+//! was lost.
 //!
-//! Exit codes. `pad run`: CMD's own (128 + N when signal N ended it); 7 when
-//! the lease could not be taken or was lost (CMD stopped); the usual codes
-//! for other failures before CMD starts, and 127/126 when it cannot be
-//! started. `pad drain`: 0 once nothing is ready or `--max` items have run,
-//! whatever CMD's exit codes — a failed item is released, not marked done,
-//! and the drain moves on (the summary counts it); 128 + N when signal N
-//! stopped it (after the current CMD exited and its lease was released);
-//! with `--once`, like `pad run` on the item it ran, or 5 when none was ready.
+//! Exit codes: see [`EXIT_CODES`] (also in `pad run --help` and README).
 
-use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::IsTerminal;
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use pad_client::Client;
-use pad_core::api::{ClaimBody, ClaimNextBody, FrontierQuery, ReleaseBody, RenewBody};
-use pad_core::{FrontierFilter, ItemPatch, ItemRef, Lease, Status};
-use tokio::process::{Child, Command};
+use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, ReleaseBody, RenewBody};
+use pad_core::{EXCLUDE_MAX, FrontierFilter, ItemRef, Lease, Status};
+use serde::Serialize;
+use tokio::process::Command;
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::time::{Instant, sleep_until, timeout, timeout_at};
+use tokio::time::{Instant, sleep_until, timeout_at};
 
-use super::lease::{filter, frontier_query, handoff_line};
+use super::group::Group;
+use super::lease::{filter, handoff_line};
 use super::{Ctx, about};
-use crate::cli::{DrainArgs, RunArgs, WorkerArgs};
+use crate::cli::{DrainArgs, ExitCodeMap, RunArgs, WorkerArgs};
 use crate::error::{CliError, EXIT_NOT_FOUND};
+use crate::output::{Format, timestamp};
 
-/// How long CMD has to exit after the SIGTERM that follows a lost lease,
-/// before it is killed: it must not go on working on someone else's item.
-const KILL_GRACE: Duration = Duration::from_secs(10);
 /// The pause before another try when a renewal could not reach the server.
 const RENEW_RETRY: Duration = Duration::from_secs(1);
 /// `lease_held`, `lease_lost`: a renewal or a fenced write refused for good.
 const EXIT_CONFLICT: i32 = 7;
 /// `unavailable`, `rate_limited`: worth another try while the lease lasts.
 const EXIT_UNAVAILABLE: i32 = 8;
+/// `pad run` when `--timeout` stopped CMD (as `timeout(1)` does).
+pub const EXIT_TIMED_OUT: i32 = 124;
+
+/// The codes pad itself exits with for its own reasons (README, "Exit
+/// codes"); CMD exiting with one of them is flagged on stderr.
+const RESERVED: [(i32, &str); 7] = [
+    (2, "usage or bad input"),
+    (3, "configuration"),
+    (4, "authentication"),
+    (5, "not found / no ready item"),
+    (7, "lease taken or lost"),
+    (8, "server unavailable"),
+    (EXIT_TIMED_OUT, "timed out"),
+];
 
 pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     let mut signals = Signals::catch()?;
@@ -61,44 +71,47 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     let at = Instant::now();
     let claimed = worker.client.claim(worker.ws, &r.to_string(), &body).await.map_err(about(&r))?;
     announce_handoff(claimed.previous_holder.as_deref(), claimed.previous_note.as_deref());
-    match supervise(&worker, Granted { item_ref: r, lease: claimed.lease, at }, &mut signals).await? {
-        Ran::Exited { code: 0 } => Ok(()),
-        Ran::Exited { code } => Err(CliError::Exit(code)),
-        Ran::LeaseLost(e) => Err(e),
-    }
+    let mut report = Report::new(ctx.format, false);
+    let ran = supervise(&worker, Granted { item_ref: r, lease: claimed.lease, at }, &mut signals, &mut report).await?;
+    report.finish(&ran);
+    report.summary()?;
+    worker.exit(&ran)
 }
 
 pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let mut signals = Signals::catch()?;
     let worker = Worker::new(ctx, a.worker)?;
-    let filter = filter(a.filter);
+    let mut filter = filter(a.filter);
+    // An attempt limit means "then leave it to a person": the drain skips
+    // quarantined (`needs-human`) items as `--autonomous` does.
+    filter.autonomous |= worker.max_attempts.is_some();
     let max = if a.once { Some(1) } else { a.max };
-    let mut progress = Progress::new(std::io::stderr().is_terminal());
-    let mut last: Option<Result<i32, CliError>> = None;
-    let mut seen = HashSet::new();
+    let mut report = Report::new(ctx.format, true);
+    let mut last = None;
+    // Items this drain has run: it never claims one of them again (no churn,
+    // docs/leases.md). A failed one is the next drain's, after its backoff.
+    let mut ran_refs: Vec<ItemRef> = Vec::new();
     let stopped = loop {
-        if max.is_some_and(|max| progress.total() >= max) || signals.pending().await.is_some() {
+        if max.is_some_and(|max| report.total() >= max) || signals.pending().await.is_some() {
             break Ok(());
         }
-        let granted = match next_item(&worker, &filter, &seen).await {
+        report.claiming();
+        let granted = match next_item(&worker, &filter, &ran_refs).await {
             Ok(Some(granted)) => granted,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         };
-        let r = granted.item_ref.clone();
-        seen.insert(r.clone());
-        progress.start(&r);
-        let outcome = match supervise(&worker, granted, &mut signals).await {
-            Ok(Ran::Exited { code }) => Ok(code),
-            Ok(Ran::LeaseLost(e)) => Err(e),
+        ran_refs.push(granted.item_ref.clone());
+        let ran = match supervise(&worker, granted, &mut signals, &mut report).await {
+            Ok(ran) => ran,
             // CMD could not start, or the server refused something that
             // will not get better with the next item: stop here.
             Err(e) => break Err(e),
         };
-        progress.finish(&r, &outcome);
-        last = Some(outcome);
+        report.finish(&ran);
+        last = Some(ran);
     };
-    progress.summary();
+    report.summary()?;
     stopped?;
     match (a.once, last, signals.received) {
         (_, _, Some(sig)) => Err(CliError::Exit(128 + sig)),
@@ -106,66 +119,32 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             eprintln!("No ready item");
             Err(CliError::Exit(EXIT_NOT_FOUND))
         }
-        (true, Some(Ok(code)), None) if code != 0 => Err(CliError::Exit(code)),
-        (true, Some(Err(e)), None) => Err(e),
+        (true, Some(ran), None) => worker.exit(&ran),
         _ => Ok(()),
     }
 }
 
-/// Claims the best ready item this drain has not run yet.
-///
-/// An item the drain already ran is back in the frontier when CMD failed (it
-/// was released, not closed) or succeeded without closing it; claim-next
-/// would hand it out again and again. So each item runs at most once per
-/// drain: when claim-next offers one already run, it is given back and the
-/// first claimable item further down the frontier is taken instead.
-async fn next_item(
-    w: &Worker<'_>,
-    filter: &FrontierFilter,
-    seen: &HashSet<ItemRef>,
-) -> Result<Option<Granted>, CliError> {
-    // A session per item: each run is its own, in the events and in what the
-    // next claimant is told.
-    let session_id = Some(new_session_id());
-    let ttl_seconds = w.ttl_seconds.map(Into::into);
+/// Claims the best ready item this drain has not run yet: one request.
+async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, ran: &[ItemRef]) -> Result<Option<Granted>, CliError> {
     let body = ClaimNextBody {
-        filter: filter.clone(),
+        // The server takes a bounded list: the most recent runs matter most
+        // (an earlier failure is backing off anyway).
+        filter: FrontierFilter {
+            exclude: ran.iter().rev().take(EXCLUDE_MAX).map(ToString::to_string).collect(),
+            ..filter.clone()
+        },
         holder: w.holder.clone(),
-        session_id: session_id.clone(),
-        ttl_seconds: ttl_seconds.clone(),
+        // A session per item: each run is its own, in the events and in
+        // what the next claimant is told.
+        session_id: Some(new_session_id()),
+        ttl_seconds: w.ttl_seconds.map(Into::into),
         note: None,
     };
     let at = Instant::now();
     let next = w.client.claim_next(w.ws, &body).await?;
     let (Some(item), Some(lease)) = (next.item, next.lease) else { return Ok(None) };
     announce_handoff(next.previous_holder.as_deref(), next.previous_note.as_deref());
-    let granted = Granted { item_ref: item.item_ref, lease, at };
-    if !seen.contains(&granted.item_ref) {
-        return Ok(Some(granted));
-    }
-    release(w, &granted).await;
-    let query = FrontierQuery { limit: Some(pad_core::LIST_LIMIT_MAX), ..frontier_query(filter) };
-    let candidates = w.client.frontier(w.ws, &query).await?.items;
-    for item in candidates.into_iter().filter(|i| !seen.contains(&i.item_ref)) {
-        let body = ClaimBody {
-            holder: w.holder.clone(),
-            session_id: session_id.clone(),
-            ttl_seconds: ttl_seconds.clone(),
-            note: None,
-            refresh: None,
-        };
-        let at = Instant::now();
-        match w.client.claim(w.ws, &item.item_ref.to_string(), &body).await {
-            Ok(claimed) => {
-                announce_handoff(claimed.previous_holder.as_deref(), claimed.previous_note.as_deref());
-                return Ok(Some(Granted { item_ref: item.item_ref, lease: claimed.lease, at }));
-            }
-            // Another worker got there first: on to the next one.
-            Err(e) if e.held_lease().is_some() => {}
-            Err(e) => return Err(CliError::for_item(&item.item_ref, e)),
-        }
-    }
-    Ok(None)
+    Ok(Some(Granted { item_ref: item.item_ref, lease, at }))
 }
 
 /// The previous holder's note (L12), for the person watching.
@@ -175,7 +154,8 @@ fn announce_handoff(holder: Option<&str>, note: Option<&str>) {
     }
 }
 
-/// What `run` and `drain` share: the server, who works, and on what.
+/// What `run` and `drain` share: the server, who works, on what, and within
+/// which limits.
 struct Worker<'a> {
     client: Client,
     ws: &'a str,
@@ -183,19 +163,62 @@ struct Worker<'a> {
     holder: Option<String>,
     ttl_seconds: Option<u64>,
     done_on_success: bool,
+    timeout: Option<Duration>,
+    kill_after: Duration,
+    max_attempts: Option<u32>,
+    exit_map: ExitCodeMap,
+    /// `--format json`: stdout is pad's JSON lines alone.
+    json: bool,
     command: Vec<OsString>,
 }
 
 impl<'a> Worker<'a> {
     fn new(ctx: &'a Ctx, a: WorkerArgs) -> Result<Self, CliError> {
+        if a.command.is_empty() {
+            return Err(CliError::usage("no command given after --"));
+        }
         Ok(Worker {
             client: ctx.client()?,
             ws: ctx.ws(),
             holder: a.holder.holder,
             ttl_seconds: a.ttl.seconds(),
             done_on_success: a.done_on_success,
+            timeout: a.timeout.map(Duration::from_secs),
+            kill_after: Duration::from_secs(a.kill_after),
+            max_attempts: a.max_attempts,
+            exit_map: ExitCodeMap(a.exit_code_map),
+            json: ctx.format == Format::Json,
             command: a.command,
         })
+    }
+
+    fn program(&self) -> String {
+        self.command[0].to_string_lossy().into_owned()
+    }
+
+    /// `pad run`'s exit code for what happened (and `drain --once`'s).
+    fn exit(&self, ran: &Ran) -> Result<(), CliError> {
+        let code = match ran.outcome {
+            Outcome::Succeeded => return Ok(()),
+            Outcome::Failed => {
+                let code = ran.exit_code.unwrap_or(1);
+                let mapped = self.exit_map.get(code);
+                if mapped == code
+                    && let Some((_, meaning)) = RESERVED.iter().find(|(c, _)| *c == code)
+                {
+                    eprintln!(
+                        "pad: `{}` itself exited {code}, a code pad also uses ({meaning}); \
+                         `--exit-code-map {code}=N` tells them apart",
+                        self.program()
+                    );
+                }
+                mapped
+            }
+            Outcome::TimedOut => EXIT_TIMED_OUT,
+            Outcome::LeaseLost => EXIT_CONFLICT,
+            Outcome::Interrupted => 128 + ran.signal.unwrap_or(libc::SIGINT),
+        };
+        Err(CliError::Exit(code))
     }
 }
 
@@ -209,77 +232,252 @@ struct Granted {
     at: Instant,
 }
 
-enum Ran {
-    /// CMD exited with this code (128 + N for signal N); the lease has been
-    /// released and, on 0 with `--done-on-success`, the item marked done.
-    Exited { code: i32 },
-    /// The lease ended under CMD, which was stopped; or the fenced `done`
-    /// was refused because the lease was no longer ours.
-    LeaseLost(CliError),
+/// How one item's run ended (docs/leases.md): the `outcome` of a JSON line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Outcome {
+    /// CMD exited 0.
+    Succeeded,
+    /// CMD exited non-zero (or was killed by a signal pad did not send).
+    Failed,
+    /// `--timeout` passed; CMD's group was stopped.
+    TimedOut,
+    /// The lease ended under CMD, whose group was stopped; or the fenced
+    /// write at the end was refused because it was no longer ours.
+    LeaseLost,
+    /// pad got SIGINT/SIGTERM (or CMD, owning the terminal, died of Ctrl-C).
+    Interrupted,
 }
 
-/// Runs CMD under the granted lease, from start to release.
-async fn supervise(w: &Worker<'_>, g: Granted, signals: &mut Signals) -> Result<Ran, CliError> {
+/// One item's run, as reported: a JSON line per item with `--format json`.
+#[derive(Debug, Serialize)]
+struct Ran {
+    #[serde(rename = "ref")]
+    item_ref: ItemRef,
+    epoch: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_id: Option<i64>,
+    outcome: Outcome,
+    /// CMD's exit code (128 + N when signal N ended it).
+    exit_code: Option<i32>,
+    seconds: f64,
+    /// The status set by `--done-on-success`, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status>,
+    /// The item's failures so far, after a failure was recorded (L14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failures: Option<i64>,
+    /// This failure quarantined the item (`needs-human`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    quarantined: bool,
+    /// What pad did or saw, in words (failure note, lease loss).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip)]
+    signal: Option<i32>,
+}
+
+/// Runs CMD under the granted lease, from start to the lease's end.
+async fn supervise(w: &Worker<'_>, g: Granted, signals: &mut Signals, report: &mut Report) -> Result<Ran, CliError> {
+    let started = Instant::now();
+    let mut ran = Ran {
+        item_ref: g.item_ref.clone(),
+        epoch: g.lease.epoch,
+        lease_id: Some(g.lease.lease_id),
+        outcome: Outcome::Interrupted,
+        exit_code: None,
+        seconds: 0.0,
+        status: None,
+        failures: None,
+        quarantined: false,
+        message: None,
+        signal: None,
+    };
     // Ctrl-C while the lease was being taken: give it back, run nothing.
     if let Some(sig) = signals.pending().await {
         release(w, &g).await;
-        return Ok(Ran::Exited { code: 128 + sig });
+        ran.signal = Some(sig);
+        return Ok(ran);
     }
-    let mut child = match spawn(&w.command, &g) {
-        Ok(child) => child,
+    report.start(&g.item_ref, g.lease.epoch);
+    let mut group = match spawn(w, &g) {
+        Ok(group) => group,
         Err(e) => {
             release(w, &g).await;
             return Err(e);
         }
     };
     // Polled beside the child rather than spawned, so it ends (and any
-    // renewal in flight is dropped) the moment CMD exits.
+    // renewal in flight is dropped) the moment the item is over.
     let mut heartbeat = std::pin::pin!(keep_alive(w, &g));
-    let status = loop {
+    let deadline = w.timeout.map(|t| started + t);
+    let mut lost: Option<CliError> = None;
+    let mut timed_out = false;
+    // Set once pad starts stopping the group: when SIGKILL follows.
+    let mut kill_at: Option<Instant> = None;
+    let status: ExitStatus = loop {
         tokio::select! {
-            status = child.wait() => break status?,
-            loss = &mut heartbeat => {
-                stop(&mut child).await?;
-                let program = w.command[0].to_string_lossy();
-                return Ok(Ran::LeaseLost(with_suffix(loss, &format!("; stopped `{program}`"))));
+            status = group.wait() => break status?,
+            loss = &mut heartbeat, if lost.is_none() => {
+                lost = Some(loss);
+                stopping(&group, libc::SIGTERM, &mut kill_at, w.kill_after);
             }
-            sig = signals.recv() => send_signal(&child, sig),
+            () = sleep_until(deadline.unwrap_or(started)), if deadline.is_some() && !timed_out => {
+                timed_out = true;
+                stopping(&group, libc::SIGTERM, &mut kill_at, w.kill_after);
+            }
+            sig = signals.recv() => stopping(&group, sig, &mut kill_at, w.kill_after),
+            () = sleep_until(kill_at.unwrap_or(started)), if kill_at.is_some() => {
+                group.signal(libc::SIGKILL);
+                kill_at = None;
+            }
         }
     };
-    let code = exit_code(status);
-    // An interrupted CMD may well exit 0; that does not make its work done.
-    if w.done_on_success && code == 0 && signals.received.is_none() {
-        let done = ItemPatch { status: Some(Status::Done), lease_epoch: Some(g.lease.epoch), ..ItemPatch::default() };
-        if let Err(e) = w.client.update_item(w.ws, &g.item_ref.to_string(), &done).await {
-            let e = CliError::for_item(&g.item_ref, e);
-            release(w, &g).await;
-            return match e {
-                CliError::Failed { code: EXIT_CONFLICT, .. } => {
-                    Ok(Ran::LeaseLost(with_suffix(e, "; the item was not marked done")))
-                }
-                e => Err(e),
-            };
+    let pgid = group.pgid();
+    let had_terminal = group.had_terminal();
+    // What CMD left behind in its group goes too, before the lease ends;
+    // renewals go on meanwhile.
+    let left = {
+        let mut finish = std::pin::pin!(group.finish(w.kill_after));
+        loop {
+            tokio::select! {
+                left = &mut finish => break left,
+                loss = &mut heartbeat, if lost.is_none() => lost = Some(loss),
+                _ = signals.recv() => {}
+            }
         }
+    };
+    if left {
+        eprintln!("pad: `{}` left processes in its group {pgid}; stopped them", w.program());
     }
-    release(w, &g).await;
-    Ok(Ran::Exited { code })
+    ran.seconds = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    let code = exit_code(status);
+    ran.exit_code = Some(code);
+    // Ctrl-C typed at the terminal CMD owned reached CMD, not pad.
+    if had_terminal && status.signal() == Some(libc::SIGINT) && signals.received.is_none() {
+        signals.received = Some(libc::SIGINT);
+    }
+    ran.signal = signals.received;
+    ran.outcome = if let Some(e) = lost {
+        ran.message = Some(format!("{}; stopped `{}`", e, w.program()));
+        Outcome::LeaseLost
+    } else if signals.received.is_some() {
+        // An interrupted CMD may well exit 0; that does not make its work
+        // done, nor is it the item's failure.
+        release(w, &g).await;
+        Outcome::Interrupted
+    } else if timed_out {
+        let limit = humantime::format_duration(w.timeout.unwrap_or_default());
+        ran.message = Some(format!("timed out after {limit}; stopped `{}`", w.program()));
+        end_failed(w, &g, &mut ran, Outcome::TimedOut).await?
+    } else if code != 0 {
+        ran.message = Some(format!("`{}` exited {code}", w.program()));
+        end_failed(w, &g, &mut ran, Outcome::Failed).await?
+    } else {
+        end_succeeded(w, &g, &mut ran).await?
+    };
+    Ok(ran)
 }
 
-/// CMD with the lease in its environment (SPEC §5).
-fn spawn(command: &[OsString], g: &Granted) -> Result<Child, CliError> {
-    let (program, args) = command.split_first().ok_or_else(|| CliError::usage("no command given after --"))?;
-    Command::new(program)
-        .args(args)
+/// Starts stopping CMD's group with `sig`, if not already under way; SIGKILL
+/// follows `kill_after` later. A later signal (a second Ctrl-C) is passed on
+/// without moving the SIGKILL.
+fn stopping(group: &Group, sig: i32, kill_at: &mut Option<Instant>, kill_after: Duration) {
+    group.signal(sig);
+    if kill_at.is_none() {
+        *kill_at = Some(Instant::now() + kill_after);
+    }
+}
+
+/// CMD exited 0: with `--done-on-success`, set `done` and end the lease in
+/// one fenced request (L15); otherwise release it.
+async fn end_succeeded(w: &Worker<'_>, g: &Granted, ran: &mut Ran) -> Result<Outcome, CliError> {
+    if !w.done_on_success {
+        release(w, g).await;
+        return Ok(Outcome::Succeeded);
+    }
+    let body = CompleteBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        status: None,
+    };
+    match w.client.complete(w.ws, &g.item_ref.to_string(), &body).await {
+        Ok(done) => {
+            ran.status = Some(done.item.status);
+            Ok(Outcome::Succeeded)
+        }
+        Err(e) => match CliError::for_item(&g.item_ref, e) {
+            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+                ran.message = Some(format!("{e}; the item was not marked done"));
+                Ok(Outcome::LeaseLost)
+            }
+            e => {
+                release(w, g).await;
+                Err(e)
+            }
+        },
+    }
+}
+
+/// CMD failed or timed out: the attempt counts as a failure (L14), which
+/// ends the lease; `ran.message` is the note left for the next claimant.
+/// `--max-attempts` is the quarantine threshold the server applies.
+async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome) -> Result<Outcome, CliError> {
+    let body = FailBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        note: ran.message.clone(),
+        max_failures: w.max_attempts,
+    };
+    match w.client.fail(w.ws, &g.item_ref.to_string(), &body).await {
+        Ok(answer) => {
+            let item = &answer.item;
+            let mut message = ran.message.take().unwrap_or_default();
+            message += &format!("; failure {}", item.failures);
+            if answer.quarantined {
+                message += ", quarantined (needs-human)";
+            } else if let Some(at) = item.retry_at {
+                message += &format!(", next try after {}", timestamp(at));
+            }
+            ran.message = Some(message);
+            ran.failures = Some(item.failures);
+            ran.quarantined = answer.quarantined;
+            Ok(outcome)
+        }
+        Err(e) => match CliError::for_item(&g.item_ref, e) {
+            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+                ran.message = Some(format!("{e}; the failure was not recorded"));
+                Ok(Outcome::LeaseLost)
+            }
+            e => {
+                release(w, g).await;
+                Err(e)
+            }
+        },
+    }
+}
+
+/// CMD in its own process group, with the lease in its environment.
+fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
+    let (program, args) = w.command.split_first().ok_or_else(|| CliError::usage("no command given after --"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .env("PAD_REF", g.item_ref.to_string())
         .env("PAD_LEASE_EPOCH", g.lease.epoch.to_string())
         .env("PAD_HOLDER", &g.lease.holder)
-        .env("PAD_SESSION_ID", g.lease.session_id.as_deref().unwrap_or_default())
-        .spawn()
-        .map_err(|e| {
-            // The shell's codes for "not found" and "found but not runnable".
-            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-            CliError::new(code, format!("cannot run `{}`: {e}", program.to_string_lossy()))
-        })
+        .env("PAD_SESSION_ID", g.lease.session_id.as_deref().unwrap_or_default());
+    if w.json {
+        // pad's JSON lines own stdout; CMD's output goes with the messages.
+        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+        cmd.stdout(std::process::Stdio::from(stderr));
+    }
+    Group::spawn(&mut cmd, w.kill_after).map_err(|e| {
+        // The shell's codes for "not found" and "found but not runnable".
+        let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+        CliError::new(code, format!("cannot run `{}`: {e}", program.to_string_lossy()))
+    })
 }
 
 /// Renews the lease every third of its TTL for as long as it can, and
@@ -293,7 +491,13 @@ async fn keep_alive(w: &Worker<'_>, g: &Granted) -> CliError {
     let r = g.item_ref.to_string();
     let ttl = Duration::from_secs(g.lease.ttl_seconds.into());
     let period = ttl / 3;
-    let body = RenewBody { epoch: Some(g.lease.epoch), holder: Some(g.lease.holder.clone()), ..RenewBody::default() };
+    let body = RenewBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        ttl_seconds: None,
+        note: None,
+    };
     let mut expires = g.at + ttl;
     let mut next = g.at + period;
     let mut failure = None;
@@ -326,8 +530,12 @@ async fn keep_alive(w: &Worker<'_>, g: &Granted) -> CliError {
 /// Gives the lease back. Failing to is reported, not fatal: the lease
 /// expires on its own within its TTL.
 async fn release(w: &Worker<'_>, g: &Granted) {
-    let body =
-        ReleaseBody { holder: Some(g.lease.holder.clone()), epoch: Some(g.lease.epoch), ..ReleaseBody::default() };
+    let body = ReleaseBody {
+        holder: Some(g.lease.holder.clone()),
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        ..ReleaseBody::default()
+    };
     match w.client.release(w.ws, &g.item_ref.to_string(), &body).await {
         Ok(answer) if answer.released => {}
         Ok(_) => eprintln!("pad: the lease on {} had already ended", g.item_ref),
@@ -336,27 +544,6 @@ async fn release(w: &Worker<'_>, g: &Granted) {
             g.item_ref,
             CliError::for_item(&g.item_ref, e)
         ),
-    }
-}
-
-/// SIGTERM, then SIGKILL if CMD is still running after [`KILL_GRACE`].
-async fn stop(child: &mut Child) -> Result<(), CliError> {
-    send_signal(child, libc::SIGTERM);
-    if timeout(KILL_GRACE, child.wait()).await.is_err() {
-        child.start_kill()?;
-        child.wait().await?;
-    }
-    Ok(())
-}
-
-/// Sends `sig` to CMD unless it has been reaped: after that its pid may
-/// already belong to another process.
-fn send_signal(child: &Child, sig: i32) {
-    let Some(pid) = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()) else { return };
-    // SAFETY: kill(2) takes two integers and touches none of our memory; the
-    // pid is our own unreaped child's, so it names no other process.
-    unsafe {
-        libc::kill(pid, sig);
     }
 }
 
@@ -369,20 +556,8 @@ fn new_session_id() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
-/// The error with `suffix` appended to its message.
-fn with_suffix(e: CliError, suffix: &str) -> CliError {
-    match e {
-        CliError::Failed { message, code } => CliError::Failed { message: format!("{message}{suffix}"), code },
-        other => other,
-    }
-}
-
-/// SIGINT and SIGTERM, caught so that they reach CMD, and the lease is
-/// released after it exits, instead of ending pad with the lease still held.
-///
-/// CMD runs in pad's process group, so a Ctrl-C typed at a terminal reaches
-/// it directly as well; forwarding covers `kill PID` and supervisors that
-/// signal pad alone.
+/// SIGINT and SIGTERM, caught so that they reach CMD's group, and the lease
+/// is released after it stops, instead of ending pad with the lease held.
 struct Signals {
     interrupt: Signal,
     terminate: Signal,
@@ -418,55 +593,139 @@ impl Signals {
     }
 }
 
-/// The drain's counts: a live line on a terminal, a line per item elsewhere,
-/// and the summary at the end.
-struct Progress {
+/// What pad says about each item and at the end: lines on stderr for people
+/// (plus a live line while a drain looks for work, on a terminal), or one
+/// JSON object per line on stdout with `--format json`.
+struct Report {
+    json: bool,
+    /// `pad drain` (a line per item) rather than `pad run` (quiet on success).
+    drain: bool,
     live: bool,
-    done: u64,
-    failed: u64,
+    counts: Counts,
+    started: Instant,
 }
 
-impl Progress {
-    fn new(live: bool) -> Self {
-        Progress { live, done: 0, failed: 0 }
+#[derive(Debug, Default, Serialize)]
+struct Counts {
+    items: u64,
+    succeeded: u64,
+    failed: u64,
+    timed_out: u64,
+    lease_lost: u64,
+    interrupted: u64,
+    /// Of the succeeded, how many pad marked done.
+    marked_done: u64,
+}
+
+impl Report {
+    fn new(format: Format, drain: bool) -> Self {
+        let json = format == Format::Json;
+        Report {
+            json,
+            drain,
+            live: drain && std::io::stderr().is_terminal(),
+            counts: Counts::default(),
+            started: Instant::now(),
+        }
     }
 
     fn total(&self) -> u64 {
-        self.done + self.failed
+        self.counts.items
     }
 
-    fn start(&self, r: &ItemRef) {
-        if self.live {
-            eprint!("\r\x1b[2Kdrain: {} done, {} failed · running {r}", self.done, self.failed);
-        }
-    }
-
-    fn finish(&mut self, r: &ItemRef, outcome: &Result<i32, CliError>) {
+    fn clear_live(&self) {
         if self.live {
             eprint!("\r\x1b[2K");
         }
-        match outcome {
-            Ok(0) => {
-                self.done += 1;
-                if !self.live {
-                    eprintln!("pad: {r} done");
+    }
+
+    /// A drain is about to ask for the next item.
+    fn claiming(&self) {
+        if self.live {
+            let c = &self.counts;
+            eprint!("\r\x1b[2Kdrain: {} succeeded, {} failed · claiming the next item", c.succeeded, c.failed);
+        }
+    }
+
+    /// CMD is about to start: the live line goes first, so CMD's output
+    /// starts on a clean line.
+    fn start(&self, r: &ItemRef, epoch: i64) {
+        self.clear_live();
+        if self.drain && !self.json {
+            eprintln!("pad: running {r} (epoch {epoch})");
+        }
+    }
+
+    fn finish(&mut self, ran: &Ran) {
+        self.clear_live();
+        let c = &mut self.counts;
+        c.items += 1;
+        match ran.outcome {
+            Outcome::Succeeded => c.succeeded += 1,
+            Outcome::Failed => c.failed += 1,
+            Outcome::TimedOut => c.timed_out += 1,
+            Outcome::LeaseLost => c.lease_lost += 1,
+            Outcome::Interrupted => c.interrupted += 1,
+        }
+        if ran.status == Some(Status::Done) {
+            c.marked_done += 1;
+        }
+        if self.json {
+            print_line(&serde_json::to_value(ran).unwrap_or_default());
+            return;
+        }
+        let r = &ran.item_ref;
+        let secs = format!("{:.1}s", ran.seconds);
+        let why = ran.message.as_deref().unwrap_or_default();
+        match ran.outcome {
+            Outcome::Succeeded if self.drain => {
+                let done = if ran.status.is_some() { ", marked done" } else { "" };
+                eprintln!("pad: {r} succeeded in {secs}{done}");
+            }
+            Outcome::Succeeded => {}
+            Outcome::Failed if self.drain => eprintln!("pad: {r} failed in {secs}: {why}"),
+            Outcome::Failed => {}
+            Outcome::TimedOut => eprintln!("pad: {r} {why}"),
+            Outcome::LeaseLost => eprintln!("pad: {r}: {why}"),
+            Outcome::Interrupted => {
+                let sig = match ran.signal {
+                    Some(libc::SIGTERM) => "SIGTERM",
+                    _ => "SIGINT",
+                };
+                eprintln!("pad: {r} interrupted by {sig} after {secs}; its lease was released");
+            }
+        }
+    }
+
+    fn summary(&self) -> Result<(), CliError> {
+        self.clear_live();
+        let c = &self.counts;
+        if self.json {
+            let mut v = serde_json::to_value(c).unwrap_or_default();
+            v["summary"] = true.into();
+            v["seconds"] = ((self.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0).into();
+            print_line(&v);
+        } else if self.drain {
+            let mut line = format!("drained {} items: {} succeeded, {} failed", c.items, c.succeeded, c.failed);
+            for (n, what) in [(c.timed_out, "timed out"), (c.lease_lost, "lease lost"), (c.interrupted, "interrupted")]
+            {
+                if n > 0 {
+                    line += &format!(", {n} {what}");
                 }
             }
-            Ok(code) => {
-                self.failed += 1;
-                eprintln!("pad: {r} failed: the command exited {code}; released, not marked done");
+            if c.marked_done > 0 {
+                line += &format!("; {} marked done", c.marked_done);
             }
-            Err(e) => {
-                self.failed += 1;
-                eprintln!("pad: {r} failed: {e}");
-            }
+            eprintln!("{line}");
         }
+        Ok(())
     }
+}
 
-    fn summary(&self) {
-        if self.live {
-            eprint!("\r\x1b[2K");
-        }
-        eprintln!("drained {} items: {} done, {} failed", self.total(), self.done, self.failed);
-    }
+/// One compact JSON line on stdout, flushed so a reader sees it now.
+fn print_line(v: &serde_json::Value) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
 }

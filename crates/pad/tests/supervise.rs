@@ -1,0 +1,273 @@
+//! S1 (docs/leases.md): a process pad starts under a lease never outlives
+//! it. Real `pad serve`, real `pad run`/`pad drain` processes, liveness read
+//! from /proc. Also `--timeout`, `--exit-code-map`, the JSON lines and the
+//! refusals of bad limits.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::server::TestServer;
+use serde_json::Value;
+
+fn create(s: &TestServer, title: &str) -> String {
+    let out = s.pad_output(["item", "create", title]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed")
+}
+
+fn show(s: &TestServer, r: &str) -> Value {
+    let out = s.pad_output(["item", "show", r, "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether `pid` is a live process (a zombie is dead: it runs nothing).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Live processes whose command line contains `needle` (the guard is a fork
+/// of pad, so it carries pad's command line).
+fn processes_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        if String::from_utf8_lossy(&cmdline).contains(needle) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn spawn(s: &TestServer, args: &[&str]) -> Child {
+    s.pad().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// A CMD that starts a grandchild and writes both pids; `ignore_term` makes
+/// both ignore SIGTERM, so only SIGKILL stops them.
+fn family_script(dir: &Path, ignore_term: bool) -> String {
+    let trap = if ignore_term { "trap '' TERM; " } else { "" };
+    format!(
+        "{trap}sleep 300 & echo $! > {gc}.tmp; mv {gc}.tmp {gc}; echo $$ > {c}.tmp; mv {c}.tmp {c}; wait",
+        gc = dir.join("grandchild").display(),
+        c = dir.join("child").display()
+    )
+}
+
+/// `kill -9` of the supervisor: the guard stops CMD and its grandchild at
+/// once (SIGTERM), or after `--kill-after` when they ignore SIGTERM; the
+/// lease (30 s) is far from expiring by then.
+fn supervisor_death_stops_the_family(ignore_term: bool) {
+    let s = TestServer::start();
+    let r = create(&s, "orphan risk");
+    let dir = s.home.join(if ignore_term { "stubborn" } else { "plain" });
+    std::fs::create_dir(&dir).unwrap();
+    let holder = format!("s1-{:08x}", rand::random::<u32>());
+    let script = family_script(&dir, ignore_term);
+    let mut run =
+        spawn(&s, &["run", &r, "--holder", &holder, "--ttl", "30s", "--kill-after", "1s", "--", "sh", "-c", &script]);
+    wait_for("both pids", Duration::from_secs(10), || dir.join("child").exists() && dir.join("grandchild").exists());
+    let (child, grandchild) = (read_pid(&dir.join("child")).unwrap(), read_pid(&dir.join("grandchild")).unwrap());
+    assert!(alive(child) && alive(grandchild));
+    let guards = processes_with(&holder);
+    assert_eq!(guards.len(), 2, "pad and its guard: {guards:?}");
+
+    run.kill().unwrap(); // SIGKILL: pad gets no say
+    run.wait().unwrap();
+    let killed = Instant::now();
+    let limit = if ignore_term { Duration::from_millis(2500) } else { Duration::from_millis(1500) };
+    wait_for("CMD and its grandchild to die", limit, || !alive(child) && !alive(grandchild));
+    eprintln!("family stopped {:?} after the supervisor's kill -9", killed.elapsed());
+    wait_for("the guard to exit", Duration::from_secs(2), || processes_with(&holder).is_empty());
+    let lease = &show(&s, &r)["lease"];
+    assert_eq!(lease["holder"], holder.as_str(), "the lease is still live, and nobody else's: {lease}");
+}
+
+#[test]
+fn kill_9_of_pad_run_stops_cmd_and_grandchild() {
+    supervisor_death_stops_the_family(false);
+}
+
+#[test]
+fn kill_9_of_pad_run_kills_a_family_that_ignores_sigterm() {
+    supervisor_death_stops_the_family(true);
+}
+
+#[test]
+fn a_lost_lease_stops_the_whole_group_and_leftovers_are_stopped_at_exit() {
+    let s = TestServer::start();
+    let r = create(&s, "stuck job");
+    let dir = s.home.join("lost");
+    std::fs::create_dir(&dir).unwrap();
+    let script = family_script(&dir, false);
+    let run = spawn(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sh", "-c", &script]);
+    wait_for("both pids", Duration::from_secs(10), || dir.join("grandchild").exists() && dir.join("child").exists());
+    let grandchild = read_pid(&dir.join("grandchild")).unwrap();
+    let broke = s.pad_output(["item", "release", &r, "--force", "--reason", "stuck for hours"]);
+    assert!(broke.status.success(), "{}", stderr(&broke));
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    assert!(!alive(grandchild), "the grandchild went with the group");
+
+    // CMD exits but leaves a background process: stopped before release.
+    let free = create(&s, "leaves a daemon");
+    let pidfile = s.home.join("daemon.pid");
+    let script = format!("sleep 300 & echo $! > {}", pidfile.display());
+    let out = s.pad_output(["run", &free, "--", "sh", "-c", &script]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("left processes"), "{}", stderr(&out));
+    assert!(!alive(read_pid(&pidfile).unwrap()), "no leftover outlives the lease");
+}
+
+#[test]
+fn timeout_stops_a_hung_command_and_exits_124() {
+    let s = TestServer::start();
+    let r = create(&s, "hangs");
+    let started = Instant::now();
+    let out = s.pad_output([
+        "run",
+        &r,
+        "--timeout",
+        "1s",
+        "--kill-after",
+        "1s",
+        "--format",
+        "json",
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; sleep 60",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(code(&out), 124, "{}", stderr(&out));
+    assert!(took < Duration::from_secs(5), "stopped at timeout + kill-after: {took:?}");
+    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "an item line and a summary: {lines:?}");
+    assert_eq!(lines[0]["ref"], r.as_str());
+    assert_eq!(lines[0]["outcome"], "timed_out");
+    assert_eq!(lines[0]["epoch"], 1);
+    assert_eq!(lines[0]["exit_code"], 137, "SIGKILL after the ignored SIGTERM");
+    assert!(lines[0]["seconds"].as_f64().unwrap() >= 2.0);
+    assert_eq!((lines[1]["summary"].as_bool(), lines[1]["timed_out"].as_u64()), (Some(true), Some(1)));
+    assert!(show(&s, &r).get("lease").is_none(), "the lease ended");
+}
+
+#[test]
+fn exit_codes_pad_reserves_are_flagged_and_can_be_mapped() {
+    let s = TestServer::start();
+    let r = create(&s, "exits 7");
+    let out = s.pad_output(["run", &r, "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code(&out), 7);
+    assert!(stderr(&out).contains("itself exited 7"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--exit-code-map 7="), "{}", stderr(&out));
+
+    let out = s.pad_output(["run", &r, "--exit-code-map", "7=107,3=103", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code(&out), 107, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("itself exited"), "{}", stderr(&out));
+    let out = s.pad_output(["run", &r, "--exit-code-map", "7=107", "--", "sh", "-c", "exit 9"]);
+    assert_eq!(code(&out), 9, "unmapped codes pass through");
+
+    for bad in [
+        &["run", &r, "--exit-code-map", "7=8", "--", "true"][..],
+        &["run", &r, "--exit-code-map", "7", "--", "true"],
+        &["run", &r, "--exit-code-map", "0=9", "--", "true"],
+        &["run", &r, "--timeout", "0s", "--", "true"],
+        &["drain", "--timeout", "0s", "--", "true"],
+        &["drain", "--max-attempts", "0", "--", "true"],
+        &["run", &r, "--timeout", "30", "--", "true"],
+    ] {
+        let out = s.pad_output(bad);
+        assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+    }
+    let help = s.pad_output(["run", "--help"]);
+    assert!(stdout(&help).contains("Exit codes:") && stdout(&help).contains("124"), "{}", stdout(&help));
+}
+
+#[test]
+fn drain_json_prints_a_line_per_item_and_a_summary() {
+    let s = TestServer::start();
+    let refs: Vec<String> = (0..3).map(|i| create(&s, &format!("item {i}"))).collect();
+    let script = format!("case $PAD_REF in {}) exit 3;; esac; echo worked on $PAD_REF", refs[1]);
+    let out = s.pad_output(["drain", "--done-on-success", "--format", "json", "--", "sh", "-c", &script]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Stdout is pad's JSON lines alone; CMD's output went to stderr.
+    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(stderr(&out).contains(&format!("worked on {}", refs[2])), "{}", stderr(&out));
+    assert_eq!(lines.len(), 4, "{}", stdout(&out));
+    let outcomes: Vec<(&str, &str, i64)> = lines[..3]
+        .iter()
+        .map(|l| (l["ref"].as_str().unwrap(), l["outcome"].as_str().unwrap(), l["exit_code"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [(refs[0].as_str(), "succeeded", 0), (refs[1].as_str(), "failed", 3), (refs[2].as_str(), "succeeded", 0)]
+    );
+    assert_eq!(lines[0]["status"], "done");
+    let summary = &lines[3];
+    assert_eq!(
+        (summary["items"].as_u64(), summary["succeeded"].as_u64(), summary["failed"].as_u64()),
+        (Some(3), Some(2), Some(1)),
+        "{summary}"
+    );
+    assert_eq!(show(&s, &refs[1])["status"], "open");
+}
+
+#[test]
+fn sigterm_to_pad_stops_a_stubborn_group_after_kill_after_and_releases() {
+    let s = TestServer::start();
+    let r = create(&s, "stubborn");
+    let dir = s.home.join("term");
+    std::fs::create_dir(&dir).unwrap();
+    let script = family_script(&dir, true);
+    let run = spawn(&s, &["run", &r, "--ttl", "1m", "--kill-after", "1s", "--", "sh", "-c", &script]);
+    wait_for("both pids", Duration::from_secs(10), || dir.join("child").exists() && dir.join("grandchild").exists());
+    let (child, grandchild) = (read_pid(&dir.join("child")).unwrap(), read_pid(&dir.join("grandchild")).unwrap());
+    let ok = std::process::Command::new("kill").args(["-TERM", &run.id().to_string()]).status().unwrap();
+    assert!(ok.success());
+    let sent = Instant::now();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(code(&out), 143, "128 + SIGTERM: {}", stderr(&out));
+    let took = sent.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "SIGKILL after --kill-after: {took:?}"
+    );
+    assert!(!alive(child) && !alive(grandchild), "the whole group is gone");
+    assert!(stderr(&out).contains("interrupted by SIGTERM"), "{}", stderr(&out));
+    let item = show(&s, &r);
+    assert!(item.get("lease").is_none(), "released: {item}");
+    assert_eq!(item["status"], "open");
+}
