@@ -222,9 +222,14 @@ const EVENTS_PER_TRANSACTION: i64 = 65_536;
 
 /// Appends one event. $1 workspace, $2 type, $3 ref, $4 actor, $5 at, $6 data.
 /// Inserts nothing (and the caller errs) past [`EVENTS_PER_TRANSACTION`].
-/// The count reads only this transaction's own rows, by primary key.
+/// The next index is one past this transaction's last event, found by one
+/// backward step of the primary key within the transaction's id range.
 const INSERT_EVENT: &str = "WITH tx AS (SELECT pg_current_xact_id()::text::bigint * 65536 AS base),
-    slot AS (SELECT tx.base, (SELECT count(*) FROM events WHERE id >= tx.base AND id < tx.base + 65536) AS n FROM tx)
+    slot AS (
+        SELECT tx.base,
+            COALESCE((SELECT max(id) FROM events WHERE id >= tx.base AND id < tx.base + 65536) - tx.base + 1, 0) AS n
+        FROM tx
+    )
     INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
     SELECT slot.base + slot.n, $1, $2, $3, $4, $5, $6 FROM slot WHERE slot.n < 65536";
 
