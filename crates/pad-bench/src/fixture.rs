@@ -47,6 +47,8 @@ pub struct Fixture {
     pub client: Client,
     /// The bootstrap owner, who owns every bench workspace.
     pub owner: Actor,
+    /// The bootstrap owner's token, for more clients (and more instances).
+    pub token: String,
     pub db: Db,
     /// Where the fresh Postgres database lives, for peers and for the drop.
     pub database_url: Option<String>,
@@ -123,8 +125,24 @@ impl Fixture {
         let server = tokio::spawn(pad_server::serve(store.clone(), listener, async move {
             let _ = stopped.await;
         }));
-        let client = Client::new(Url::parse(&format!("http://{addr}"))?, boot.token)?;
-        Ok(Fixture { backend, store, client, owner, db, database_url, server, stop, cleanup })
+        let client = Client::new(Url::parse(&format!("http://{addr}"))?, boot.token.clone())?;
+        Ok(Fixture { backend, store, client, owner, token: boot.token, db, database_url, server, stop, cleanup })
+    }
+
+    /// One more `pad serve` instance over the same Postgres database, with
+    /// a store (and a connection pool) of its own, as a second process would
+    /// have; its client carries the owner's token.
+    pub async fn instance(&self) -> Result<Instance> {
+        let url = self.database_url.as_deref().ok_or("more instances need the Postgres backend")?;
+        let store = pad_server::open_store(url).await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(pad_server::serve(store, listener, async move {
+            let _ = stopped.await;
+        }));
+        let client = Client::new(Url::parse(&format!("http://{addr}"))?, self.token.clone())?;
+        Ok(Instance { client, server, stop })
     }
 
     /// A new workspace for one measurement, so frontiers never mix.
@@ -218,6 +236,20 @@ impl Fixture {
             admin.close().await;
         }
         Ok(())
+    }
+}
+
+/// A further server started by [`Fixture::instance`].
+pub struct Instance {
+    pub client: Client,
+    server: JoinHandle<std::io::Result<()>>,
+    stop: oneshot::Sender<()>,
+}
+
+impl Instance {
+    pub async fn finish(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
     }
 }
 

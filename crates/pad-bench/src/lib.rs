@@ -8,6 +8,7 @@
 //! [`workers`] (spawn N tasks, collect what each measured).
 
 pub mod fixture;
+pub mod floor;
 pub mod latency;
 pub mod peers;
 pub mod report;
@@ -32,6 +33,10 @@ pub enum Scenario {
     Contended,
     /// claim + release on distinct items: HTTP, the store in-process, plain SQL
     Cycle,
+    /// the cycle's HTTP load against a minimal rusqlite server, beside pad's (SQLite)
+    Floor,
+    /// the cycle's HTTP load through 1, then 3 server instances on one database (Postgres)
+    Instances,
     /// live leases renewed by R workers
     Heartbeat,
     /// W workers drain a backlog with claim-next, then complete
@@ -146,7 +151,15 @@ pub async fn run(o: &Options) -> Result<Report> {
     let sizes = Sizes::of(o);
     let mut scenarios = o.scenarios.clone();
     if scenarios.is_empty() {
-        scenarios = vec![Scenario::Contended, Scenario::Cycle, Scenario::Heartbeat, Scenario::Drain, Scenario::Scale];
+        scenarios = vec![
+            Scenario::Contended,
+            Scenario::Cycle,
+            Scenario::Floor,
+            Scenario::Instances,
+            Scenario::Heartbeat,
+            Scenario::Drain,
+            Scenario::Scale,
+        ];
         if o.peers {
             scenarios.push(Scenario::Peers);
         }
@@ -181,6 +194,9 @@ async fn run_on(fx: &Fixture, scenarios: &[Scenario], sizes: &Sizes, o: &Options
         let rows = match s {
             Scenario::Contended => scenarios::contended::run(fx, sizes).await?,
             Scenario::Cycle => scenarios::cycle::run(fx, sizes).await?,
+            Scenario::Floor if fx.backend == Backend::Sqlite => scenarios::floor::run(fx, sizes, &report.rows).await?,
+            Scenario::Instances if fx.backend == Backend::Postgres => scenarios::instances::run(fx, sizes).await?,
+            Scenario::Floor | Scenario::Instances => continue,
             Scenario::Heartbeat => scenarios::heartbeat::run(fx, sizes).await?,
             Scenario::Drain => scenarios::drain::run(fx, sizes).await?,
             Scenario::Scale => scenarios::scale::run(fx, sizes).await?,

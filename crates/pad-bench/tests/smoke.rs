@@ -11,6 +11,16 @@ fn check(report: &pad_bench::Report, backend: &str) {
     for via in ["http", "store", "sql"] {
         assert!(rows.iter().any(|r| r.scenario == "claim+release" && r.via == via), "{backend}: no {via} cycle");
     }
+    if backend == "sqlite" {
+        // The floor server, measured by the same load and compared with pad's http row.
+        let floor: Vec<_> = rows.iter().filter(|r| r.via == "floor").collect();
+        assert_eq!(floor.len(), 2, "a floor row at 1 and at C clients");
+        assert!(floor.iter().all(|r| r.ops > 0 && r.note.contains("pad http/floor = ")), "{floor:?}");
+    } else {
+        let inst: Vec<_> = rows.iter().filter(|r| r.params.contains("instances=")).collect();
+        assert_eq!(inst.len(), 2, "claim+release through 1 and 3 instances");
+        assert!(inst.iter().all(|r| r.ops > 0) && inst[1].note.contains("3 instances / 1 = "), "{inst:?}");
+    }
     assert!(report.table().contains("claim+release"));
     serde_json::to_string(report).expect("the report serializes");
 }
@@ -29,7 +39,14 @@ async fn every_scenario_runs_on_postgres() {
         eprintln!("PAD_TEST_DATABASE_URL is not set: skipping the Postgres bench smoke test");
         return;
     };
-    let scenarios = vec![Scenario::Contended, Scenario::Cycle, Scenario::Heartbeat, Scenario::Drain, Scenario::Scale];
+    let scenarios = vec![
+        Scenario::Contended,
+        Scenario::Cycle,
+        Scenario::Instances,
+        Scenario::Heartbeat,
+        Scenario::Drain,
+        Scenario::Scale,
+    ];
     let opts = Options { quick: true, no_sqlite: true, database_url: Some(url), scenarios, ..Options::default() };
     let report = pad_bench::run(&opts).await.expect("bench runs");
     check(&report, "postgres");

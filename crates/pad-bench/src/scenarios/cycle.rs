@@ -10,6 +10,7 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use pad_client::Client;
 use pad_core::Workspace;
 
 use super::{TTL_SECONDS, claim_body, claim_request, release_body, release_request};
@@ -82,10 +83,7 @@ fn cycle(
         while !deadline.passed() {
             let started = Instant::now();
             match via {
-                Via::Http => {
-                    client.claim(&ws.slug, &r, &claim_body(&holder)).await?;
-                    client.release(&ws.slug, &r, &release_body(&holder)).await?;
-                }
+                Via::Http => http_cycle(&client, &ws.slug, &r, &holder).await?,
                 Via::Store => {
                     store.claim(&ws, &r, &claim_request(owner, &holder)).await?;
                     store.release(&ws, &r, &release_request(owner, &holder)).await?;
@@ -96,6 +94,15 @@ fn cycle(
         }
         Ok(samples)
     }
+}
+
+/// The HTTP load generator's step: claim, then release, through the typed
+/// client. pad's `http` rows and the floor server's rows
+/// (`scenarios::floor`) are both measured with it.
+pub async fn http_cycle(client: &Client, slug: &str, r: &str, holder: &str) -> Result<()> {
+    client.claim(slug, r, &claim_body(holder)).await?;
+    client.release(slug, r, &release_body(holder)).await?;
+    Ok(())
 }
 
 /// The lease predicate and write of L1 and L6 as bare statements.

@@ -5,7 +5,9 @@
 pub mod contended;
 pub mod cycle;
 pub mod drain;
+pub mod floor;
 pub mod heartbeat;
+pub mod instances;
 pub mod scale;
 
 use pad_core::api::{ClaimBody, ReleaseBody};
