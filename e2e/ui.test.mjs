@@ -1,4 +1,4 @@
-// pad's web UI, end to end in headless Chromium (SPEC §9).
+// pad's web UI, end to end in headless Chromium (ARCHITECTURE.md, Web UI).
 //
 // Driven by crates/pad/tests/ui.rs, which starts a real `pad serve` and sets
 //   PAD_URL    the server, e.g. http://127.0.0.1:41234

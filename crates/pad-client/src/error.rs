@@ -27,7 +27,7 @@ pub enum ClientError {
     Protocol(String),
 }
 
-/// The live lease a `lease_held` refusal names (SPEC L2).
+/// The live lease a `lease_held` refusal names (docs/leases.md L2).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct HeldLease {
     pub holder: String,
@@ -41,7 +41,7 @@ pub struct HeldLease {
 }
 
 impl ClientError {
-    /// SPEC §5's exit code for this error.
+    /// the exit code of README.md's table for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
             ClientError::Api { code, .. } => code.exit_code(),

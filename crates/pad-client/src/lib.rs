@@ -1,4 +1,4 @@
-//! A typed async client for pad's HTTP API (SPEC §4): one method per route,
+//! A typed async client for pad's HTTP API (docs/api.md): one method per route,
 //! answering with pad-core's wire types, and one error type, [`ClientError`],
 //! that knows the CLI's exit codes.
 
@@ -140,7 +140,7 @@ impl Client {
         self.json(self.item_request(Method::POST, ws, item_ref, Some("comments")).json(body)).await
     }
 
-    // --- leases (SPEC §2) ----------------------------------------------------
+    // --- leases (docs/leases.md) ----------------------------------------------------
 
     pub async fn claim(&self, ws: &str, item_ref: &str, body: &ClaimBody) -> Result<ClaimResponse> {
         self.json(self.item_request(Method::POST, ws, item_ref, Some("claim")).json(body)).await
@@ -176,7 +176,7 @@ impl Client {
         self.json(self.request(Method::POST, &["workspaces", ws, "claim-next"]).json(body)).await
     }
 
-    // --- events (SPEC §7) ----------------------------------------------------
+    // --- events (docs/api.md, Events) ----------------------------------------------------
 
     /// A page of events matching `query` (`after`, `limit`, `ref`, `type`).
     pub async fn events_where(&self, ws: &str, query: &EventsQuery) -> Result<Vec<Event>> {

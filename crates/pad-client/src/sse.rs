@@ -1,4 +1,4 @@
-//! The event stream (SPEC §7): Server-Sent Events parsed into [`Event`]s.
+//! The event stream (docs/api.md, Events): Server-Sent Events parsed into [`Event`]s.
 //!
 //! Only what pad's server sends is needed — `id:`, `event:`, `data:` fields,
 //! `:` comments as keep-alives, blank lines ending a message — but the

@@ -1,4 +1,4 @@
-//! The HTTP API's wire shapes (SPEC §4), shared by the server and the typed
+//! The HTTP API's wire shapes (docs/api.md), shared by the server and the typed
 //! client so the two cannot drift apart. Item and lease shapes live in
 //! [`crate::model`] and [`crate::lease`].
 
@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use crate::{Comment, Kind, Lease, Member, Role, TokenInfo, Version, WorkspaceSettings};
 
-/// The stable error codes of SPEC §4, with their HTTP status and CLI exit
+/// The stable error codes of docs/api.md, with their HTTP status and CLI exit
 /// code: the one table both ends read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -22,7 +22,7 @@ pub enum ErrorCode {
     LeaseHeld,
     LeaseLost,
     UpdateConflict,
-    /// 405: the route exists, the method does not. Not in SPEC's table; it
+    /// 405: the route exists, the method does not. Not in the contract's original table; it
     /// keeps 405 distinct from bad input (see docs/api.md).
     MethodNotAllowed,
     PayloadTooLarge,
@@ -69,7 +69,7 @@ impl ErrorCode {
         }
     }
 
-    /// SPEC §5's exit codes.
+    /// the exit code of README.md's tables.
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorCode::BadRequest

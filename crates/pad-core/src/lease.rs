@@ -1,4 +1,4 @@
-//! The lease rules of SPEC §2 as pure functions over the stored lease state.
+//! The lease rules of docs/leases.md as pure functions over the stored lease state.
 //!
 //! A store reads an item's [`LeaseSlot`] inside its write transaction (or
 //! encodes the same predicate in one conditional statement), asks these
@@ -63,7 +63,7 @@ impl Lease {
 
 /// What a store keeps per item: the lease as last written (live or not; it
 /// is `None` after a release) and the highest epoch ever granted, which
-/// survives release so epochs are never reused (SPEC §1).
+/// survives release so epochs are never reused (docs/leases.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeaseSlot {
     pub current: Option<Lease>,

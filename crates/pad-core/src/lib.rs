@@ -1,5 +1,5 @@
 //! pad's domain: the types every other crate speaks, their validation, and the
-//! lease rules of SPEC §2 as pure functions.
+//! lease rules of docs/leases.md as pure functions.
 //!
 //! This crate does no I/O and reads no clock: every rule takes `now` as an
 //! argument, so the store decides what time it is and the rules stay testable.

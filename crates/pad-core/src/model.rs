@@ -1,4 +1,4 @@
-//! The item model of SPEC §1 and §3: identifiers, enums, and the shapes that
+//! The item model of docs/api.md: identifiers, enums, and the shapes that
 //! cross the API. Every input type has one `validate` that every store calls.
 
 use std::fmt;
@@ -18,7 +18,7 @@ pub const LABEL_MAX: usize = 64;
 pub const NAME_MAX: usize = 200;
 pub const COMMENT_MAX_BYTES: usize = 64 * 1024;
 
-/// Marks work that autonomous workers must skip (SPEC §1).
+/// Marks work that autonomous workers must skip (docs/leases.md).
 pub const NEEDS_HUMAN: &str = "needs-human";
 
 macro_rules! string_enum {
@@ -235,7 +235,7 @@ impl utoipa::PartialSchema for ItemRef {
 }
 impl ToSchema for ItemRef {}
 
-/// Workspace settings that bound leases and quarantine (SPEC L8, L13).
+/// Workspace settings that bound leases and quarantine (docs/leases.md L8, L13).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkspaceSettings {
     pub default_ttl_seconds: u32,
@@ -308,7 +308,7 @@ pub struct TokenInfo {
 }
 
 /// An item as shown on the API. `lease` is present only while a live lease
-/// exists (SPEC §4), so readers never see an expired one.
+/// exists (docs/api.md), so readers never see an expired one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Item {
     #[serde(rename = "ref")]
@@ -731,7 +731,7 @@ pub struct EventFilter {
     pub kinds: Vec<EventKind>,
 }
 
-/// One entry of a workspace's event log (SPEC §7). Ids increase.
+/// One entry of a workspace's event log (docs/api.md, Events). Ids increase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Event {
     pub id: i64,

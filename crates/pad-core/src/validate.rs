@@ -1,4 +1,4 @@
-//! Validation of text that crosses a boundary (SPEC §10). Every refusal names
+//! Validation of text that crosses a boundary (docs/api.md, Limits). Every refusal names
 //! the field so a person can act on it.
 
 use serde::Serialize;

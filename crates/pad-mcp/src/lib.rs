@@ -1,4 +1,4 @@
-//! pad as Model Context Protocol tools (SPEC §8), for AI coding agents.
+//! pad as Model Context Protocol tools (docs/agents.md), for AI coding agents.
 //!
 //! Every tool is one call of the typed HTTP client, so MCP sees exactly the
 //! API's behaviour, authorization and error codes. `pad mcp` serves the tools

@@ -1,4 +1,4 @@
-//! Several pad servers on one PostgreSQL database (SPEC §6), driven over
+//! Several pad servers on one PostgreSQL database (docs/operations.md), driven over
 //! HTTP as real workers would be: exactly one winner per claim race across
 //! instances, non-overlapping leases, recovery from a database outage, and a
 //! safe bootstrap when instances start together.
@@ -227,7 +227,7 @@ async fn leases_across_instances_never_overlap() {
     assert!(total > 500, "the workers never contended: {total} grants");
 }
 
-/// SPEC §6: instances starting together on an empty database bootstrap it
+/// docs/operations.md: instances starting together on an empty database bootstrap it
 /// once; the others see that someone else did.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_starts_bootstrap_once() {

@@ -1,4 +1,4 @@
-//! The API's one error type and its mapping to the SPEC §4 envelope. Store
+//! The API's one error type and its mapping to the envelope of docs/api.md. Store
 //! errors are mapped here, once.
 
 use axum::http::{HeaderValue, StatusCode, header};

@@ -1,5 +1,5 @@
 //! Request extractors whose failures are answered in the API's envelope:
-//! JSON bodies (SPEC §10), queries, and the authenticated caller.
+//! JSON bodies (docs/api.md, Limits), queries, and the authenticated caller.
 
 use std::collections::HashMap;
 
@@ -16,7 +16,7 @@ use crate::AppState;
 use crate::auth::hash_token;
 use crate::error::ApiError;
 
-/// The request body cap (SPEC §10).
+/// The request body cap (docs/api.md, Limits).
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
 /// A JSON body: `application/json` only, at most [`BODY_LIMIT`], unknown
@@ -224,7 +224,7 @@ impl Ctx {
         self.params.get(name).map(String::as_str).unwrap_or_default()
     }
 
-    /// The holder label: the given one, or the caller's email (SPEC §1).
+    /// The holder label: the given one, or the caller's email (docs/leases.md).
     pub fn holder(&self, given: Option<String>) -> String {
         given.unwrap_or_else(|| self.caller.user.email.clone())
     }

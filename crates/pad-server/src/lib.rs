@@ -1,4 +1,4 @@
-//! pad's HTTP API (SPEC §4): thin axum handlers over a [`Store`].
+//! pad's HTTP API (docs/api.md): thin axum handlers over a [`Store`].
 //!
 //! Handlers parse (with the extractors in [`extract`]), authorize with
 //! `pad_core::permits`, call the store, and map its error once
@@ -59,7 +59,7 @@ impl AppState {
     }
 }
 
-/// What the first start on an empty store created (SPEC §6).
+/// What the first start on an empty store created (docs/operations.md).
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
     pub token: String,

@@ -1,4 +1,4 @@
-//! The web UI (SPEC §9): a small single-page app in plain HTML, CSS and
+//! The web UI (ARCHITECTURE.md, Web UI): a small single-page app in plain HTML, CSS and
 //! JavaScript modules under `web/`, compiled into the binary with
 //! `include_str!` so `pad serve` needs no files (and no Node.js) at run time.
 //!

@@ -21,7 +21,7 @@ function cookie(name) {
   return '';
 }
 
-// The server's clock is the only clock (SPEC §2). Countdowns use it too:
+// The server's clock is the only clock (docs/leases.md). Countdowns use it too:
 // when this machine's clock is off by more than a few seconds (judged from
 // the `Date` header, which has 1 s resolution), correct for it.
 let clockOffsetMs = 0;

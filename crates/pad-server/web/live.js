@@ -1,11 +1,11 @@
 // Live updates: one EventSource per open workspace on the SSE event stream
-// (SPEC §7). It starts after the newest existing event, so opening the page
+// (docs/api.md, Events). It starts after the newest existing event, so opening the page
 // does not replay history; the browser resumes with Last-Event-ID after a
 // dropped connection. Views decide what an event means for them.
 
 import { api, enc, wsPath } from './api.js';
 
-// The event types of SPEC §7: the stream names each SSE event by its type.
+// The event types of docs/api.md, Events: the stream names each SSE event by its type.
 const TYPES = [
   'item.created', 'item.updated', 'item.deleted', 'item.restored', 'item.quarantined',
   'comment.created', 'lease.claimed', 'lease.released', 'lease.broken', 'lease.expired',

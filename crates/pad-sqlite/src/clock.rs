@@ -1,5 +1,5 @@
 //! The store's clock. With SQLite the server process is the only writer, so
-//! its clock is the store's (SPEC §2).
+//! its clock is the store's (docs/leases.md).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 

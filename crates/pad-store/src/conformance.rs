@@ -1,5 +1,5 @@
 //! The conformance suite: one set of behaviours, written once against
-//! [`Store`], that every backend must pass. Each test names the SPEC rule it
+//! [`Store`], that every backend must pass. Each test names the docs/leases.md rule it
 //! proves. A backend runs it with [`conformance_suite!`](crate::conformance_suite):
 //!
 //! ```ignore

@@ -63,7 +63,7 @@ pub fn unknown_kind(kind: &str) -> StoreError {
     StoreError::invalid("kind", format!("{kind:?} is not a kind of this workspace"))
 }
 
-/// The `data` of each event type (SPEC §7), one shape for every backend.
+/// The `data` of each event type (docs/api.md, Events), one shape for every backend.
 pub mod event {
     use super::*;
 

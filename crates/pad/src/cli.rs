@@ -1,4 +1,4 @@
-//! The command line's shape (SPEC §5), as clap types. No behaviour here:
+//! The command line's shape (README.md), as clap types. No behaviour here:
 //! `commands/` does the work.
 
 use std::ffi::OsString;
@@ -388,7 +388,7 @@ pub struct BackupArgs {
     pub from: Option<String>,
 }
 
-/// The lease duration: one of three spellings (SPEC L8).
+/// The lease duration: one of three spellings (docs/leases.md L8).
 #[derive(Debug, Default, Args)]
 #[group(multiple = false)]
 pub struct TtlArgs {
@@ -486,7 +486,7 @@ pub struct WatchArgs {
     pub after: Option<i64>,
 }
 
-/// Which ready items qualify (SPEC L11); shared by `frontier`, `claim-next`
+/// Which ready items qualify (docs/leases.md L11); shared by `frontier`, `claim-next`
 /// and `drain`.
 #[derive(Debug, Default, Args)]
 #[command(next_help_heading = "Filters")]

@@ -1,4 +1,4 @@
-//! Which server, token and workspace a command uses (SPEC §5). Each setting
+//! Which server, token and workspace a command uses (README.md). Each setting
 //! is taken from the first of: flag, environment, `.pad.toml` (in the current
 //! directory or a parent), the profile in `$PAD_HOME/credentials.toml`, and
 //! the default; and remembers where it came from for `pad auth status`.

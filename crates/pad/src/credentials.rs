@@ -1,5 +1,5 @@
 //! `$PAD_HOME/credentials.toml`: named profiles, one per server and identity
-//! (SPEC §5). The file holds secrets, so it is only ever written with mode
+//! (README.md). The file holds secrets, so it is only ever written with mode
 //! 0600, by replacing it whole.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! How a command fails: a message for stderr and SPEC §5's exit code.
+//! How a command fails: a message for stderr and the exit code of README.md's table.
 
 use pad_client::ClientError;
 use pad_core::ItemRef;
@@ -9,7 +9,7 @@ use crate::output::{in_words, timestamp};
 pub const EXIT_INTERNAL: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_CONFIG: i32 = 3;
-/// Not found, and `claim-next` with nothing ready (SPEC §5).
+/// Not found, and `claim-next` with nothing ready (README.md).
 pub const EXIT_NOT_FOUND: i32 = 5;
 
 #[derive(Debug)]
@@ -40,7 +40,7 @@ impl CliError {
     }
 
     /// A client error on one item, worded for a person: lease conflicts say
-    /// who holds the item and until when (SPEC L2), so a loser can move on.
+    /// who holds the item and until when (docs/leases.md L2), so a loser can move on.
     pub fn for_item(item_ref: &ItemRef, e: ClientError) -> Self {
         let message = if let Some(held) = e.held_lease() {
             let session = held.session_id.map(|s| format!(", session {s}")).unwrap_or_default();

@@ -1,4 +1,4 @@
-//! `pad`: the server and its command line (SPEC §5). This crate is wiring:
+//! `pad`: the server and its command line (README.md). This crate is wiring:
 //! HTTP lives in pad-client, the API in pad-server.
 
 mod cli;

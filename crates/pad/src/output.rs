@@ -30,7 +30,7 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<(), CliError> {
     print(&text)
 }
 
-/// SPEC §5: colour honours `NO_COLOR` and is off when stdout is not a terminal.
+/// README.md: colour honours `NO_COLOR` and is off when stdout is not a terminal.
 pub fn colour_enabled() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
 }

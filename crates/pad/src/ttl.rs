@@ -1,4 +1,4 @@
-//! `--ttl 90s | 30m | 1h30m` (SPEC L8). A bare number is refused: `--ttl 30`
+//! `--ttl 90s | 30m | 1h30m` (docs/leases.md L8). A bare number is refused: `--ttl 30`
 //! could mean seconds or minutes, and guessing wrong silently is worse than
 //! asking.
 

@@ -1,4 +1,4 @@
-//! "Live events" (SPEC §7): the event log over SSE — what is written, how a
+//! "Live events" (docs/api.md, Events): the event log over SSE — what is written, how a
 //! stream resumes, `pad watch` across a server restart, and the stream limit.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Tokens are never logged (SPEC §6, issue 9): `pad serve` at `RUST_LOG=trace`
+//! Tokens are never logged (docs/reliability.md): `pad serve` at `RUST_LOG=trace`
 //! is sent good, bad, revoked and new tokens, in `Authorization`, in a
 //! sign-in body and as a session cookie; afterwards its whole stderr holds
 //! neither any of those secrets nor their SHA-256 hashes. The one exception is

@@ -1,4 +1,4 @@
-//! Live events across instances (SPEC §7, §6): with PostgreSQL, a stream on
+//! Live events across instances (docs/api.md, Events; docs/operations.md): with PostgreSQL, a stream on
 //! instance A sees a claim made through instance B within a second.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Many `pad serve` processes on one PostgreSQL database (SPEC §6, L1): 64
+//! Many `pad serve` processes on one PostgreSQL database (docs/operations.md; docs/leases.md L1): 64
 //! claimers spread over three instances race on one item, round after
 //! round, and exactly one wins each time.
 

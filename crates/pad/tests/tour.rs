@@ -1,5 +1,5 @@
 //! "Serve and drive it": the real `pad serve` driven by the real `pad`
-//! binary, as a person would in a terminal (SPEC §2, §5).
+//! binary, as a person would in a terminal (docs/leases.md, README.md).
 
 mod common;
 
@@ -123,7 +123,7 @@ fn exit_codes_for_auth_config_usage_and_not_found() {
     fails(&viewer().args(["item", "claim", "TASK-1"]).output().unwrap(), 4);
 }
 
-/// SPEC §5: a closed pipe is not an error. The listing is larger than a pipe
+/// README.md: a closed pipe is not an error. The listing is larger than a pipe
 /// buffer, so `pad` is still writing when `head` exits.
 #[test]
 fn a_closed_pipe_is_not_an_error() {
@@ -170,7 +170,7 @@ fn with_env_of(s: &TestServer, mut cmd: Command) -> Command {
     cmd
 }
 
-/// SPEC §5: colour honours NO_COLOR and is off when stdout is not a
+/// README.md: colour honours NO_COLOR and is off when stdout is not a
 /// terminal. `script` gives `pad` a terminal, so the check can tell.
 #[test]
 fn colour_only_on_a_terminal_without_no_color() {

@@ -1,4 +1,4 @@
-//! The web UI end to end (SPEC §9): a real `pad serve`, driven in headless
+//! The web UI end to end (ARCHITECTURE.md, Web UI): a real `pad serve`, driven in headless
 //! Chromium by `e2e/ui.test.mjs` (Node's test runner + playwright-core), with
 //! claims and releases made through the CLI as another worker would.
 //!

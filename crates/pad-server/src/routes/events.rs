@@ -1,4 +1,4 @@
-//! The event log (SPEC §7): a page of events, and a Server-Sent Events
+//! The event log (docs/api.md, Events): a page of events, and a Server-Sent Events
 //! stream that resumes from `Last-Event-ID` without gaps or duplicates.
 //!
 //! Streams poll the store from their cursor, woken early by this instance's

@@ -1,4 +1,4 @@
-//! Items, their history and comments (SPEC §3).
+//! Items, their history and comments (docs/api.md).
 
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,4 +1,4 @@
-//! The lease protocol over HTTP (SPEC §2, L1-L8).
+//! The lease protocol over HTTP (docs/leases.md, L1-L8).
 
 use axum::extract::State;
 use pad_core::Action;

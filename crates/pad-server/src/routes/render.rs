@@ -1,4 +1,4 @@
-//! An item's markdown body as sanitized HTML, for the web UI (SPEC §9).
+//! An item's markdown body as sanitized HTML, for the web UI (ARCHITECTURE.md, Web UI).
 //!
 //! Rendering happens here rather than in the page so that exactly one,
 //! well-tested sanitizer (ammonia) decides what markup reaches a browser:

@@ -152,7 +152,7 @@ fn patch(a: UpdateArgs) -> Result<ItemPatch, CliError> {
 }
 
 /// `»` marks rows with a live lease, in the gutter before the ref, so the
-/// columns stay put (SPEC §5).
+/// columns stay put (README.md).
 fn render_list(items: &[Item], colour: bool) -> String {
     if items.is_empty() {
         return String::new();

@@ -1,5 +1,5 @@
 //! `pad item claim|renew|release|claim-next|frontier`: the execution lease
-//! (SPEC §2). The server decides everything on its own clock; these only
+//! (docs/leases.md). The server decides everything on its own clock; these only
 //! shape requests and words.
 
 use chrono::Utc;

@@ -1,4 +1,4 @@
-//! `pad serve` (SPEC §6): open the store, bind, bootstrap an empty database,
+//! `pad serve` (docs/operations.md): open the store, bind, bootstrap an empty database,
 //! serve until Ctrl-C or SIGTERM.
 
 use std::io::IsTerminal;

@@ -1,4 +1,4 @@
-//! `pad watch` (SPEC §7): tails a workspace's events, one line each, and
+//! `pad watch` (docs/api.md, Events): tails a workspace's events, one line each, and
 //! outlives a dropped connection — it reconnects with backoff and resumes
 //! after the last event it received, so nothing is missed or repeated.
 

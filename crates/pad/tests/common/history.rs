@@ -1,4 +1,4 @@
-//! A history checker for the lease protocol (SPEC §2) under faults.
+//! A history checker for the lease protocol (docs/leases.md) under faults.
 //!
 //! Concurrent client tasks send their claim / renew / release / claim-next /
 //! create / update requests through a [`Recorder`], which logs each request

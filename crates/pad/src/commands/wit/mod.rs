@@ -1,6 +1,6 @@
 //! `pad wit <verb>`: pad as a provider of the work-item-tracker contract.
 //! Each verb prints one JSON object (`schema_version` "1.0") on stdout and
-//! exits with the contract's code, which is pad's own table (SPEC §5). The
+//! exits with the contract's code, which is pad's own table (README.md). The
 //! mapping and the decisions are in docs/work-item-tracker.md.
 
 mod adapter;
