@@ -124,16 +124,20 @@ pub struct WorkspaceList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorkspace {
+    #[schema(min_length = 1, max_length = 63, pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub slug: String,
     /// Defaults to the slug.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKind {
+    #[schema(min_length = 1, max_length = 32, pattern = "^[a-z0-9][a-z0-9-]{0,31}$")]
     pub name: String,
+    #[schema(min_length = 1, max_length = 10, pattern = "^[A-Z][A-Z0-9]{0,9}$")]
     pub prefix: String,
 }
 
@@ -145,6 +149,7 @@ pub struct KindList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetMember {
+    #[schema(min_length = 3, max_length = 254)]
     pub email: String,
     pub role: Role,
 }
@@ -157,9 +162,11 @@ pub struct MemberList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     /// Whose token: defaults to the caller; only owners may name another member.
     #[serde(default)]
+    #[schema(min_length = 3, max_length = 254)]
     pub email: Option<String>,
 }
 
@@ -201,6 +208,8 @@ pub struct CommentList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewComment {
+    /// Markdown, at most 64 KiB of UTF-8.
+    #[schema(min_length = 1, max_length = 65536)]
     pub body: String,
 }
 
@@ -211,14 +220,18 @@ pub struct NewComment {
 pub struct ClaimBody {
     /// Defaults to the caller's email.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub session_id: Option<String>,
     /// 1..=86400; default 900 (or the workspace's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
     pub ttl_seconds: Option<serde_json::Value>,
+    /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
 }
 
@@ -239,12 +252,15 @@ pub struct ClaimResponse {
 pub struct RenewBody {
     pub epoch: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     /// Keeps the lease's TTL when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
     pub ttl_seconds: Option<serde_json::Value>,
+    /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
 }
 
@@ -259,6 +275,7 @@ pub struct RenewResponse {
 #[serde(deny_unknown_fields)]
 pub struct ReleaseBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<i64>,
@@ -266,6 +283,7 @@ pub struct ReleaseBody {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 500)]
     pub reason: Option<String>,
 }
 
@@ -296,9 +314,13 @@ pub struct ListQuery {
     pub assignee: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leased: Option<bool>,
+    /// Case-insensitive substring of title or body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(max_length = 200)]
     pub q: Option<String>,
+    /// Page size, default 50; values outside 1..=500 are clamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -373,7 +395,9 @@ pub struct FrontierQuery {
     pub parent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autonomous: Option<bool>,
+    /// At most this many, default 50; values outside 1..=500 are clamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -399,17 +423,43 @@ pub struct FrontierList {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimNextBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     pub filter: crate::FrontierFilter,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
     pub ttl_seconds: Option<serde_json::Value>,
+    /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
+}
+
+/// A nested object must be a JSON object: serde would otherwise read an
+/// array into a struct field by field.
+fn object<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    use serde::de::Error;
+    let value = serde_json::Value::deserialize(d)?;
+    if !value.is_object() {
+        return Err(D::Error::custom(format!("expected a JSON object, got {}", json_kind(&value))));
+    }
+    serde_json::from_value(value).map_err(D::Error::custom)
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// `item` and `lease` are both null when nothing is ready.

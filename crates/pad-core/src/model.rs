@@ -17,6 +17,13 @@ pub const LABELS_MAX: usize = 50;
 pub const LABEL_MAX: usize = 64;
 pub const NAME_MAX: usize = 200;
 pub const COMMENT_MAX_BYTES: usize = 64 * 1024;
+/// Items one item may be blocked by.
+pub const BLOCKED_BY_MAX: usize = 100;
+/// Kinds one frontier filter may name.
+pub const KINDS_FILTER_MAX: usize = 50;
+/// The longest item ref: a 10-character prefix, `-`, and a 19-digit number.
+pub const REF_MAX: usize = 30;
+const REF_PATTERN: &str = "^[A-Za-z][A-Za-z0-9]{0,9}-[1-9][0-9]*$";
 
 /// Marks work that autonomous workers must skip (SPEC §1).
 pub const NEEDS_HUMAN: &str = "needs-human";
@@ -300,21 +307,65 @@ pub struct Item {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewItem {
+    #[schema(min_length = 1, max_length = 500)]
     pub title: String,
+    /// Markdown, at most 256 KiB of UTF-8.
     #[serde(default)]
+    #[schema(max_length = 262144)]
     pub body: String,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9][A-Za-z0-9-]*$")]
     pub kind: Option<String>,
     #[serde(default)]
     pub priority: Option<Priority>,
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub labels: Vec<String>,
     #[serde(default)]
+    #[schema(schema_with = ref_schema)]
     pub parent: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = refs_schema)]
     pub blocked_by: Vec<String>,
+    /// A member's email.
     #[serde(default)]
+    #[schema(min_length = 3, max_length = 254)]
     pub assignee: Option<String>,
+}
+
+/// The limits below are stated in the OpenAPI document too; a test in this
+/// module keeps the two equal.
+fn labels_schema() -> utoipa::openapi::schema::Array {
+    string_array(LABELS_MAX, 1, LABEL_MAX, None)
+}
+
+fn refs_schema() -> utoipa::openapi::schema::Array {
+    string_array(BLOCKED_BY_MAX, 1, REF_MAX, Some(REF_PATTERN))
+}
+
+/// An optional item ref: a ref or `null`.
+fn ref_schema() -> utoipa::openapi::schema::Object {
+    let mut s = string_schema(1, REF_MAX, Some(REF_PATTERN));
+    s.schema_type =
+        utoipa::openapi::schema::SchemaType::Array(vec![utoipa::openapi::Type::String, utoipa::openapi::Type::Null]);
+    s
+}
+
+fn string_schema(min: usize, max: usize, pattern: Option<&str>) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .min_length(Some(min))
+        .max_length(Some(max))
+        .pattern(pattern)
+        .build()
+}
+
+fn string_array(items: usize, min: usize, max: usize, pattern: Option<&str>) -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new().items(string_schema(min, max, pattern)).max_items(Some(items)).build()
+}
+
+fn kinds_schema() -> utoipa::openapi::schema::Array {
+    string_array(KINDS_FILTER_MAX, 1, 32, None)
 }
 
 /// Validated links and labels shared by create and update.
@@ -333,6 +384,9 @@ fn check_labels(field: &str, labels: &[String]) -> Result<Vec<String>, Validatio
 }
 
 fn check_refs(field: &str, refs: &[String]) -> Result<Vec<ItemRef>, ValidationError> {
+    if refs.len() > BLOCKED_BY_MAX {
+        return Err(ValidationError::new(field, format!("at most {BLOCKED_BY_MAX} items (got {})", refs.len())));
+    }
     let mut out: Vec<ItemRef> = Vec::with_capacity(refs.len());
     for (i, r) in refs.iter().enumerate() {
         let r = ItemRef::parse_field(&format!("{field}[{i}]"), r)?;
@@ -397,10 +451,14 @@ fn some_or_null<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<
 #[serde(deny_unknown_fields)]
 pub struct ItemPatch {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 500)]
     pub title: Option<String>,
+    /// Markdown, at most 256 KiB of UTF-8.
     #[serde(default)]
+    #[schema(max_length = 262144)]
     pub body: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9][A-Za-z0-9-]*$")]
     pub kind: Option<String>,
     #[serde(default)]
     pub status: Option<Status>,
@@ -408,18 +466,22 @@ pub struct ItemPatch {
     pub priority: Option<Priority>,
     /// Replaces the whole label set.
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub labels: Option<Vec<String>>,
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub add_labels: Vec<String>,
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub remove_labels: Vec<String>,
     #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 30, pattern = "^[A-Za-z][A-Za-z0-9]{0,9}-[1-9][0-9]*$")]
     pub parent: Option<Option<String>>,
     #[serde(default)]
+    #[schema(schema_with = refs_schema)]
     pub blocked_by: Option<Vec<String>>,
     #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 3, max_length = 254)]
     pub assignee: Option<Option<String>>,
     /// Optimistic concurrency: refuse with `update_conflict` if the item changed since.
     #[serde(default)]
@@ -716,17 +778,21 @@ mod tests {
 pub struct FrontierFilter {
     /// Any of these kinds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = kinds_schema)]
     pub kinds: Vec<String>,
     /// All of these labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = labels_schema)]
     pub labels: Vec<String>,
     /// None of these labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = labels_schema)]
     pub without_labels: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_priority: Option<Priority>,
     /// Only children of this item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = ref_schema)]
     pub parent: Option<String>,
     /// Skip work marked `needs-human`: what autonomous workers should set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -746,6 +812,12 @@ pub struct ValidFrontierFilter {
 
 impl FrontierFilter {
     pub fn validate(&self) -> Result<ValidFrontierFilter, ValidationError> {
+        if self.kinds.len() > KINDS_FILTER_MAX {
+            return Err(ValidationError::new(
+                "kinds",
+                format!("at most {KINDS_FILTER_MAX} kinds (got {})", self.kinds.len()),
+            ));
+        }
         let mut kinds = Vec::with_capacity(self.kinds.len());
         for (i, k) in self.kinds.iter().enumerate() {
             let k = k.to_ascii_lowercase();
@@ -798,7 +870,8 @@ mod fuzz {
         fn labels_refuse_controls_and_bound_length(s in "\\PC{0,80}|[\\x00-\\x1f]{1,3}") {
             let ok = validate_label("label", &s).is_ok();
             let n = s.chars().count();
-            prop_assert_eq!(ok, (1..=LABEL_MAX).contains(&n) && !s.chars().any(char::is_control));
+            let visible = !s.chars().any(|c| c.is_control() || validate::is_invisible(c));
+            prop_assert_eq!(ok, (1..=LABEL_MAX).contains(&n) && visible);
         }
 
         #[test]
