@@ -472,3 +472,26 @@ pub struct ClaimNextResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_holder: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::PartialSchema;
+
+    /// The OpenAPI attributes take literals; these are the enforced limits.
+    #[test]
+    fn lease_bodies_state_the_enforced_limits() {
+        for schema in [ClaimBody::schema(), RenewBody::schema(), ReleaseBody::schema(), ClaimNextBody::schema()] {
+            let s = serde_json::to_value(schema).unwrap();
+            assert_eq!(s["properties"]["holder"]["maxLength"], crate::NAME_MAX, "{s}");
+            assert_eq!(s["properties"]["holder"]["minLength"], 1);
+            if let Some(ttl) = s["properties"].get("ttl_seconds") {
+                assert_eq!(ttl["maximum"], crate::lease::TTL_MAX_SECONDS);
+            }
+        }
+        let new = serde_json::to_value(CreateWorkspace::schema()).unwrap();
+        assert_eq!(new["properties"]["name"]["maxLength"], crate::NAME_MAX);
+        let c = serde_json::to_value(NewComment::schema()).unwrap();
+        assert_eq!(c["properties"]["body"]["maxLength"], crate::COMMENT_MAX_BYTES);
+    }
+}

@@ -333,8 +333,8 @@ pub struct NewItem {
     pub assignee: Option<String>,
 }
 
-/// The limits below are stated in the OpenAPI document too; a test in this
-/// module keeps the two equal.
+/// The OpenAPI schemas of these fields state the limits the validation
+/// enforces; `the_schema_states_the_enforced_limits` keeps the two equal.
 fn labels_schema() -> utoipa::openapi::schema::Array {
     string_array(LABELS_MAX, 1, LABEL_MAX, None)
 }
@@ -761,6 +761,31 @@ mod tests {
         let p: ItemPatch = serde_json::from_str(r#"{}"#).unwrap();
         assert_eq!(p.assignee, None);
         assert!(serde_json::from_str::<ItemPatch>(r#"{"titel": "x"}"#).is_err());
+    }
+
+    /// The OpenAPI attributes take literals; these are the constants the
+    /// validation enforces.
+    #[test]
+    fn the_schema_states_the_enforced_limits() {
+        use utoipa::PartialSchema;
+        let new = serde_json::to_value(NewItem::schema()).unwrap();
+        let patch = serde_json::to_value(ItemPatch::schema()).unwrap();
+        let filter = serde_json::to_value(FrontierFilter::schema()).unwrap();
+        for p in [&new["properties"], &patch["properties"]] {
+            assert_eq!(p["title"]["minLength"], 1);
+            assert_eq!(p["title"]["maxLength"], TITLE_MAX);
+            assert_eq!(p["body"]["maxLength"], BODY_MAX_BYTES);
+            assert_eq!(p["labels"]["maxItems"], LABELS_MAX);
+            assert_eq!(p["labels"]["items"]["maxLength"], LABEL_MAX);
+            assert_eq!(p["blocked_by"]["maxItems"], BLOCKED_BY_MAX);
+            assert_eq!(p["blocked_by"]["items"]["maxLength"], REF_MAX);
+            assert_eq!(p["assignee"]["maxLength"], 254);
+        }
+        assert_eq!(filter["properties"]["kinds"]["maxItems"], KINDS_FILTER_MAX);
+        assert_eq!(filter["properties"]["without_labels"]["items"]["maxLength"], LABEL_MAX);
+        let longest = format!("ABCDEFGHIJ-{}", i64::MAX);
+        assert_eq!(longest.len(), REF_MAX);
+        assert!(longest.parse::<ItemRef>().is_ok());
     }
 
     #[test]

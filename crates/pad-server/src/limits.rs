@@ -191,6 +191,7 @@ fn raise_fd_limit() -> Option<u64> {
             }
         }
     }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is u64 on Linux, not on every unix
     Some(lim.rlim_cur as u64)
 }
 
