@@ -149,7 +149,7 @@ pub struct KindList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetMember {
-    #[schema(min_length = 3, max_length = 254)]
+    #[schema(min_length = 3, max_length = 254, format = Email)]
     pub email: String,
     pub role: Role,
 }
