@@ -124,16 +124,20 @@ pub struct WorkspaceList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorkspace {
+    #[schema(min_length = 1, max_length = 63, pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub slug: String,
     /// Defaults to the slug.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKind {
+    #[schema(min_length = 1, max_length = 32, pattern = "^[a-z0-9][a-z0-9-]{0,31}$")]
     pub name: String,
+    #[schema(min_length = 1, max_length = 10, pattern = "^[A-Z][A-Z0-9]{0,9}$")]
     pub prefix: String,
 }
 
@@ -145,6 +149,7 @@ pub struct KindList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetMember {
+    #[schema(min_length = 3, max_length = 254, format = Email)]
     pub email: String,
     pub role: Role,
 }
@@ -157,9 +162,11 @@ pub struct MemberList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     /// Whose token: defaults to the caller; only owners may name another member.
     #[serde(default)]
+    #[schema(min_length = 3, max_length = 254)]
     pub email: Option<String>,
     /// `workspace`: the token reaches this workspace only; `user`: all of
     /// its user's workspaces, for one's own tokens only. Default: `user` for
@@ -220,6 +227,8 @@ pub struct CommentList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewComment {
+    /// Markdown, at most 64 KiB of UTF-8.
+    #[schema(min_length = 1, max_length = 65536)]
     pub body: String,
 }
 
@@ -230,14 +239,18 @@ pub struct NewComment {
 pub struct ClaimBody {
     /// Defaults to the caller's email.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub session_id: Option<String>,
     /// 1..=86400; default 900 (or the workspace's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
     pub ttl_seconds: Option<serde_json::Value>,
+    /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
     /// L17: `false` refuses even the live holder with `lease_held` instead of
     /// extending its lease. Default `true`.
@@ -266,12 +279,15 @@ pub struct RenewBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     /// Keeps the lease's TTL when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
     pub ttl_seconds: Option<serde_json::Value>,
+    /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
 }
 
@@ -286,6 +302,7 @@ pub struct RenewResponse {
 #[serde(deny_unknown_fields)]
 pub struct ReleaseBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<i64>,
@@ -296,6 +313,7 @@ pub struct ReleaseBody {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 500)]
     pub reason: Option<String>,
 }
 
@@ -373,7 +391,9 @@ pub struct EventsQuery {
     /// Events with a greater id; 0 (the default) is from the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<i64>,
+    /// Page size, default 100; values outside 1..=1000 are clamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// Only events of this item.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
@@ -415,12 +435,16 @@ pub struct ListQuery {
     pub assignee: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leased: Option<bool>,
+    /// Case-insensitive substring of title or body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(max_length = 200)]
     pub q: Option<String>,
     /// Only children of this item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// Page size, default 50; values outside 1..=500 are clamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -502,7 +526,9 @@ pub struct FrontierQuery {
     /// Refs to skip, comma-separated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<String>,
+    /// At most this many, default 50; values outside 1..=500 are clamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -529,17 +555,43 @@ pub struct FrontierList {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimNextBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     pub filter: crate::FrontierFilter,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
     pub ttl_seconds: Option<serde_json::Value>,
+    /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
+}
+
+/// A nested object must be a JSON object: serde would otherwise read an
+/// array into a struct field by field.
+fn object<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    use serde::de::Error;
+    let value = serde_json::Value::deserialize(d)?;
+    if !value.is_object() {
+        return Err(D::Error::custom(format!("expected a JSON object, got {}", json_kind(&value))));
+    }
+    serde_json::from_value(value).map_err(D::Error::custom)
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// `item` and `lease` are both null when nothing is ready.
@@ -551,4 +603,27 @@ pub struct ClaimNextResponse {
     pub previous_note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_holder: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::PartialSchema;
+
+    /// The OpenAPI attributes take literals; these are the enforced limits.
+    #[test]
+    fn lease_bodies_state_the_enforced_limits() {
+        for schema in [ClaimBody::schema(), RenewBody::schema(), ReleaseBody::schema(), ClaimNextBody::schema()] {
+            let s = serde_json::to_value(schema).unwrap();
+            assert_eq!(s["properties"]["holder"]["maxLength"], crate::NAME_MAX, "{s}");
+            assert_eq!(s["properties"]["holder"]["minLength"], 1);
+            if let Some(ttl) = s["properties"].get("ttl_seconds") {
+                assert_eq!(ttl["maximum"], crate::lease::TTL_MAX_SECONDS);
+            }
+        }
+        let new = serde_json::to_value(CreateWorkspace::schema()).unwrap();
+        assert_eq!(new["properties"]["name"]["maxLength"], crate::NAME_MAX);
+        let c = serde_json::to_value(NewComment::schema()).unwrap();
+        assert_eq!(c["properties"]["body"]["maxLength"], crate::COMMENT_MAX_BYTES);
+    }
 }

@@ -17,6 +17,13 @@ pub const LABELS_MAX: usize = 50;
 pub const LABEL_MAX: usize = 64;
 pub const NAME_MAX: usize = 200;
 pub const COMMENT_MAX_BYTES: usize = 64 * 1024;
+/// Items one item may be blocked by.
+pub const BLOCKED_BY_MAX: usize = 100;
+/// Kinds one frontier filter may name.
+pub const KINDS_FILTER_MAX: usize = 50;
+/// The longest item ref: a 10-character prefix, `-`, and a 19-digit number.
+pub const REF_MAX: usize = 30;
+const REF_PATTERN: &str = "^[A-Za-z][A-Za-z0-9]{0,9}-[1-9][0-9]*$";
 
 /// Marks work that autonomous workers must skip (docs/leases.md).
 pub const NEEDS_HUMAN: &str = "needs-human";
@@ -359,24 +366,68 @@ pub struct Item {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewItem {
+    #[schema(min_length = 1, max_length = 500)]
     pub title: String,
+    /// Markdown, at most 256 KiB of UTF-8.
     #[serde(default)]
+    #[schema(max_length = 262144)]
     pub body: String,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9][A-Za-z0-9-]*$")]
     pub kind: Option<String>,
     #[serde(default)]
     pub priority: Option<Priority>,
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub labels: Vec<String>,
     #[serde(default)]
+    #[schema(schema_with = ref_schema)]
     pub parent: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = refs_schema)]
     pub blocked_by: Vec<String>,
+    /// A member's email.
     #[serde(default)]
+    #[schema(min_length = 3, max_length = 254)]
     pub assignee: Option<String>,
     /// L16: defer until this time.
     #[serde(default)]
     pub not_before: Option<DateTime<Utc>>,
+}
+
+/// The OpenAPI schemas of these fields state the limits the validation
+/// enforces; `the_schema_states_the_enforced_limits` keeps the two equal.
+fn labels_schema() -> utoipa::openapi::schema::Array {
+    string_array(LABELS_MAX, 1, LABEL_MAX, None)
+}
+
+fn refs_schema() -> utoipa::openapi::schema::Array {
+    string_array(BLOCKED_BY_MAX, 1, REF_MAX, Some(REF_PATTERN))
+}
+
+/// An optional item ref: a ref or `null`.
+fn ref_schema() -> utoipa::openapi::schema::Object {
+    let mut s = string_schema(1, REF_MAX, Some(REF_PATTERN));
+    s.schema_type =
+        utoipa::openapi::schema::SchemaType::Array(vec![utoipa::openapi::Type::String, utoipa::openapi::Type::Null]);
+    s
+}
+
+fn string_schema(min: usize, max: usize, pattern: Option<&str>) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .min_length(Some(min))
+        .max_length(Some(max))
+        .pattern(pattern)
+        .build()
+}
+
+fn string_array(items: usize, min: usize, max: usize, pattern: Option<&str>) -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new().items(string_schema(min, max, pattern)).max_items(Some(items)).build()
+}
+
+fn kinds_schema() -> utoipa::openapi::schema::Array {
+    string_array(KINDS_FILTER_MAX, 1, 32, None)
 }
 
 /// Validated links and labels shared by create and update.
@@ -395,6 +446,9 @@ fn check_labels(field: &str, labels: &[String]) -> Result<Vec<String>, Validatio
 }
 
 fn check_refs(field: &str, refs: &[String]) -> Result<Vec<ItemRef>, ValidationError> {
+    if refs.len() > BLOCKED_BY_MAX {
+        return Err(ValidationError::new(field, format!("at most {BLOCKED_BY_MAX} items (got {})", refs.len())));
+    }
     let mut out: Vec<ItemRef> = Vec::with_capacity(refs.len());
     for (i, r) in refs.iter().enumerate() {
         let r = ItemRef::parse_field(&format!("{field}[{i}]"), r)?;
@@ -461,10 +515,14 @@ fn some_or_null<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<
 #[serde(deny_unknown_fields)]
 pub struct ItemPatch {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 500)]
     pub title: Option<String>,
+    /// Markdown, at most 256 KiB of UTF-8.
     #[serde(default)]
+    #[schema(max_length = 262144)]
     pub body: Option<String>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9][A-Za-z0-9-]*$")]
     pub kind: Option<String>,
     #[serde(default)]
     pub status: Option<Status>,
@@ -472,15 +530,19 @@ pub struct ItemPatch {
     pub priority: Option<Priority>,
     /// Replaces the whole label set.
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub labels: Option<Vec<String>>,
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub add_labels: Vec<String>,
     #[serde(default)]
+    #[schema(schema_with = labels_schema)]
     pub remove_labels: Vec<String>,
     #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 30, pattern = "^[A-Za-z][A-Za-z0-9]{0,9}-[1-9][0-9]*$")]
     pub parent: Option<Option<String>>,
     #[serde(default)]
+    #[schema(schema_with = refs_schema)]
     pub blocked_by: Option<Vec<String>>,
     /// Adds blockers, after `blocked_by` and before `remove_blocked_by`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -488,7 +550,7 @@ pub struct ItemPatch {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove_blocked_by: Vec<String>,
     #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 3, max_length = 254)]
     pub assignee: Option<Option<String>>,
     /// L16: defer until this time; `null` clears it.
     #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
@@ -807,6 +869,31 @@ mod tests {
         assert!(serde_json::from_str::<ItemPatch>(r#"{"titel": "x"}"#).is_err());
     }
 
+    /// The OpenAPI attributes take literals; these are the constants the
+    /// validation enforces.
+    #[test]
+    fn the_schema_states_the_enforced_limits() {
+        use utoipa::PartialSchema;
+        let new = serde_json::to_value(NewItem::schema()).unwrap();
+        let patch = serde_json::to_value(ItemPatch::schema()).unwrap();
+        let filter = serde_json::to_value(FrontierFilter::schema()).unwrap();
+        for p in [&new["properties"], &patch["properties"]] {
+            assert_eq!(p["title"]["minLength"], 1);
+            assert_eq!(p["title"]["maxLength"], TITLE_MAX);
+            assert_eq!(p["body"]["maxLength"], BODY_MAX_BYTES);
+            assert_eq!(p["labels"]["maxItems"], LABELS_MAX);
+            assert_eq!(p["labels"]["items"]["maxLength"], LABEL_MAX);
+            assert_eq!(p["blocked_by"]["maxItems"], BLOCKED_BY_MAX);
+            assert_eq!(p["blocked_by"]["items"]["maxLength"], REF_MAX);
+            assert_eq!(p["assignee"]["maxLength"], 254);
+        }
+        assert_eq!(filter["properties"]["kinds"]["maxItems"], KINDS_FILTER_MAX);
+        assert_eq!(filter["properties"]["without_labels"]["items"]["maxLength"], LABEL_MAX);
+        let longest = format!("ABCDEFGHIJ-{}", i64::MAX);
+        assert_eq!(longest.len(), REF_MAX);
+        assert!(longest.parse::<ItemRef>().is_ok());
+    }
+
     #[test]
     fn priority_ranks_round_trip() {
         for p in Priority::ALL {
@@ -822,17 +909,21 @@ mod tests {
 pub struct FrontierFilter {
     /// Any of these kinds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = kinds_schema)]
     pub kinds: Vec<String>,
     /// All of these labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = labels_schema)]
     pub labels: Vec<String>,
     /// None of these labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = labels_schema)]
     pub without_labels: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_priority: Option<Priority>,
     /// Only children of this item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = ref_schema)]
     pub parent: Option<String>,
     /// Skip work marked `needs-human`: what autonomous workers should set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -859,6 +950,12 @@ pub const EXCLUDE_MAX: usize = 500;
 
 impl FrontierFilter {
     pub fn validate(&self) -> Result<ValidFrontierFilter, ValidationError> {
+        if self.kinds.len() > KINDS_FILTER_MAX {
+            return Err(ValidationError::new(
+                "kinds",
+                format!("at most {KINDS_FILTER_MAX} kinds (got {})", self.kinds.len()),
+            ));
+        }
         let mut kinds = Vec::with_capacity(self.kinds.len());
         for (i, k) in self.kinds.iter().enumerate() {
             let k = k.to_ascii_lowercase();
@@ -918,7 +1015,8 @@ mod fuzz {
         fn labels_refuse_controls_and_bound_length(s in "\\PC{0,80}|[\\x00-\\x1f]{1,3}") {
             let ok = validate_label("label", &s).is_ok();
             let n = s.chars().count();
-            prop_assert_eq!(ok, (1..=LABEL_MAX).contains(&n) && !s.chars().any(char::is_control));
+            let visible = !s.chars().any(|c| c.is_control() || validate::is_invisible(c));
+            prop_assert_eq!(ok, (1..=LABEL_MAX).contains(&n) && visible);
         }
 
         #[test]

@@ -34,6 +34,14 @@ pub fn text(field: &str, value: &str, min: usize, max: usize, lines: Lines) -> R
         let what = if c == '\0' { "NUL".to_string() } else { format!("U+{:04X}", c as u32) };
         return Err(ValidationError::new(field, format!("must not contain control characters (found {what})")));
     }
+    if lines == Lines::Single
+        && let Some(c) = invisible_char(value)
+    {
+        return Err(ValidationError::new(
+            field,
+            format!("contains {}, an invisible or bidirectional control character", describe(c)),
+        ));
+    }
     let n = value.chars().count();
     if n < min {
         return Err(if min == 1 {
@@ -46,6 +54,104 @@ pub fn text(field: &str, value: &str, min: usize, max: usize, lines: Lines) -> R
         return Err(ValidationError::new(field, format!("must be at most {max} characters (got {n})")));
     }
     Ok(())
+}
+
+/// Characters that draw nothing, or reorder what is drawn around them:
+/// every format character (Unicode category Cf: zero-width spaces and
+/// joiners, bidirectional marks, embeddings, overrides and isolates, the
+/// byte-order mark, tag characters), the line and paragraph separators, and
+/// the fillers that render as blanks. In a one-line field (a holder, label,
+/// title, name) they can make two different values look the same, or make
+/// a log line read backwards, so they are refused there (docs/api.md,
+/// "Text"). Bodies and comments keep them: real right-to-left text uses them.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x034F
+            | 0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x115F..=0x1160
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x2028..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
+}
+
+/// The first invisible character of `value` (see [`is_invisible`]), except a
+/// zero-width joiner between two pictographs, which only glues an emoji
+/// sequence (a family, a profession) into one picture and disguises nothing.
+pub fn invisible_char(value: &str) -> Option<char> {
+    let chars: Vec<char> = value.chars().collect();
+    chars.iter().enumerate().find_map(|(i, &c)| {
+        let emoji_joiner = c == '\u{200D}'
+            && i > 0
+            && chars.get(i - 1).is_some_and(|&p| is_pictograph(p) || p == '\u{FE0F}')
+            && chars.get(i + 1).is_some_and(|&n| is_pictograph(n));
+        (is_invisible(c) && !emoji_joiner).then_some(c)
+    })
+}
+
+/// Emoji blocks, broadly: enough to recognise the two sides of a joiner.
+fn is_pictograph(c: char) -> bool {
+    matches!(c as u32, 0x2600..=0x27BF | 0x2B00..=0x2BFF | 0x1F000..=0x1FAFF)
+}
+
+/// `U+202E RIGHT-TO-LEFT OVERRIDE`: the code point, and its name when it is
+/// one of the usual suspects.
+fn describe(c: char) -> String {
+    let name = match c as u32 {
+        0x00AD => "SOFT HYPHEN",
+        0x034F => "COMBINING GRAPHEME JOINER",
+        0x061C => "ARABIC LETTER MARK",
+        0x115F => "HANGUL CHOSEONG FILLER",
+        0x1160 => "HANGUL JUNGSEONG FILLER",
+        0x180E => "MONGOLIAN VOWEL SEPARATOR",
+        0x200B => "ZERO WIDTH SPACE",
+        0x200C => "ZERO WIDTH NON-JOINER",
+        0x200D => "ZERO WIDTH JOINER",
+        0x200E => "LEFT-TO-RIGHT MARK",
+        0x200F => "RIGHT-TO-LEFT MARK",
+        0x2028 => "LINE SEPARATOR",
+        0x2029 => "PARAGRAPH SEPARATOR",
+        0x202A => "LEFT-TO-RIGHT EMBEDDING",
+        0x202B => "RIGHT-TO-LEFT EMBEDDING",
+        0x202C => "POP DIRECTIONAL FORMATTING",
+        0x202D => "LEFT-TO-RIGHT OVERRIDE",
+        0x202E => "RIGHT-TO-LEFT OVERRIDE",
+        0x2060 => "WORD JOINER",
+        0x2061 => "FUNCTION APPLICATION",
+        0x2062 => "INVISIBLE TIMES",
+        0x2063 => "INVISIBLE SEPARATOR",
+        0x2064 => "INVISIBLE PLUS",
+        0x2066 => "LEFT-TO-RIGHT ISOLATE",
+        0x2067 => "RIGHT-TO-LEFT ISOLATE",
+        0x2068 => "FIRST STRONG ISOLATE",
+        0x2069 => "POP DIRECTIONAL ISOLATE",
+        0x3164 => "HANGUL FILLER",
+        0xFEFF => "ZERO WIDTH NO-BREAK SPACE (byte-order mark)",
+        0xFFA0 => "HALFWIDTH HANGUL FILLER",
+        0xE0001 => "LANGUAGE TAG",
+        0xE0020..=0xE007F => "TAG CHARACTER",
+        _ => "a format character",
+    };
+    format!("U+{:04X} {name}", c as u32)
 }
 
 /// Like [`text`] but bounds the size in bytes, for large markdown bodies.
@@ -82,6 +188,49 @@ mod tests {
         assert!(text("title", "a\nb", 1, 10, Lines::Single).is_err());
         assert!(text("body", "a\n\tb", 1, 10, Lines::Multi).is_ok());
         assert!(text("body", "a\u{7}b", 1, 10, Lines::Multi).is_err());
+    }
+
+    #[test]
+    fn refuses_invisible_and_bidi_characters_in_one_line_fields_naming_them() {
+        let e = text("title", "fix \u{202E}gnp.exe", 1, 100, Lines::Single).unwrap_err();
+        assert_eq!(e.field, "title");
+        assert_eq!(
+            e.to_string(),
+            "title: contains U+202E RIGHT-TO-LEFT OVERRIDE, an invisible or bidirectional control character"
+        );
+        for c in [
+            '\u{200B}',
+            '\u{200C}',
+            '\u{200D}',
+            '\u{200E}',
+            '\u{200F}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{202A}',
+            '\u{202D}',
+            '\u{2060}',
+            '\u{2064}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{FEFF}',
+            '\u{AD}',
+            '\u{3164}',
+            '\u{E0041}',
+        ] {
+            let v = format!("worker{c}1");
+            let e = text("holder", &v, 1, 200, Lines::Single).unwrap_err();
+            assert!(e.message.contains(&format!("U+{:04X}", c as u32)), "{c:?}: {e}");
+            // Bodies keep them: right-to-left text needs its marks.
+            assert!(text("body", &v, 0, 200, Lines::Multi).is_ok(), "{c:?}");
+        }
+        assert!(email("email", "ow\u{200B}ner@localhost").is_err());
+        // Visible text of any script passes, and an emoji sequence keeps its joiner.
+        for ok in ["שלום עולם", "مرحبا", "日本語", "Zoë", "👩\u{200D}💻 ship it", "❤\u{FE0F}\u{200D}🔥"]
+        {
+            assert!(text("title", ok, 1, 100, Lines::Single).is_ok(), "{ok}");
+        }
+        assert!(text("title", "a\u{200D}b", 1, 100, Lines::Single).is_err(), "a joiner between letters");
+        assert!(text("title", "\u{200D}👩", 1, 100, Lines::Single).is_err(), "a joiner at the start");
     }
 
     #[test]

@@ -332,6 +332,10 @@ const EVENTS_AFTER: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapsho
     FROM events e CROSS JOIN horizon h LEFT JOIN users u ON u.id = e.actor_id
     WHERE e.id < h.below AND e.workspace_id = ";
 
+/// The class of the per-workspace advisory lock that blocker changes take
+/// (two-key form, which does not overlap [`EVENTS_LOCK_KEY`]'s one-key space).
+const BLOCKERS_LOCK_CLASS: i32 = 0x7061_6462; // "padb"
+
 /// One recorded expiry, for [`PgStore::record_expiry`].
 struct Expiry {
     ws: i64,
@@ -546,6 +550,29 @@ impl PgStore {
                 .map_err(db)?;
         }
         Ok(())
+    }
+
+    /// The `(item, blocker)` links reachable from `item` through blockers,
+    /// for [`shared::check_blockers_acyclic`].
+    async fn blocker_edges(conn: &mut PgConnection, item: i64) -> StoreResult<Vec<(ItemRef, ItemRef)>> {
+        let rows = sqlx::query(
+            "WITH RECURSIVE reach(id) AS (SELECT $1::bigint UNION SELECT b.blocker_id FROM item_blockers b JOIN reach r ON b.item_id = r.id)
+             SELECT i.prefix AS ip, i.number AS inum, j.prefix AS bp, j.number AS bnum
+             FROM reach r JOIN item_blockers b ON b.item_id = r.id JOIN items i ON i.id = b.item_id JOIN items j ON j.id = b.blocker_id",
+        )
+        .bind(item)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    ItemRef { prefix: row.get("ip"), number: row.get("inum") },
+                    ItemRef { prefix: row.get("bp"), number: row.get("bnum") },
+                )
+            })
+            .collect())
     }
 
     /// The item's row is locked (or just inserted) by the caller, so
@@ -1158,6 +1185,19 @@ impl Store for PgStore {
         let r = parse_ref("ref", item_ref)?;
         let p = patch.validate()?;
         let mut tx = self.begin().await?;
+        if p.blocked_by.is_some() {
+            // Two updates locking different rows could each add one half of a
+            // cycle, so blocker changes in a workspace take turns. The turn is
+            // taken before the row lock: a blocker link takes a key-share lock
+            // on the blocker's row, and waiting for the turn while holding a
+            // row another turn-holder links to would deadlock.
+            sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+                .bind(BLOCKERS_LOCK_CLASS)
+                .bind(ws.id as i32)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
         let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
         let now = locked.now;
         // L10: the row is locked until commit, so the fence holds for the write.
@@ -1199,6 +1239,7 @@ impl Store for PgStore {
         };
         if new.blocked_by != old.blocked_by {
             Self::set_blockers(&mut tx, ws, locked.id, &new.blocked_by).await?;
+            shared::check_blockers_acyclic(&r, &Self::blocker_edges(&mut tx, locked.id).await?)?;
         }
         // `updated_at` strictly increases per item even if two writes read the
         // same microsecond or the database clock steps back.

@@ -50,10 +50,28 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     }
 }
 
-/// Parses a body, naming the field on failure (`labels[2]`, `titel`).
+/// Parses a body, naming the field on failure (`labels[2]`, `titel`). A body
+/// is one JSON object and nothing after it: serde would otherwise read an
+/// array positionally into a struct (`[null, null, true, "r"]` as a release
+/// with `force`), and ignore whatever follows the object.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let first = bytes.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    if let Some(b) = first.filter(|b| **b != b'{') {
+        let what = match b {
+            b'[' => "an array",
+            b'"' => "a string",
+            b'-' | b'0'..=b'9' => "a number",
+            b't' | b'f' => "a boolean",
+            b'n' => "null",
+            _ => "not JSON",
+        };
+        return Err(ApiError::bad_request(
+            format!("request bodies must be a JSON object ({{\"field\": value, …}}); this one is {what}"),
+            None,
+        ));
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let unknown =
@@ -65,7 +83,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             None => format!("invalid JSON body: {inner}"),
         };
         ApiError::bad_request(message, field.as_deref())
-    })
+    })?;
+    de.end().map_err(|e| {
+        ApiError::bad_request(
+            format!("invalid JSON body: the object must be the whole body, found more after it ({e})"),
+            None,
+        )
+    })?;
+    Ok(value)
 }
 
 /// A query string, refused with `bad_request` naming the parameter.
@@ -159,9 +184,10 @@ impl FromRequestParts<AppState> for Caller {
         let token_hash = match &credential {
             Credential::Token(h) | Credential::Session(h) => h.clone(),
         };
-        state.rate.check(&token_hash).map_err(|wait| ApiError {
+        // Per user, so more tokens buy no more requests.
+        state.rate.check(user.id).map_err(|wait| ApiError {
             retry_after: Some(wait as i64),
-            ..ApiError::new(ErrorCode::RateLimited, "too many requests for this token; slow down")
+            ..ApiError::new(ErrorCode::RateLimited, "too many requests for this user; slow down")
         })?;
         Ok(Caller { user: p.user, token_hash, scope: p.scope, token_id: p.token_id, credential })
     }

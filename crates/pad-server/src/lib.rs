@@ -43,6 +43,8 @@ pub struct AppState {
     /// Flips to true when shutdown begins, so event streams end and the
     /// server can drain.
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// The request deadline and the connection cap.
+    pub connections: limits::ConnectionLimits,
 }
 
 impl AppState {
@@ -55,6 +57,7 @@ impl AppState {
             self_url: None,
             rate: limits::RateLimiter::from_env(),
             closing: tokio::sync::watch::channel(false).0,
+            connections: limits::ConnectionLimits::from_env(),
         }
     }
 }
@@ -228,7 +231,8 @@ pub async fn serve_state(
         shutdown.await;
         let _ = closing.send(true);
     };
-    let result = listen::serve_connections(listener, app(state), shutdown).await;
+    let connections = state.connections.clone();
+    let result = listen::serve_connections(listener, app(state), connections, shutdown).await;
     observer.abort();
     result
 }

@@ -1,57 +1,74 @@
-//! Bounds on what one token may hold open.
+//! Bounds on what one user may hold open or send. They are keyed by user,
+//! not token, so minting more tokens buys nothing (docs/api.md, "Limits").
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Open SSE streams per token.
-pub const STREAMS_PER_TOKEN: usize = 8;
+/// Open SSE streams per user, across all of the user's tokens.
+pub const STREAMS_PER_USER: usize = 8;
 
 #[derive(Default, Clone)]
 pub struct StreamLimiter {
-    open: Arc<Mutex<HashMap<String, usize>>>,
+    open: Arc<Mutex<HashMap<i64, usize>>>,
 }
 
 /// Held by a stream while it is open; closing the stream frees the slot.
 pub struct StreamPermit {
-    open: Arc<Mutex<HashMap<String, usize>>>,
-    key: String,
+    open: Arc<Mutex<HashMap<i64, usize>>>,
+    user_id: i64,
 }
 
 impl StreamLimiter {
-    pub fn open(&self, token_hash: &str) -> Option<StreamPermit> {
+    /// A slot for one more of `user_id`'s streams, or `None` at the cap. The
+    /// map holds only users with a stream open.
+    pub fn open(&self, user_id: i64) -> Option<StreamPermit> {
         let mut open = self.open.lock().expect("stream limiter lock");
-        let n = open.entry(token_hash.to_string()).or_default();
-        if *n >= STREAMS_PER_TOKEN {
+        let n = open.entry(user_id).or_default();
+        if *n >= STREAMS_PER_USER {
             return None;
         }
         *n += 1;
-        Some(StreamPermit { open: self.open.clone(), key: token_hash.to_string() })
+        Some(StreamPermit { open: self.open.clone(), user_id })
     }
 }
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
         let mut open = self.open.lock().expect("stream limiter lock");
-        if let Some(n) = open.get_mut(&self.key) {
+        if let Some(n) = open.get_mut(&self.user_id) {
             *n -= 1;
             if *n == 0 {
-                open.remove(&self.key);
+                open.remove(&self.user_id);
             }
         }
     }
 }
 
-/// Per-token request rate: a token bucket of `burst` requests refilled at
-/// `per_second`. `PAD_RATE_LIMIT` sets it (`500`, meaning 500/s with a
-/// burst of twice that, or `off`); the default is generous enough for a
-/// fleet sharing one token and still stops a runaway loop.
+/// Per-user request rate: a token bucket of `burst` requests refilled at
+/// `per_second`, shared by all of a user's tokens. `PAD_RATE_LIMIT` sets it
+/// (`500`, meaning 500/s with a burst of twice that, or `off`); the default
+/// is generous enough for a fleet sharing one user and still stops a
+/// runaway loop.
+///
+/// Memory stays bounded: a bucket that has refilled is the same as no
+/// bucket, so such buckets are swept out whenever the map has doubled since
+/// the last sweep. What remains are users active within the last
+/// `burst / per_second` seconds (2 s).
 #[derive(Clone)]
 pub struct RateLimiter {
     limit: Option<(f64, f64)>,
-    buckets: Arc<Mutex<HashMap<String, (f64, std::time::Instant)>>>,
+    buckets: Arc<Mutex<Buckets>>,
+}
+
+#[derive(Default)]
+struct Buckets {
+    by_user: HashMap<i64, (f64, std::time::Instant)>,
+    sweep_at: usize,
 }
 
 pub const DEFAULT_RATE_PER_SECOND: f64 = 5000.0;
+/// The map is never swept below this size: sweeping a small map buys nothing.
+const SWEEP_MIN: usize = 1024;
 
 impl RateLimiter {
     pub fn new(per_second: Option<f64>) -> Self {
@@ -72,12 +89,18 @@ impl RateLimiter {
         }
     }
 
-    /// Takes one request from `key`'s bucket, or says how many seconds until one is free.
-    pub fn check(&self, key: &str) -> Result<(), u64> {
+    /// Takes one request from `user_id`'s bucket, or says how many seconds until one is free.
+    pub fn check(&self, user_id: i64) -> Result<(), u64> {
         let Some((rate, burst)) = self.limit else { return Ok(()) };
         let now = std::time::Instant::now();
         let mut buckets = self.buckets.lock().expect("rate limiter lock");
-        let (tokens, last) = buckets.entry(key.to_string()).or_insert((burst, now));
+        if buckets.by_user.len() >= buckets.sweep_at.max(SWEEP_MIN) {
+            buckets
+                .by_user
+                .retain(|_, (tokens, last)| *tokens + now.duration_since(*last).as_secs_f64() * rate < burst);
+            buckets.sweep_at = buckets.by_user.len() * 2;
+        }
+        let (tokens, last) = buckets.by_user.entry(user_id).or_insert((burst, now));
         *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(burst);
         *last = now;
         if *tokens >= 1.0 {
@@ -87,6 +110,94 @@ impl RateLimiter {
             Err(((1.0 - *tokens) / rate).ceil().max(1.0) as u64)
         }
     }
+
+    /// How many buckets are held (for tests of the bound).
+    pub fn tracked(&self) -> usize {
+        self.buckets.lock().expect("rate limiter lock").by_user.len()
+    }
+}
+
+/// What one connection may take (docs/api.md, "Limits"). `PAD_REQUEST_TIMEOUT`
+/// (seconds) and `PAD_MAX_CONNECTIONS` set them.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Headers, body and handler of one request together, from its first
+    /// byte. Event streams are exempt once their headers are sent.
+    pub request_timeout: std::time::Duration,
+    /// Connections served at once; further ones are answered 503 and closed.
+    /// Also kept below the process's file-descriptor limit.
+    pub max_connections: usize,
+}
+
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// File descriptors kept free for the store, logs and the listener.
+const FD_RESERVE: u64 = 256;
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits { request_timeout: DEFAULT_REQUEST_TIMEOUT, max_connections: DEFAULT_MAX_CONNECTIONS }
+    }
+}
+
+impl ConnectionLimits {
+    pub fn from_env() -> Self {
+        let mut limits = Self::default();
+        if let Ok(v) = std::env::var("PAD_REQUEST_TIMEOUT") {
+            match v.trim().parse::<f64>() {
+                Ok(s) if s > 0.0 && s.is_finite() => limits.request_timeout = std::time::Duration::from_secs_f64(s),
+                _ => tracing::warn!(value = v, "PAD_REQUEST_TIMEOUT is not a number of seconds; using the default"),
+            }
+        }
+        if let Ok(v) = std::env::var("PAD_MAX_CONNECTIONS") {
+            match v.trim().parse::<usize>() {
+                Ok(n) if n > 0 => limits.max_connections = n,
+                _ => tracing::warn!(value = v, "PAD_MAX_CONNECTIONS is not a positive number; using the default"),
+            }
+        }
+        limits
+    }
+
+    /// The connection cap in force: the configured one, lowered to fit the
+    /// file-descriptor limit (raised first to its hard maximum), so the
+    /// process never runs out of descriptors for its store.
+    pub fn effective_max_connections(&self) -> usize {
+        let Some(fds) = raise_fd_limit() else { return self.max_connections };
+        let fit = usize::try_from(fds.saturating_sub(FD_RESERVE).max(16)).unwrap_or(usize::MAX);
+        if fit < self.max_connections {
+            tracing::warn!(
+                configured = self.max_connections,
+                serving = fit,
+                "the file-descriptor limit allows fewer connections than configured"
+            );
+        }
+        self.max_connections.min(fit)
+    }
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard one; returns the soft limit now in force.
+#[cfg(unix)]
+fn raise_fd_limit() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is u64 on Linux, not on every unix
+    Some(lim.rlim_cur as u64)
+}
+
+#[cfg(not(unix))]
+fn raise_fd_limit() -> Option<u64> {
+    None
 }
 
 #[cfg(test)]
@@ -96,20 +207,46 @@ mod tests {
     #[test]
     fn a_bucket_allows_its_burst_then_refuses_with_a_wait() {
         let r = RateLimiter::new(Some(1.0));
-        assert!(r.check("a").is_ok());
-        assert!(r.check("a").is_ok());
-        assert_eq!(r.check("a"), Err(1));
-        assert!(r.check("b").is_ok(), "buckets are per key");
-        assert!(RateLimiter::new(None).check("a").is_ok());
+        assert!(r.check(1).is_ok());
+        assert!(r.check(1).is_ok());
+        assert_eq!(r.check(1), Err(1));
+        assert!(r.check(2).is_ok(), "buckets are per user");
+        assert!(RateLimiter::new(None).check(1).is_ok());
     }
 
     #[test]
-    fn streams_are_bounded_per_token() {
+    fn idle_buckets_are_swept_so_memory_stays_bounded() {
+        // Full again 2 ms after a single use; 100 batches of 1000 users, each
+        // batch idle (full) by the time the next one comes.
+        let r = RateLimiter::new(Some(1000.0));
+        let mut most = 0;
+        for batch in 0..100i64 {
+            for user in 0..1000 {
+                r.check(batch * 1000 + user).unwrap();
+            }
+            most = most.max(r.tracked());
+            std::thread::sleep(std::time::Duration::from_millis(3));
+        }
+        // Without the sweep the map would end with 100 000 users.
+        assert!(most < 10_000, "{most} buckets held at once");
+        // A user mid-burst is never forgotten (that would hand them a fresh burst).
+        let slow = RateLimiter::new(Some(1.0));
+        slow.check(7).unwrap();
+        slow.check(7).unwrap();
+        for user in 0..(4 * SWEEP_MIN as i64) {
+            let _ = slow.check(100 + user);
+        }
+        assert!(slow.check(7).is_err(), "the exhausted bucket survived the sweeps");
+    }
+
+    #[test]
+    fn streams_are_bounded_per_user() {
         let l = StreamLimiter::default();
-        let held: Vec<_> = (0..STREAMS_PER_TOKEN).map(|_| l.open("t").unwrap()).collect();
-        assert!(l.open("t").is_none());
-        assert!(l.open("u").is_some());
+        let held: Vec<_> = (0..STREAMS_PER_USER).map(|_| l.open(1).unwrap()).collect();
+        assert!(l.open(1).is_none());
+        assert!(l.open(2).is_some());
         drop(held);
-        assert!(l.open("t").is_some());
+        assert!(l.open(1).is_some());
+        assert!(l.open.lock().unwrap().is_empty(), "closed streams leave nothing behind");
     }
 }

@@ -77,3 +77,246 @@ async fn a_flooding_token_is_rate_limited_with_retry_after() {
     // Health checks are not rate limited, and the server still serves.
     assert_eq!(s.call(None, reqwest::Method::GET, "/healthz", None).await.status, 200);
 }
+
+fn addr(s: &TestServer) -> String {
+    s.url.trim_start_matches("http://").to_string()
+}
+
+/// Reads until the server closes the connection; what it said, and whether it closed.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> (bool, String) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(within, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (closed, String::from_utf8_lossy(&got).into_owned())
+}
+
+/// Finding: bodies were not time-bounded, so 1 100 connections sending
+/// headers and part of a body held the server's descriptors for ever. Now a
+/// whole-request deadline (here 2 s) answers each with 503 and closes it,
+/// and `/healthz` answers quickly throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_body_flood_is_closed_at_the_deadline_while_health_answers() {
+    const FLOOD: usize = 1100;
+    let deadline = Duration::from_secs(2);
+    // The server raises this process's descriptor limit to its hard maximum
+    // when it starts; the flood needs two per connection (both ends).
+    let s = TestServer::start_with(|st| st.connections.request_timeout = deadline).await;
+    let addr = addr(&s);
+    let started = Instant::now();
+    let mut flood = Vec::with_capacity(FLOOD);
+    for _ in 0..FLOOD {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect (is the descriptor limit too low?)");
+        c.write_all(
+            b"POST /api/v1/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"token\": \"pad_",
+        )
+        .await
+        .unwrap();
+        flood.push((c, Instant::now()));
+    }
+    let opened = started.elapsed();
+    // Health while the flood holds its connections.
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let t = Instant::now();
+        assert_eq!(s.call(None, reqwest::Method::GET, "/healthz", None).await.status, 200);
+        slowest = slowest.max(t.elapsed());
+    }
+    assert!(slowest < Duration::from_secs(1), "/healthz took {slowest:?} during the flood");
+    // Every flood connection is answered and closed at its deadline.
+    let waits: Vec<_> = flood
+        .into_iter()
+        .map(|(mut c, sent)| {
+            tokio::spawn(async move {
+                let (closed, said) = read_until_closed(&mut c, Duration::from_secs(15)).await;
+                (closed, sent.elapsed(), said)
+            })
+        })
+        .collect();
+    let mut latest = Duration::ZERO;
+    let mut answered = 0;
+    for w in waits {
+        let (closed, after, said) = w.await.unwrap();
+        assert!(closed, "a slow-body connection was still open after 15 s");
+        latest = latest.max(after);
+        if !said.is_empty() {
+            assert!(said.starts_with("HTTP/1.1 503"), "{said}");
+            assert!(said.contains("\"unavailable\""), "{said}");
+            answered += 1;
+        }
+    }
+    assert!(latest <= deadline + Duration::from_millis(1500), "the last one closed {latest:?} after its headers");
+    println!(
+        "flood of {FLOOD}: opened in {opened:?}; /healthz slowest {slowest:?}; all closed, the last {latest:?} after sending ({answered} answered 503)"
+    );
+    assert_eq!(s.call(None, reqwest::Method::GET, "/healthz", None).await.status, 200);
+}
+
+/// A body trickled one byte at a time never times out a per-read timer;
+/// the deadline counts from the request's first byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_body_is_cut_off_at_the_deadline() {
+    let deadline = Duration::from_millis(1500);
+    let s = TestServer::start_with(|st| st.connections.request_timeout = deadline).await;
+    let mut c = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+    let started = Instant::now();
+    c.write_all(
+        b"POST /api/v1/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let (mut rd, mut wr) = c.into_split();
+    let trickle = tokio::spawn(async move {
+        while wr.write_all(b" ").await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), rd.read_to_end(&mut got)).await;
+    let took = started.elapsed();
+    trickle.abort();
+    assert!(closed.is_ok(), "a trickling client was never cut off");
+    let said = String::from_utf8_lossy(&got);
+    assert!(said.starts_with("HTTP/1.1 503") && said.contains("within 1.5 s"), "{said}");
+    assert!(took >= deadline && took <= deadline + Duration::from_secs(1), "cut off after {took:?}");
+}
+
+/// An event stream is bounded only until its headers are sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_outlives_the_request_deadline() {
+    let s = TestServer::start_with(|st| st.connections.request_timeout = Duration::from_secs(1)).await;
+    let mut stream = s
+        .http
+        .get(format!("{}/api/v1/workspaces/default/events/stream", s.url))
+        .bearer_auth(&s.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = s.create_item(&s.owner, "default", "after the deadline").await;
+    let mut seen = String::new();
+    let found = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(chunk)) = stream.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains(&r) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "the stream ended or stalled: {seen}");
+}
+
+/// Past the connection cap a new connection is answered 503 (with the error
+/// envelope) and closed; service resumes when connections close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_connection_cap_new_connections_get_503_then_service_resumes() {
+    let s = TestServer::start_with(|st| st.connections.max_connections = 20).await;
+    let addr = addr(&s);
+    // reqwest keeps idle connections; these probes use their own.
+    let probe = |addr: String| async move {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+        read_until_closed(&mut c, Duration::from_secs(5)).await
+    };
+    assert!(probe(addr.clone()).await.1.starts_with("HTTP/1.1 200"));
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (closed, said) = probe(addr.clone()).await;
+    assert!(closed, "a connection past the cap was left open");
+    assert!(said.starts_with("HTTP/1.1 503"), "{said}");
+    let body: serde_json::Value = serde_json::from_str(said.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "unavailable");
+    assert!(body["error"]["message"].as_str().unwrap().contains("limit of 20 open connections"), "{body}");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(probe(addr).await.1.starts_with("HTTP/1.1 200"), "service resumed");
+}
+
+/// The documented bound on the request line and headers is 64 KiB in all:
+/// 100 KiB in one header, or spread over many, is refused.
+#[tokio::test]
+async fn headers_over_64_kib_are_refused() {
+    let s = TestServer::start().await;
+    let one = format!("X-Big: {}\r\n", "x".repeat(100 * 1024));
+    let many: String = (0..50).map(|i| format!("X-Part-{i}: {}\r\n", "y".repeat(2048))).collect();
+    for headers in [one, many] {
+        let mut c = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+        let req = format!("GET /api/v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n{headers}\r\n", s.owner);
+        let _ = c.write_all(req.as_bytes()).await;
+        let (_, said) = read_until_closed(&mut c, Duration::from_secs(5)).await;
+        assert!(said.starts_with("HTTP/1.1 431"), "100 KiB of headers answered: {}", said.lines().next().unwrap_or(""));
+    }
+    // Just under the bound is served.
+    let fits = "z".repeat(60 * 1024);
+    let a =
+        s.http.get(format!("{}/api/v1/me", s.url)).bearer_auth(&s.owner).header("x-fits", fits).send().await.unwrap();
+    assert_eq!(a.status(), 200);
+}
+
+/// Finding: limits were per token, so minting tokens multiplied them. Event
+/// streams and the request rate are now per user, shared by all its tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_with_many_tokens_shares_one_stream_cap_and_one_rate() {
+    let s = TestServer::start_with(|st| st.rate = pad_server::limits::RateLimiter::new(Some(5.0))).await;
+    let mut tokens = Vec::new();
+    for i in 0..10 {
+        let a =
+            s.post(&s.owner, "/api/v1/workspaces/default/tokens", serde_json::json!({"name": format!("t{i}")})).await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        tokens.push(a.body["token"].as_str().unwrap().to_string());
+        // Stay under the owner's rate while minting.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The rate: 10 tokens of one user, 3 requests each, share one burst of 10.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut refused = 0;
+    for round in 0..3 {
+        for t in &tokens {
+            let a = s.get(t, "/api/v1/me").await;
+            if a.status == 429 {
+                refused += 1;
+            } else {
+                assert_eq!(a.status, 200, "round {round}: {:?}", a.body);
+            }
+        }
+    }
+    // Per token, each would have had a burst of 10 to itself, and none would be refused.
+    assert!(refused >= 10, "30 quick requests over 10 tokens of one user at 5/s: only {refused} refused");
+    // The stream cap: 8 for the user, whichever tokens open them.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let open = |t: String| {
+        let req = s.http.get(format!("{}/api/v1/workspaces/default/events/stream", s.url)).bearer_auth(t);
+        async move { req.send().await.unwrap() }
+    };
+    let mut streams = Vec::new();
+    for t in tokens.iter().take(pad_server::limits::STREAMS_PER_USER) {
+        let r = open(t.clone()).await;
+        assert_eq!(r.status(), 200);
+        streams.push(r);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let extra = open(tokens[9].clone()).await;
+    assert_eq!(extra.status(), 429, "a fresh token of the same user opened a ninth stream");
+    let body: serde_json::Value = extra.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    assert!(body["error"]["message"].as_str().unwrap().contains("event streams"), "{body}");
+    // Another user is not affected.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let other = s.member("default", "viewer@example.com", "viewer").await;
+    assert_eq!(open(other).await.status(), 200);
+    drop(streams);
+}

@@ -225,6 +225,29 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// The `(item, blocker)` links reachable from `item` through blockers,
+    /// for [`shared::check_blockers_acyclic`].
+    async fn blocker_edges(conn: &mut SqliteConnection, item: i64) -> StoreResult<Vec<(ItemRef, ItemRef)>> {
+        let rows = sqlx::query(
+            "WITH RECURSIVE reach(id) AS (SELECT ? UNION SELECT b.blocker_id FROM item_blockers b JOIN reach r ON b.item_id = r.id)
+             SELECT i.prefix AS ip, i.number AS inum, j.prefix AS bp, j.number AS bnum
+             FROM reach r JOIN item_blockers b ON b.item_id = r.id JOIN items i ON i.id = b.item_id JOIN items j ON j.id = b.blocker_id",
+        )
+        .bind(item)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    ItemRef { prefix: row.get("ip"), number: row.get("inum") },
+                    ItemRef { prefix: row.get("bp"), number: row.get("bnum") },
+                )
+            })
+            .collect())
+    }
+
     async fn add_version(
         conn: &mut SqliteConnection,
         id: i64,
@@ -868,6 +891,9 @@ impl Store for SqliteStore {
         };
         if new.blocked_by != old.blocked_by {
             Self::set_blockers(&mut tx, ws, locked.id, &new.blocked_by).await?;
+            // Writers are serialized (BEGIN IMMEDIATE), so no other update can
+            // close a cycle between this check and the commit.
+            shared::check_blockers_acyclic(&r, &Self::blocker_edges(&mut tx, locked.id).await?)?;
         }
         sqlx::query(
             "UPDATE items SET title = ?, body = ?, kind = ?, status = ?, priority = ?, labels = ?, parent_id = ?, assignee_id = ?,

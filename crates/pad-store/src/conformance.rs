@@ -53,6 +53,9 @@ macro_rules! conformance_suite {
             items_update_history_and_conflict,
             items_soft_delete_and_restore,
             items_links_parent_and_blockers,
+            items_blocker_cycles_are_refused_naming_the_cycle,
+            items_concurrent_blocker_links_never_close_a_cycle,
+            invisible_characters_are_refused_in_one_line_fields,
             comments_are_append_only,
             bad_input_names_the_field_and_writes_nothing,
             workspaces_members_and_tokens,
@@ -659,6 +662,129 @@ pub async fn items_links_parent_and_blockers(store: Arc<dyn Store>) {
     let cleared = ItemPatch { parent: Some(None), blocked_by: Some(vec![]), ..Default::default() };
     let c = f.store.update_item(&f.ws, f.owner, "TASK-3", &cleared).await.unwrap();
     assert_eq!((c.parent, c.blocked_by.len()), (None, 0));
+}
+
+/// A `blocked_by` cycle would keep every item in it off the frontier for
+/// ever, so an update that would close one is refused, naming the cycle,
+/// and writes nothing (docs/api.md, "Items").
+pub async fn items_blocker_cycles_are_refused_naming_the_cycle(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    for t in ["one", "two", "three", "four"] {
+        f.item(t).await;
+    }
+    let block = |refs: &[&str]| ItemPatch {
+        blocked_by: Some(refs.iter().map(|r| r.to_string()).collect()),
+        ..Default::default()
+    };
+    // A chain and a diamond are fine: TASK-1 → TASK-2 → TASK-3, TASK-1 → TASK-3.
+    f.store.update_item(&f.ws, f.owner, "TASK-1", &block(&["TASK-2", "TASK-3"])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, "TASK-2", &block(&["TASK-3"])).await.unwrap();
+    // A new item may be blocked by anything that exists: it cannot close a cycle.
+    let new = NewItem { title: "five".into(), blocked_by: vec!["TASK-1".into()], ..Default::default() };
+    f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
+
+    let refused = |r: Result<Item, StoreError>| match r {
+        Err(StoreError::Validation(e)) => {
+            assert_eq!(e.field, "blocked_by");
+            e.message
+        }
+        other => panic!("expected a blocked_by cycle to be refused, got {other:?}"),
+    };
+    let m = refused(f.store.update_item(&f.ws, f.owner, "TASK-2", &block(&["TASK-1"])).await);
+    assert!(m.contains("would create a cycle: TASK-2 → TASK-1 → TASK-2"), "{m}");
+    let m = refused(f.store.update_item(&f.ws, f.owner, "TASK-3", &block(&["TASK-4", "TASK-1"])).await);
+    assert!(m.contains("TASK-3 → TASK-1 → TASK-3"), "the shortest cycle is named: {m}");
+    let m = refused(f.store.update_item(&f.ws, f.owner, "TASK-3", &block(&["TASK-5"])).await);
+    assert!(m.contains("TASK-3 → TASK-5 → TASK-1 → TASK-3"), "{m}");
+
+    // Nothing was written by the refusals.
+    assert!(f.get("TASK-3").await.blocked_by.is_empty());
+    assert_eq!(f.get("TASK-2").await.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-3"]);
+    assert_eq!(f.store.history(&f.ws, "TASK-3").await.unwrap().len(), 1);
+    // Breaking the chain first makes the same link acceptable.
+    f.store.update_item(&f.ws, f.owner, "TASK-2", &block(&[])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, "TASK-1", &block(&["TASK-2"])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, "TASK-3", &block(&["TASK-2"])).await.unwrap();
+}
+
+/// Two updates that each add one half of a cycle, at once: at most one wins.
+pub async fn items_concurrent_blocker_links_never_close_a_cycle(store: Arc<dyn Store>) {
+    let f = Arc::new(Fixture::new(store).await);
+    let pairs = 16;
+    for i in 0..pairs * 2 {
+        f.item(&format!("item {i}")).await;
+    }
+    let mut tasks = Vec::new();
+    for p in 0..pairs {
+        let (a, b) = (format!("TASK-{}", 2 * p + 1), format!("TASK-{}", 2 * p + 2));
+        for (from, to) in [(a.clone(), b.clone()), (b, a)] {
+            let f = f.clone();
+            tasks.push(tokio::spawn(async move {
+                let patch = ItemPatch { blocked_by: Some(vec![to]), ..Default::default() };
+                f.store.update_item(&f.ws, f.owner, &from, &patch).await
+            }));
+        }
+    }
+    let mut won = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(StoreError::Validation(e)) => assert_eq!(e.field, "blocked_by"),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(won, pairs, "exactly one link of each pair is accepted");
+    for p in 0..pairs {
+        let a = f.get(&format!("TASK-{}", 2 * p + 1)).await;
+        let b = f.get(&format!("TASK-{}", 2 * p + 2)).await;
+        assert_eq!(a.blocked_by.len() + b.blocked_by.len(), 1, "{a:?} {b:?}");
+    }
+}
+
+/// Zero-width and bidirectional control characters can make one holder or
+/// label look like another; every one-line field refuses them, naming the
+/// character, before anything is written (docs/api.md, "Text").
+pub async fn invisible_characters_are_refused_in_one_line_fields(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("target").await;
+    let named = |r: Result<(), StoreError>, field: &str, code: &str| match r {
+        Err(StoreError::Validation(e)) => {
+            assert_eq!(e.field, field);
+            assert!(e.message.contains(code), "{field}: {}", e.message);
+        }
+        other => panic!("{field}: expected a refusal, got {other:?}"),
+    };
+    let base = || NewItem { title: "ok".into(), ..Default::default() };
+    let ok = |r: Result<Item, StoreError>| r.map(|_| ());
+    named(
+        ok(f.store.create_item(&f.ws, f.owner, &NewItem { title: "pay \u{202E}fdp.exe".into(), ..base() }).await),
+        "title",
+        "U+202E RIGHT-TO-LEFT OVERRIDE",
+    );
+    named(
+        ok(f.store.create_item(&f.ws, f.owner, &NewItem { labels: vec!["urgent\u{200B}".into()], ..base() }).await),
+        "labels[0]",
+        "U+200B ZERO WIDTH SPACE",
+    );
+    let patch = ItemPatch { add_labels: vec!["\u{FEFF}ops".into()], ..Default::default() };
+    named(ok(f.store.update_item(&f.ws, f.owner, "TASK-1", &patch).await), "add_labels[0]", "U+FEFF");
+    named(
+        f.store.claim(&f.ws, "TASK-1", &f.claim("runner\u{200D}-a", 60)).await.map(|_| ()),
+        "holder",
+        "U+200D ZERO WIDTH JOINER",
+    );
+    let mut req = f.claim("runner-a", 60);
+    req.session_id = Some("s\u{2066}1".into());
+    named(f.store.claim(&f.ws, "TASK-1", &req).await.map(|_| ()), "session_id", "U+2066 LEFT-TO-RIGHT ISOLATE");
+    named(f.store.create_workspace("ops", "Ops\u{2028}", f.owner).await.map(|_| ()), "name", "U+2028 LINE SEPARATOR");
+    named(f.store.set_member(&f.ws, "own\u{200B}er@example.com", Role::Viewer).await.map(|_| ()), "email", "U+200B");
+    // Nothing was written; visible text of any script still passes.
+    assert_eq!(f.store.list_items(&f.ws, &ItemFilter::default(), 50, None).await.unwrap().items.len(), 1);
+    assert_eq!(f.get("TASK-1").await.lease, None);
+    assert_eq!(f.store.list_workspaces(f.owner).await.unwrap().len(), 1);
+    let fine = NewItem { title: "مرحبا 日本語 Zoë".into(), labels: vec!["équipe".into()], ..base() };
+    f.store.create_item(&f.ws, f.owner, &fine).await.unwrap();
+    f.store.claim(&f.ws, "TASK-2", &f.claim("runner-ü", 60)).await.unwrap();
 }
 
 pub async fn comments_are_append_only(store: Arc<dyn Store>) {

@@ -6,7 +6,7 @@ use pad_core::lease::LeaseEnd;
 use pad_core::lease::{self, LeaseSlot};
 use pad_core::model::{ValidPatch, validate_label};
 use pad_core::validate::{self, Lines};
-use pad_core::{Item, ItemFilter, LIST_LIMIT_MAX, Lease, NEEDS_HUMAN, Timestamp};
+use pad_core::{Item, ItemFilter, ItemRef, LIST_LIMIT_MAX, Lease, NEEDS_HUMAN, Timestamp};
 use serde_json::{Map, Value, json};
 
 use crate::{StoreError, StoreResult};
@@ -57,6 +57,49 @@ pub fn end_refused(e: lease::EndRefusal, now: Timestamp) -> StoreError {
         lease::EndRefusal::Lost(live) => StoreError::lost(live, now),
         lease::EndRefusal::Held(l) => StoreError::held(l, now),
     }
+}
+
+/// Refuses `blocked_by` links that would close a cycle: items in a cycle
+/// wait on each other forever and never reach the frontier (docs/api.md,
+/// "Items"). `edges` are the workspace's `(item, blocker)` links reachable
+/// from `item` through its blockers, with the item's new blockers already
+/// among them; the backend finds them, this decides. The message names the
+/// cycle from the item back to itself.
+///
+/// Only an update can close a cycle: a new item's blockers already exist,
+/// and none of them can be waiting on an item that did not.
+pub fn check_blockers_acyclic(item: &ItemRef, edges: &[(ItemRef, ItemRef)]) -> StoreResult<()> {
+    use std::collections::{HashMap, VecDeque};
+    // Breadth first from the item, remembering how each item was reached,
+    // so the cycle reported is a shortest one.
+    let mut reached_from: HashMap<&ItemRef, &ItemRef> = HashMap::new();
+    let mut queue = VecDeque::from([item]);
+    while let Some(at) = queue.pop_front() {
+        for (_, blocker) in edges.iter().filter(|(from, _)| from == at) {
+            if blocker == item {
+                let mut path = vec![item, at];
+                let mut step = at;
+                while step != item {
+                    step = reached_from[step];
+                    path.push(step);
+                }
+                path.reverse();
+                let shown: Vec<String> = path.iter().map(|r| r.to_string()).collect();
+                return Err(StoreError::invalid(
+                    "blocked_by",
+                    format!(
+                        "would create a cycle: {} (items in a cycle wait on each other forever)",
+                        shown.join(" → ")
+                    ),
+                ));
+            }
+            if !reached_from.contains_key(blocker) {
+                reached_from.insert(blocker, at);
+                queue.push_back(blocker);
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn unknown_kind(kind: &str) -> StoreError {
@@ -146,5 +189,40 @@ pub fn failpoint(point: &str) {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> ItemRef {
+        s.parse().unwrap()
+    }
+
+    fn edges(pairs: &[(&str, &str)]) -> Vec<(ItemRef, ItemRef)> {
+        pairs.iter().map(|(a, b)| (r(a), r(b))).collect()
+    }
+
+    #[test]
+    fn a_blocker_cycle_is_refused_naming_it() {
+        let e =
+            check_blockers_acyclic(&r("TASK-1"), &edges(&[("TASK-1", "TASK-2"), ("TASK-2", "TASK-1")])).unwrap_err();
+        let StoreError::Validation(v) = e else { panic!("{e:?}") };
+        assert_eq!(v.field, "blocked_by");
+        assert!(v.message.starts_with("would create a cycle: TASK-1 → TASK-2 → TASK-1"), "{}", v.message);
+
+        let long = edges(&[("TASK-1", "BUG-7"), ("BUG-7", "TASK-3"), ("TASK-3", "TASK-4"), ("TASK-3", "TASK-1")]);
+        let StoreError::Validation(v) = check_blockers_acyclic(&r("TASK-1"), &long).unwrap_err() else { panic!() };
+        assert!(v.message.contains("TASK-1 → BUG-7 → TASK-3 → TASK-1"), "{}", v.message);
+    }
+
+    #[test]
+    fn chains_and_diamonds_are_not_cycles() {
+        let dag = edges(&[("TASK-1", "TASK-2"), ("TASK-1", "TASK-3"), ("TASK-2", "TASK-4"), ("TASK-3", "TASK-4")]);
+        assert!(check_blockers_acyclic(&r("TASK-1"), &dag).is_ok());
+        // A cycle elsewhere that the item does not lead back into is not this item's.
+        let elsewhere = edges(&[("TASK-1", "TASK-2"), ("TASK-2", "TASK-3"), ("TASK-3", "TASK-2")]);
+        assert!(check_blockers_acyclic(&r("TASK-1"), &elsewhere).is_ok());
+        assert!(check_blockers_acyclic(&r("TASK-1"), &[]).is_ok());
     }
 }

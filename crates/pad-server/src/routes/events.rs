@@ -52,7 +52,7 @@ pub async fn page(
 /// SSE: `id:` is the event id, `event:` its type, `data:` the event JSON.
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/events/stream", tag = "events",
     params(("ws" = String, Path), EventsQuery, ("Last-Event-ID" = Option<i64>, Header, description = "resume after this id")),
-    responses((status = 200, content_type = "text/event-stream", description = "a stream of events"), (status = 429, body = pad_core::api::ErrorEnvelope, description = "too many open streams for this token"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
+    responses((status = 200, content_type = "text/event-stream", description = "a stream of events"), (status = 429, body = pad_core::api::ErrorEnvelope, description = "too many open streams for this user"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn stream(
     State(s): State<AppState>,
     ctx: Ctx,
@@ -69,7 +69,7 @@ pub async fn stream(
         }
     };
     let cursor = resume.or(q.after).unwrap_or(0);
-    let permit = s.streams.open(&ctx.caller.token_hash).ok_or_else(|| ApiError {
+    let permit = s.streams.open(ctx.caller.user.id).ok_or_else(|| ApiError {
         retry_after: Some(5),
         ..ApiError::new(ErrorCode::RateLimited, "too many open event streams for this user; close one first")
     })?;
