@@ -132,6 +132,8 @@ async fn claim(
         holder,
         session_id: None,
         epoch,
+        // The floor has one item space and no handles; the epoch names the grant.
+        lease_id: epoch,
         acquired_at: time(now),
         renewed_at: time(now),
         expires_at: time(now + ttl * 1_000_000),

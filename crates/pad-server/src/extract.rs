@@ -185,7 +185,7 @@ impl FromRequestParts<AppState> for Caller {
             Credential::Token(h) | Credential::Session(h) => h.clone(),
         };
         // Per user, so more tokens buy no more requests.
-        state.rate.check(user.id).map_err(|wait| ApiError {
+        state.rate.check(p.user.id).map_err(|wait| ApiError {
             retry_after: Some(wait as i64),
             ..ApiError::new(ErrorCode::RateLimited, "too many requests for this user; slow down")
         })?;

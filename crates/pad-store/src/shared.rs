@@ -189,6 +189,7 @@ pub fn failpoint(point: &str) {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
+    }
 }
 
 #[cfg(test)]
