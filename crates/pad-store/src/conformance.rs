@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use pad_core::{FrontierFilter, Item, ItemFilter, ItemPatch, NEEDS_HUMAN, NewItem, Priority, Role, Status, Workspace};
 
-use crate::{Actor, ClaimRequest, ReleaseRequest, RenewRequest, Store, StoreError};
+use pad_core::lease::LeaseHandle;
+
+use crate::{Actor, ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest, Store, StoreError};
 
 /// A fresh, empty store for one test, and whatever keeps it alive (a temp
 /// directory, a scratch database) until the test ends.
@@ -109,15 +111,48 @@ impl Fixture {
     }
 
     pub fn claim(&self, holder: &str, ttl: i64) -> ClaimRequest {
-        ClaimRequest { actor: self.owner, holder: holder.into(), session_id: None, ttl_seconds: Some(ttl), note: None }
+        ClaimRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            session_id: None,
+            ttl_seconds: Some(ttl),
+            note: None,
+            refresh: true,
+        }
     }
 
     pub fn renew(&self, holder: &str, epoch: i64) -> RenewRequest {
-        RenewRequest { actor: self.owner, holder: holder.into(), epoch, ttl_seconds: None, note: None }
+        RenewRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            handle: LeaseHandle::epoch(epoch),
+            ttl_seconds: None,
+            note: None,
+        }
     }
 
     pub fn release(&self, holder: &str) -> ReleaseRequest {
-        ReleaseRequest { actor: self.owner, holder: holder.into(), epoch: None, force: false, reason: None }
+        ReleaseRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            handle: LeaseHandle::default(),
+            force: false,
+            reason: None,
+        }
+    }
+
+    pub fn complete(&self, holder: &str, handle: LeaseHandle) -> CompleteRequest {
+        CompleteRequest { actor: self.owner, holder: holder.into(), handle, status: pad_core::Status::Done }
+    }
+
+    pub fn fail(&self, holder: &str, handle: LeaseHandle, note: Option<&str>) -> FailRequest {
+        FailRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            handle,
+            note: note.map(str::to_string),
+            max_failures: None,
+        }
     }
 
     async fn get(&self, r: &str) -> Item {
@@ -280,11 +315,11 @@ pub async fn l6_release_is_idempotent_and_refuses_others(store: Arc<dyn Store>) 
     let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
     assert_eq!(held_by(f.store.release(&f.ws, "TASK-1", &f.release("runner-b")).await.unwrap_err()), "runner-a");
     let mut wrong_epoch = f.release("runner-a");
-    wrong_epoch.epoch = Some(l.epoch + 5);
+    wrong_epoch.handle = LeaseHandle::epoch(l.epoch + 5);
     assert!(matches!(f.store.release(&f.ws, "TASK-1", &wrong_epoch).await, Err(StoreError::LeaseLost { .. })));
     assert!(f.get("TASK-1").await.lease.is_some());
     let mut ours = f.release("runner-a");
-    ours.epoch = Some(l.epoch);
+    ours.handle = LeaseHandle::epoch(l.epoch);
     let out = f.store.release(&f.ws, "TASK-1", &ours).await.unwrap();
     assert!(out.released);
     assert_eq!(f.get("TASK-1").await.lease, None);
@@ -384,7 +419,7 @@ pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        f.store.delete_item(&f.ws, f.owner, "TASK-1", Some(l.epoch)).await,
+        f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::epoch(l.epoch)).await,
         Err(StoreError::LeaseLost { .. })
     ));
     let now = f.get("TASK-1").await;
@@ -400,7 +435,7 @@ pub async fn epochs_are_never_reused(store: Arc<dyn Store>) {
         let l = f.store.claim(&f.ws, "TASK-1", &f.claim(&format!("w{expected}"), 60)).await.unwrap().lease;
         assert_eq!(l.epoch, expected);
         let mut rel = f.release(&l.holder);
-        rel.epoch = Some(l.epoch);
+        rel.handle = LeaseHandle::epoch(l.epoch);
         assert!(f.store.release(&f.ws, "TASK-1", &rel).await.unwrap().released);
     }
 }
@@ -448,7 +483,7 @@ pub async fn refs_are_never_reused(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.item("b").await;
-    f.store.delete_item(&f.ws, f.owner, "TASK-2", None).await.unwrap();
+    f.store.delete_item(&f.ws, f.owner, "TASK-2", LeaseHandle::default()).await.unwrap();
     assert_eq!(f.item("c").await.item_ref.to_string(), "TASK-3");
     // Numbering is per workspace.
     let other = f.store.create_workspace("other", "Other", f.owner).await.unwrap();
@@ -566,7 +601,7 @@ pub async fn items_soft_delete_and_restore(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     f.item("two").await;
-    let deleted = f.store.delete_item(&f.ws, f.owner, "TASK-1", None).await.unwrap();
+    let deleted = f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::default()).await.unwrap();
     assert!(deleted.deleted_at.is_some());
     let refs: Vec<_> = f
         .store
@@ -1035,7 +1070,7 @@ pub async fn events_record_changes_in_order(store: Arc<dyn Store>) {
     f.store.renew(&f.ws, "TASK-1", &f.renew("w", l.epoch)).await.unwrap();
     f.store.add_comment(&f.ws, f.owner, "TASK-1", "hi").await.unwrap();
     f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
-    f.store.delete_item(&f.ws, f.owner, "TASK-1", None).await.unwrap();
+    f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::default()).await.unwrap();
     f.store.restore_item(&f.ws, f.owner, "TASK-1").await.unwrap();
     assert_eq!(
         event_types(&f).await,
