@@ -224,6 +224,11 @@ impl Client {
         self.json(self.request(Method::POST, &["workspaces", ws, "members"]).json(body)).await
     }
 
+    /// Removes a member; their tokens scoped to `ws` are revoked.
+    pub async fn remove_member(&self, ws: &str, email: &str) -> Result<()> {
+        self.send(self.request(Method::DELETE, &["workspaces", ws, "members", email])).await.map(drop)
+    }
+
     pub async fn tokens(&self, ws: &str) -> Result<TokenList> {
         self.json(self.request(Method::GET, &["workspaces", ws, "tokens"])).await
     }

@@ -722,6 +722,54 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn remove_member(&self, ws: &Workspace, email: &str) -> StoreResult<()> {
+        validate::email("email", email)?;
+        let mut tx = self.begin().await?;
+        // Serializes membership changes per workspace, as set_member does.
+        sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
+            .bind(ws.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let row = sqlx::query(
+            "SELECT m.user_id, m.role FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 AND u.email = $2",
+        )
+        .bind(ws.id)
+        .bind(email.to_lowercase())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?
+        .ok_or_else(|| StoreError::not_found(format!("member {email}")))?;
+        let user: i64 = row.get("user_id");
+        if rows::role(&row)? == Role::Owner {
+            let owners: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = $1 AND role = 'owner'")
+                    .bind(ws.id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            if owners <= 1 {
+                return Err(StoreError::invalid("email", "a workspace needs at least one owner"));
+            }
+        }
+        sqlx::query("DELETE FROM members WHERE workspace_id = $1 AND user_id = $2")
+            .bind(ws.id)
+            .bind(user)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        sqlx::query(
+            "UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND workspace_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(user)
+        .bind(ws.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(())
+    }
+
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
         self.insert_token(user, name, hash, None).await
     }

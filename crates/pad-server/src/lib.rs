@@ -119,6 +119,7 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/me", get(wss::me_in))
         .route("/workspaces/{ws}/kinds", get(wss::kinds).post(wss::add_kind))
         .route("/workspaces/{ws}/members", get(wss::members).post(wss::set_member))
+        .route("/workspaces/{ws}/members/{email}", delete(wss::remove_member))
         .route("/workspaces/{ws}/tokens", get(wss::tokens).post(wss::create_token))
         .route("/workspaces/{ws}/tokens/{id}", delete(wss::revoke_token))
         .route("/workspaces/{ws}/items", get(items::list).post(items::create))

@@ -13,7 +13,7 @@ use crate::routes::{events, items, leases, render, workspaces};
     paths(
         workspaces::me, workspaces::list, workspaces::create, workspaces::show, workspaces::me_in,
         workspaces::kinds, workspaces::add_kind, workspaces::members, workspaces::set_member,
-        workspaces::tokens, workspaces::create_token, workspaces::revoke_token,
+        workspaces::tokens, workspaces::create_token, workspaces::revoke_token, workspaces::remove_member,
         items::list, items::create, items::show, items::update, items::delete, items::restore,
         items::history, items::comments, items::comment, render::body_html,
         leases::claim, leases::renew, leases::release, leases::complete, leases::fail, leases::frontier, leases::claim_next,

@@ -225,6 +225,25 @@ async fn revocation_ends_open_streams_within_seconds() {
         let (took, ()) = tokio::join!(watch, sign_out);
         assert!(took < limit, "{}: the session's stream outlived sign-out by {took:?}", b.name);
         println!("{}: a signed-out session's stream ended {took:?} after sign-out", b.name);
+
+        // Removing a member ends their (unscoped) token's stream here.
+        s.member("default", "leaving@example.com", "viewer").await;
+        let leaving = s.unscoped_token("leaving@example.com").await;
+        let resp = s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).bearer_auth(&leaving).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let removed_at = std::sync::Mutex::new(None);
+        let watch = ends_within(resp, &removed_at, limit);
+        let remove = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            *removed_at.lock().unwrap() = Some(Instant::now());
+            let a =
+                s.call(Some(&s.owner), Method::DELETE, &format!("{DEFAULT}/members/leaving@example.com"), None).await;
+            assert_eq!(a.status, 204, "{:?}", a.body);
+        };
+        let (took, ()) = tokio::join!(watch, remove);
+        assert!(took < limit, "{}: the stream outlived the membership by {took:?}", b.name);
+        println!("{}: a removed member's stream ended {took:?} after the removal", b.name);
+        assert_eq!(s.get(&leaving, DEFAULT).await.status, 404, "{}", b.name);
     }
 }
 

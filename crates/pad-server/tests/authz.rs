@@ -60,6 +60,7 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         ("POST", p) if p == format!("{ws}/members") => {
             (Owner, Some(json!({"email": "new@example.com", "role": "viewer"})))
         }
+        ("DELETE", p) if p == format!("{ws}/members/{{email}}") => (Owner, None),
         ("POST", p) if p == format!("{ws}/kinds") => (Owner, Some(json!({"name": "epic", "prefix": "EPIC"}))),
         _ => return None,
     })
@@ -162,6 +163,17 @@ async fn matrix(s: &TestServer) -> usize {
         assert_eq!(t.status, 201, "{:?}", t.body);
         t.body["id"].as_i64().unwrap().to_string()
     };
+    // A fresh viewer of workspace `ws`, to be removed.
+    let fresh = std::sync::atomic::AtomicUsize::new(0);
+    let fresh = &fresh;
+    let member = |ws: &'static str| async move {
+        let n = fresh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let email = format!("gone-{n}@example.com");
+        let path = format!("/api/v1/workspaces/{ws}/members");
+        let a = s.post(&s.owner, &path, json!({"email": email, "role": "viewer"})).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        email
+    };
     let spec = serde_json::to_value(pad_server::openapi::spec()).unwrap();
     let mut checked = 0;
     let mut unruled = Vec::new();
@@ -173,8 +185,11 @@ async fn matrix(s: &TestServer) -> usize {
                 continue;
             };
             let m = Method::from_bytes(upper.as_bytes()).unwrap();
-            let concrete = |ws: &str, id: &str| path.replace("{ws}", ws).replace("{ref}", "TASK-1").replace("{id}", id);
+            let concrete = |ws: &str, id: &str| {
+                path.replace("{ws}", ws).replace("{ref}", "TASK-1").replace("{id}", id).replace("{email}", id)
+            };
             let has_id = path.contains("{id}");
+            let has_email = path.contains("{email}");
             if min != Min::Public {
                 let url = concrete("default", "1");
                 assert_eq!(status(s, None, &m, &url, &body).await, 401, "no token: {upper} {path}");
@@ -212,7 +227,13 @@ async fn matrix(s: &TestServer) -> usize {
                         None,
                     )
                     .await;
-                    let id = if has_id { victim(ws).await } else { String::new() };
+                    let id = if has_id {
+                        victim(ws).await
+                    } else if has_email {
+                        member(ws).await
+                    } else {
+                        String::new()
+                    };
                     let got = status(s, Some(&c.token), &m, &concrete(ws, &id), &body).await;
                     let at = format!("{} in {ws} ({:?}): {upper} {path}", c.label, c.role_in(i));
                     match c.role_in(i) {
@@ -226,6 +247,14 @@ async fn matrix(s: &TestServer) -> usize {
                         let other = victim(WORKSPACES[1 - i]).await;
                         let got = status(s, Some(&c.token), &m, &concrete(ws, &other), &body).await;
                         assert_eq!(got, 404, "{at}: another workspace's token");
+                        checked += 1;
+                    }
+                    if has_email {
+                        // A member of the other workspace only, removed through this one.
+                        let other = member(WORKSPACES[1 - i]).await;
+                        let got = status(s, Some(&c.token), &m, &concrete(ws, &other), &body).await;
+                        let expected = if c.role_in(i).is_some_and(|r| r < Min::Owner) { 403 } else { 404 };
+                        assert_eq!(got, expected, "{at}: another workspace's member");
                         checked += 1;
                     }
                 }

@@ -66,7 +66,8 @@ macro_rules! conformance_suite {
             expiry_is_observed_exactly_once,
             scoped_tokens_and_the_live_token_cap,
             bootstrap_is_whole_and_once,
-            sessions_end_on_sign_out_revocation_and_expiry
+            sessions_end_on_sign_out_revocation_and_expiry,
+            removing_a_member_revokes_their_scoped_tokens
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -826,7 +827,7 @@ pub async fn bootstrap_is_whole_and_once(store: Arc<dyn Store>) {
     assert!(!store.bootstrap("second@example.com", "other", "Other", "boot-2").await.unwrap());
     assert_eq!(store.authenticate("boot-2").await.unwrap(), None);
     assert_eq!(store.user_by_email("second@example.com").await.unwrap(), None);
-    // A refused first start (a bad slug) leaves nothing behind either.
+    // Bad input is refused before anything is read or written.
     let empty_check = store.bootstrap("x@example.com", "Bad Slug!", "x", "boot-3").await;
     assert!(empty_check.is_err());
 }
@@ -853,6 +854,23 @@ pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store
     assert!(s.authenticate_session("sess-4").await.unwrap().is_some());
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert_eq!(s.authenticate_session("sess-4").await.unwrap(), None, "expired");
+}
+
+/// Removal ends a membership and the member's tokens scoped to the
+/// workspace; their unscoped tokens live on; the last owner stays.
+pub async fn removing_a_member_revokes_their_scoped_tokens(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let s = &f.store;
+    s.create_scoped_token(f.editor, "here", "rm-scoped", &f.ws, Role::Editor).await.unwrap();
+    s.create_token(f.editor, "mine", "rm-unscoped").await.unwrap();
+    s.remove_member(&f.ws, "EDITOR@example.com").await.unwrap();
+    assert!(matches!(s.membership(f.editor, "acme").await, Err(StoreError::NotFound { .. })));
+    assert_eq!(s.authenticate("rm-scoped").await.unwrap(), None);
+    assert!(s.authenticate("rm-unscoped").await.unwrap().is_some());
+    assert!(matches!(s.remove_member(&f.ws, "editor@example.com").await, Err(StoreError::NotFound { .. })));
+    let last = s.remove_member(&f.ws, "owner@example.com").await;
+    assert!(matches!(&last, Err(StoreError::Validation(e)) if e.field == "email"), "{last:?}");
+    assert_eq!(s.membership(f.owner, "acme").await.unwrap().1, Role::Owner);
 }
 
 /// Ref allocation under concurrency: 32 creates at once get 32 distinct refs.

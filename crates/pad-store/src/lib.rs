@@ -55,6 +55,9 @@ pub trait Store: Send + Sync + 'static {
     /// Adds a member (creating the user) or changes its role.
     async fn set_member(&self, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member>;
     async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>>;
+    /// Removes a member (`NotFound` if not one; never the last owner) and
+    /// revokes their tokens scoped to `ws`, in one transaction.
+    async fn remove_member(&self, ws: &Workspace, email: &str) -> StoreResult<()>;
 
     /// Stores an unscoped token (all of `user`'s workspaces) by its hash; the
     /// secret itself never reaches the store. Refused past

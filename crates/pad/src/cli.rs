@@ -604,6 +604,8 @@ pub enum MemberCommand {
         #[arg(long, default_value = "editor")]
         role: Role,
     },
+    /// Remove a member (their tokens scoped to the workspace are revoked)
+    Remove { email: String },
 }
 
 #[derive(Debug, Subcommand)]

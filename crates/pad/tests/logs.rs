@@ -95,6 +95,7 @@ async fn tokens_never_reach_the_log() {
     assert!(log.lines().count() > 50, "a trace-level log was expected:\n{log}");
     let mut secrets = vec![("the owner's token", server.token.clone()), ("the second token", created.token.clone())];
     secrets.extend([("an unknown token", unknown.clone()), ("a malformed token", malformed.clone())]);
+    secrets.push(("the web session id", session.clone()));
     let mut checked = 0;
     for (what, secret) in &secrets {
         for (form, needle) in [("", secret.clone()), (" (its SHA-256)", pad_server::auth::hash_token(secret))] {

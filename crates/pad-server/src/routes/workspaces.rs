@@ -104,6 +104,17 @@ pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<Se
     Ok(axum::Json(s.store.set_member(&ctx.ws, &body.email, body.role).await?))
 }
 
+/// Remove a member; their tokens scoped to this workspace are revoked, and
+/// their open event streams here end within seconds. Owners only.
+#[utoipa::path(delete, path = "/api/v1/workspaces/{ws}/members/{email}", tag = "members",
+    params(("ws" = String, Path), ("email" = String, Path)),
+    responses((status = 204, description = "removed"), (status = "default", body = ErrorEnvelope)))]
+pub async fn remove_member(State(s): State<AppState>, ctx: Ctx) -> ApiResult<StatusCode> {
+    ctx.require(Action::Administer)?;
+    s.store.remove_member(&ctx.ws, ctx.param("email")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// The caller's own tokens, and, for owners, every token scoped to this
 /// workspace (`pad_core::authz::token_access`).
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/tokens", tag = "members", params(("ws" = String, Path)),

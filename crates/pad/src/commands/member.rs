@@ -1,4 +1,4 @@
-//! `pad member list|add`.
+//! `pad member list|add|remove`.
 
 use pad_core::api::SetMember;
 
@@ -24,6 +24,11 @@ pub async fn run(ctx: &Ctx, cmd: MemberCommand) -> Result<(), CliError> {
         MemberCommand::Add { email, role } => {
             let member = client.set_member(ctx.ws(), &SetMember { email, role }).await?;
             ctx.emit(&member, |m| format!("{} is now {} of {}\n", m.email, m.role, ctx.ws()))
+        }
+        MemberCommand::Remove { email } => {
+            client.remove_member(ctx.ws(), &email).await?;
+            let out = serde_json::json!({ "email": email, "removed": true });
+            ctx.emit(&out, |_| format!("{email} is no longer a member of {}\n", ctx.ws()))
         }
     }
 }
