@@ -74,6 +74,68 @@ async fn claim_contention_refresh_release_over_http() {
     assert_eq!((b.status.as_u16(), b.body["previous_note"].clone()), (200, json!("starting")));
 }
 
+/// L14, L15, L17 over HTTP: handles, fail, complete, exclude, and the
+/// filters of issue 16, with their refusals.
+#[tokio::test]
+async fn complete_fail_and_filters_over_http() {
+    let s = TestServer::start().await;
+    let a = s.create_item(&s.owner, "default", "flaky").await;
+    let b = s.create_item(&s.owner, "default", "steady").await;
+    let child = s.post(&s.owner, &format!("{WS}/items"), json!({"title": "child", "parent": a})).await;
+    assert_eq!(child.status, 201);
+    let claim = s.post(&s.owner, &format!("{WS}/items/{a}/claim"), json!({"holder": "w", "ttl_seconds": 60})).await;
+    let lease_id = claim.body["lease"]["lease_id"].as_i64().expect("the lease carries its handle");
+    let once = s.post(&s.owner, &format!("{WS}/items/{a}/claim"), json!({"holder": "w", "refresh": false})).await;
+    assert_eq!((once.status.as_u16(), once.code()), (409, "lease_held"));
+    let stale =
+        s.post(&s.owner, &format!("{WS}/items/{a}/fail"), json!({"holder": "w", "epoch": 2, "note": "x"})).await;
+    assert_eq!((stale.status.as_u16(), stale.code()), (409, "lease_lost"));
+    let mixed = json!({"holder": "w", "epoch": 1, "lease_id": lease_id + 1000});
+    let mixed = s.post(&s.owner, &format!("{WS}/items/{a}/complete"), mixed).await;
+    assert_eq!((mixed.status.as_u16(), mixed.code()), (409, "lease_lost"));
+    let none = s.post(&s.owner, &format!("{WS}/items/{a}/renew"), json!({"holder": "w"})).await;
+    assert_eq!((none.status.as_u16(), none.code()), (400, "validation_failed"));
+    assert_eq!(none.body["error"]["details"]["field"], "epoch");
+    let shown = s.get(&s.owner, &format!("{WS}/items/{a}")).await.body;
+    assert_eq!((shown["failures"].clone(), shown["lease"]["lease_id"].clone()), (json!(0), json!(lease_id)));
+    let failed = json!({"holder": "w", "lease_id": lease_id, "note": "disk full"});
+    let failed = s.post(&s.owner, &format!("{WS}/items/{a}/fail"), failed).await;
+    assert_eq!(failed.status, 200, "{:?}", failed.body);
+    assert_eq!((failed.body["item"]["failures"].clone(), failed.body["quarantined"].clone()), (json!(1), json!(false)));
+    assert!(failed.body["item"]["retry_at"].is_string());
+    assert_eq!(failed.body["item"]["last_lease"]["ended"], "failed");
+    assert_eq!(failed.body["item"]["last_lease"]["note"], "disk full");
+    // The failed item waits; excluding the other leaves nothing.
+    let next = s
+        .post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "w", "filter": {"exclude": [b, "TASK-3"]}}))
+        .await;
+    assert_eq!((next.status.as_u16(), next.body["item"].clone()), (200, Value::Null));
+    let frontier = s.get(&s.owner, &format!("{WS}/frontier?exclude={b}")).await;
+    assert_eq!(frontier.body["items"].as_array().unwrap().len(), 1, "{}", frontier.body);
+    let next = s.post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "w"})).await;
+    assert_eq!(next.body["item"]["ref"], b);
+    let epoch = next.body["lease"]["epoch"].as_i64().unwrap();
+    let done = s.post(&s.owner, &format!("{WS}/items/{b}/complete"), json!({"holder": "w", "epoch": epoch})).await;
+    assert_eq!(done.status, 200, "{:?}", done.body);
+    assert_eq!(
+        (done.body["item"]["status"].clone(), done.body["item"]["last_lease"]["ended"].clone()),
+        (json!("done"), json!("completed"))
+    );
+    // Filters.
+    let children = s.get(&s.owner, &format!("{WS}/items?parent={}", a.to_lowercase())).await;
+    assert_eq!(children.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(children.body["items"][0]["title"], "child");
+    let events = s.get(&s.owner, &format!("{WS}/events?ref={a}&type=lease.failed,lease.claimed")).await;
+    let kinds: Vec<&str> =
+        events.body["events"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["lease.claimed", "lease.failed"]);
+    let bad = s.get(&s.owner, &format!("{WS}/events?type=lease.exploded")).await;
+    assert_eq!((bad.status.as_u16(), bad.code()), (400, "validation_failed"));
+    assert_eq!(bad.body["error"]["details"]["field"], "type");
+    let bad = s.post(&s.owner, &format!("{WS}/items/{a}/fail"), json!({"epoch": 1, "max_failures": 0})).await;
+    assert_eq!((bad.status.as_u16(), bad.code()), (400, "validation_failed"));
+}
+
 /// Every mutating route × every role, and a token of another workspace.
 #[tokio::test]
 async fn authorization_matrix() {
@@ -102,6 +164,8 @@ async fn authorization_matrix() {
         (Method::POST, format!("{WS}/items/{victim}/claim"), Some(json!({"holder": "someone"})), 1),
         (Method::POST, format!("{WS}/items/{victim}/renew"), Some(json!({"epoch": 1, "holder": "someone"})), 1),
         (Method::POST, format!("{WS}/items/{victim}/release"), Some(json!({"holder": "someone"})), 1),
+        (Method::POST, format!("{WS}/items/{victim}/complete"), Some(json!({"epoch": 1, "holder": "someone"})), 1),
+        (Method::POST, format!("{WS}/items/{victim}/fail"), Some(json!({"epoch": 1, "holder": "someone"})), 1),
         (
             Method::POST,
             format!("{WS}/items/{victim}/release"),

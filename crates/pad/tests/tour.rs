@@ -194,3 +194,39 @@ fn colour_only_on_a_terminal_without_no_color() {
     let coloured = on_terminal(false);
     assert!(coloured.contains("\x1b[36m»\x1b[0m"), "{coloured:?}");
 }
+
+/// L14, L15, L17 from the CLI: `--no-refresh`, `fail` with a note that the
+/// next claimant and `item show` see, `complete` by lease id, `--exclude`
+/// and `--parent`.
+#[test]
+fn tour_fail_complete_exclude() {
+    let s = TestServer::start();
+    ok(&s.pad_output(["item", "create", "Flaky job"]));
+    ok(&s.pad_output(["item", "create", "Child", "--parent", "TASK-1"]));
+    let claimed = json(&s.pad_output(["--format", "json", "item", "claim", "TASK-1", "--holder", "w"]));
+    let lease_id = claimed["lease"]["lease_id"].as_i64().expect("a lease id").to_string();
+    fails(&s.pad_output(["item", "claim", "TASK-1", "--holder", "w", "--no-refresh"]), 7);
+    // A stale epoch is refused and changes nothing; a handle is required.
+    fails(&s.pad_output(["item", "fail", "TASK-1", "--holder", "w", "--epoch", "2"]), 7);
+    fails(&s.pad_output(["item", "fail", "TASK-1", "--holder", "w"]), 2);
+    let failed = ok(&s.pad_output(["item", "fail", "TASK-1", "--holder", "w", "--epoch", "1", "--note", "disk full"]));
+    assert!(failed.starts_with("Failed TASK-1 (failure 1); retry after "), "{failed}");
+    let show = ok(&s.pad_output(["item", "show", "TASK-1"]));
+    assert!(show.contains("Last:     w failed at "), "{show}");
+    assert!(show.contains("Note:     disk full\n") && show.contains("Failures: 1\n"), "{show}");
+    assert!(show.contains("Retry at: "), "{show}");
+    // Backing off: claim-next hands out the child only, and --exclude skips it.
+    fails(&s.pad_output(["item", "claim-next", "--holder", "w", "--exclude", "TASK-2"]), 5);
+    let next = json(&s.pad_output(["--format", "json", "item", "claim-next", "--holder", "w"]));
+    assert_eq!(next["item"]["ref"], "TASK-2");
+    let id = next["lease"]["lease_id"].as_i64().unwrap().to_string();
+    fails(&s.pad_output(["item", "complete", "TASK-2", "--holder", "w", "--lease-id", &lease_id]), 7);
+    let done = ok(&s.pad_output(["item", "complete", "TASK-2", "--holder", "w", "--lease-id", &id]));
+    assert_eq!(done, "Completed TASK-2 (done); lease released\n");
+    let children = json(&s.pad_output(["--format", "json", "item", "list", "--parent", "TASK-1"]));
+    assert_eq!(children["items"].as_array().unwrap().len(), 1);
+    assert_eq!(children["items"][0]["status"], "done");
+    // A claim by ref still works during the backoff, and sees the note.
+    let again = ok(&s.pad_output(["item", "claim", "TASK-1", "--holder", "v"]));
+    assert!(again.contains("Previous note from w: disk full"), "{again}");
+}
