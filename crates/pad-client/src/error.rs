@@ -30,6 +30,9 @@ pub enum ClientError {
 /// The live lease a `lease_held` refusal names (docs/leases.md L2).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct HeldLease {
+    /// L17: the live lease's handle (0 from a server that predates handles).
+    #[serde(default)]
+    pub lease_id: i64,
     pub holder: String,
     #[serde(default)]
     pub session_id: Option<String>,

@@ -21,7 +21,8 @@ pub const TTL_DEFAULT_SECONDS: u32 = 15 * 60;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Lease {
     /// L17: the grant's handle, unique within the workspace; a refresh or
-    /// renew keeps it.
+    /// renew keeps it. (Absent from a server that predates handles: 0.)
+    #[serde(default)]
     pub lease_id: i64,
     pub holder: String,
     pub session_id: Option<String>,

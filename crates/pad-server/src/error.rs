@@ -44,6 +44,7 @@ impl ApiError {
 /// The `lease_held` details: enough for a loser to log who won and move on.
 pub fn lease_details(l: &Lease, now: pad_core::Timestamp) -> Value {
     json!({
+        "lease_id": l.lease_id,
         "holder": l.holder,
         "session_id": l.session_id,
         "epoch": l.epoch,

@@ -966,7 +966,7 @@ pub async fn bootstrap_is_whole_and_once(store: Arc<dyn Store>) {
     assert!(!store.bootstrap("second@example.com", "other", "Other", "boot-2").await.unwrap());
     assert_eq!(store.authenticate("boot-2").await.unwrap(), None);
     assert_eq!(store.user_by_email("second@example.com").await.unwrap(), None);
-    // A refused first start (a bad slug) leaves nothing behind either.
+    // Bad input is refused before anything is read or written.
     let empty_check = store.bootstrap("x@example.com", "Bad Slug!", "x", "boot-3").await;
     assert!(empty_check.is_err());
 }

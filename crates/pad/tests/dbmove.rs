@@ -51,6 +51,9 @@ struct Filled {
     member_token: String,
     live_ref: String,
     live_epoch: i64,
+    live_lease_id: i64,
+    /// The highest lease handle handed out before the move.
+    max_lease_id: i64,
 }
 
 /// Items with parents, blockers, labels, comments and edits; a member with
@@ -121,12 +124,20 @@ async fn fill(c: &Client) -> Filled {
         note: note.map(str::to_string),
         refresh: None,
     };
-    c.claim(WS, &refs[4], &claim("short-lived", 1, None)).await.unwrap();
-    c.claim(WS, &refs[6], &claim("released", 600, None)).await.unwrap();
+    let short = c.claim(WS, &refs[4], &claim("short-lived", 1, None)).await.unwrap();
+    let released = c.claim(WS, &refs[6], &claim("released", 600, None)).await.unwrap();
     c.release(WS, &refs[6], &ReleaseBody { holder: Some("released".into()), ..Default::default() }).await.unwrap();
     let live = c.claim(WS, &refs[1], &claim("worker-1", 3600, Some("halfway through"))).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    Filled { refs, member_token, live_ref: live.item_ref, live_epoch: live.lease.epoch }
+    let max_lease_id = [&short, &released, &live].iter().map(|c| c.lease.lease_id).max().unwrap();
+    Filled {
+        refs,
+        member_token,
+        live_ref: live.item_ref,
+        live_epoch: live.lease.epoch,
+        live_lease_id: live.lease.lease_id,
+        max_lease_id,
+    }
 }
 
 /// After a move: the same answers, both tokens, the live lease, event ids
@@ -156,6 +167,9 @@ async fn check_moved(
     let renew = RenewBody { epoch: Some(f.live_epoch), holder: Some("worker-1".into()), ..Default::default() };
     let renewed = owner.renew(WS, &f.live_ref, &renew).await.unwrap();
     assert_eq!((renewed.lease.epoch, renewed.lease.holder.as_str()), (f.live_epoch, "worker-1"));
+    // Its handle (docs/leases.md L17) still names it, and new handles follow the old ones.
+    let renew = RenewBody { lease_id: Some(f.live_lease_id), holder: Some("worker-1".into()), ..Default::default() };
+    assert_eq!(owner.renew(WS, &f.live_ref, &renew).await.unwrap().lease.lease_id, f.live_lease_id);
 
     // Every old event is there with its id; new ones come after.
     let ids = event_ids(&owner).await;
@@ -163,6 +177,11 @@ async fn check_moved(
     let max_before = *events_before.last().unwrap();
     let created =
         owner.create_item(WS, &NewItem { title: "after the move".into(), ..Default::default() }).await.unwrap();
+    let fresh = ClaimBody { holder: Some("newcomer".into()), ttl_seconds: Some(60.into()), ..Default::default() };
+    let fresh = owner.claim(WS, &created.item_ref.to_string(), &fresh).await.unwrap();
+    assert!(fresh.lease.lease_id > f.max_lease_id, "lease handle {} reused", fresh.lease.lease_id);
+    let done = ReleaseBody { holder: Some("newcomer".into()), ..Default::default() };
+    owner.release(WS, &created.item_ref.to_string(), &done).await.unwrap();
     let ids = event_ids(&owner).await;
     assert!(ids[events_before.len()..].iter().all(|&id| id > max_before), "{ids:?}");
     // Numbering continues: the next task number follows the highest used.
