@@ -190,7 +190,7 @@ mod tests {
             409,
             None,
             json!({"error": {"code": "lease_lost", "message": "lost", "details": {"current": {
-                "holder": "runner-b", "session_id": "s", "epoch": 4, "ttl_seconds": 60,
+                "holder": "runner-b", "session_id": "s", "epoch": 4, "lease_id": 9, "ttl_seconds": 60,
                 "acquired_at": "2026-01-01T00:00:00Z", "renewed_at": "2026-01-01T00:00:00Z",
                 "expires_at": "2026-01-01T00:01:00Z"
             }}}}),
