@@ -337,6 +337,7 @@ pub struct CompleteBody {
     pub lease_id: Option<i64>,
     /// Defaults to the caller's email.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
     /// Default `done`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -362,9 +363,12 @@ pub struct FailBody {
     pub lease_id: Option<i64>,
     /// Defaults to the caller's email.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub holder: Option<String>,
-    /// Kept for the next claimant (`previous_note`) and as `last_failure_note`.
+    /// Kept for the next claimant (`previous_note`) and as `last_failure_note`;
+    /// at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
     /// Quarantine at this many failures instead of the workspace's
     /// `quarantine_after_failures` (e.g. `pad drain --max-attempts`); 1..=1000.

@@ -405,6 +405,10 @@ fn refs_schema() -> utoipa::openapi::schema::Array {
     string_array(BLOCKED_BY_MAX, 1, REF_MAX, Some(REF_PATTERN))
 }
 
+fn exclude_schema() -> utoipa::openapi::schema::Array {
+    string_array(EXCLUDE_MAX, 1, REF_MAX, Some(REF_PATTERN))
+}
+
 /// An optional item ref: a ref or `null`.
 fn ref_schema() -> utoipa::openapi::schema::Object {
     let mut s = string_schema(1, REF_MAX, Some(REF_PATTERN));
@@ -546,8 +550,10 @@ pub struct ItemPatch {
     pub blocked_by: Option<Vec<String>>,
     /// Adds blockers, after `blocked_by` and before `remove_blocked_by`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = refs_schema)]
     pub add_blocked_by: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = refs_schema)]
     pub remove_blocked_by: Vec<String>,
     #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, min_length = 3, max_length = 254)]
@@ -930,6 +936,7 @@ pub struct FrontierFilter {
     pub autonomous: bool,
     /// Skip these refs (at most 500): work a drain will not run again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = exclude_schema)]
     pub exclude: Vec<String>,
 }
 
