@@ -314,7 +314,9 @@ pub struct BackupArgs {
 #[group(multiple = false)]
 pub struct TtlArgs {
     /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's, 15m]
-    #[arg(long, value_name = "DURATION", value_parser = ttl::parse)]
+    // Hyphen values reach the parser, which says why `-5m` is no TTL
+    // (clap would suggest `-- -5m`, which is wrong here).
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
     pub ttl: Option<u64>,
     /// Lease duration in minutes
     #[arg(long, value_name = "N")]
@@ -585,6 +587,18 @@ pub enum AuthCommand {
     Status,
 }
 
+/// A tip for `pad run TASK-1 make test`: the command must follow `--`, and
+/// clap's own message ("unexpected argument 'make'") does not say so.
+pub fn missing_separator_tip(e: &clap::Error, args: &[String]) -> Option<String> {
+    let runner = args.iter().skip(1).find(|a| matches!(a.as_str(), "run" | "drain"))?;
+    let wrong =
+        matches!(e.kind(), clap::error::ErrorKind::UnknownArgument | clap::error::ErrorKind::MissingRequiredArgument);
+    (wrong && !args.iter().any(|a| a == "--")).then(|| {
+        let example = if runner == "run" { "pad run TASK-1 -- make test" } else { "pad drain -- make test" };
+        format!("tip: put `--` before the command to run, e.g. `{example}`")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,6 +611,17 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("pad").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn a_forgotten_separator_gets_the_tip() {
+        for line in [&["pad", "run", "TASK-1", "sh", "-c", "true"][..], &["pad", "drain", "make"]] {
+            let args: Vec<String> = line.iter().map(ToString::to_string).collect();
+            let e = Cli::try_parse_from(&args).unwrap_err();
+            assert!(missing_separator_tip(&e, &args).unwrap().contains("`--`"), "{line:?}");
+        }
+        let args: Vec<String> = ["pad", "item", "list", "extra"].iter().map(ToString::to_string).collect();
+        assert_eq!(missing_separator_tip(&Cli::try_parse_from(&args).unwrap_err(), &args), None);
     }
 
     #[test]

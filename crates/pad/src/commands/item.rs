@@ -17,7 +17,11 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
     let ws = ctx.ws();
     match cmd {
         ItemCommand::Create(args) => {
-            let item = client.create_item(ws, &new_item(args)?).await?;
+            let created = client.create_item(ws, &new_item(args)?).await;
+            let item = match created {
+                Err(e) => return Err(name_the_kinds(&client, ws, e).await),
+                Ok(item) => item,
+            };
             ctx.emit(&item, |i| format!("{}\n", i.item_ref))
         }
         ItemCommand::List(args) => {
@@ -37,7 +41,11 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
         }
         ItemCommand::Update(args) => {
             let r = args.item.item_ref.clone();
-            let item = client.update_item(ws, &r.to_string(), &patch(args)?).await.map_err(about(&r))?;
+            let updated = client.update_item(ws, &r.to_string(), &patch(args)?).await;
+            let item = match updated {
+                Err(e) if is_kind_error(&e) => return Err(name_the_kinds(&client, ws, e).await),
+                other => other.map_err(about(&r))?,
+            };
             ctx.emit(&item, |i| format!("Updated {}\n", i.item_ref))
         }
         ItemCommand::Delete(args) => {
@@ -80,6 +88,26 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             }
             ctx.emit(&page, |p| render_list(&p.items, colour_enabled()))
         }
+    }
+}
+
+fn is_kind_error(e: &pad_client::ClientError) -> bool {
+    matches!(e, pad_client::ClientError::Api { code: pad_core::api::ErrorCode::ValidationFailed, details, .. }
+        if details.get("field").and_then(|f| f.as_str()) == Some("kind"))
+}
+
+/// An unknown `--kind`: the refusal, with the workspace's kinds listed so the
+/// next try can be right.
+async fn name_the_kinds(client: &pad_client::Client, ws: &str, e: pad_client::ClientError) -> CliError {
+    if !is_kind_error(&e) {
+        return e.into();
+    }
+    let kinds = client.kinds(ws).await.map(|k| k.kinds.into_iter().map(|k| k.name).collect::<Vec<_>>());
+    match (CliError::from(e), kinds) {
+        (CliError::Failed { message, code }, Ok(names)) if !names.is_empty() => {
+            CliError::Failed { message: format!("{message}; the kinds are: {}", names.join(", ")), code }
+        }
+        (refused, _) => refused,
     }
 }
 

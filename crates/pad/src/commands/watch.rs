@@ -77,8 +77,10 @@ async fn newest_id(client: &Client, ws: &str) -> Result<i64, CliError> {
 /// Retries with growing pauses until the server takes the stream again.
 async fn reconnect(client: &Client, ws: &str, cursor: i64) -> Result<EventStream, CliError> {
     let mut pause = FIRST_RETRY;
+    // Said once, not on every attempt, until the answer changes.
+    let mut said = String::new();
+    eprintln!("pad watch: reconnecting (after event {cursor})");
     loop {
-        eprintln!("pad watch: reconnecting in {} (after event {cursor})", humantime::format_duration(pause));
         tokio::time::sleep(pause).await;
         match client.event_stream(ws, cursor).await {
             Ok(stream) => {
@@ -86,7 +88,11 @@ async fn reconnect(client: &Client, ws: &str, cursor: i64) -> Result<EventStream
                 return Ok(stream);
             }
             Err(e) if transient(&e) => {
-                eprintln!("pad watch: {e}");
+                let now = CliError::from(e).to_string();
+                if now != said {
+                    eprintln!("pad watch: {now}; retrying every {} at most", humantime::format_duration(MAX_RETRY));
+                    said = now;
+                }
                 pause = (pause * 2).min(MAX_RETRY);
             }
             Err(e) => return Err(e.into()),

@@ -1,0 +1,228 @@
+//! The daily driver (README.md, "Configuration" and "Exit codes"): what a
+//! person meets beyond the tour, against a real `pad serve`. Credentials
+//! stay with their server, errors say what to do, `--format json` means JSON
+//! for refusals too.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::server::TestServer;
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A loopback listener that records every byte any client sends it (and
+/// answers nothing useful), to catch a token sent where it must not go.
+fn spy() -> (String, Arc<Mutex<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            conn.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = conn.read(&mut buf) {
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn a_profile_token_is_never_sent_to_another_server() {
+    let server = TestServer::start();
+    let (spy_url, seen) = spy();
+    // The listener does receive requests when given a token of its own, so
+    // silence below is the CLI's choice, not a dead listener.
+    let o =
+        server.pad().env("PAD_TOKEN", "pad_meant_for_spy").args(["--url", &spy_url, "item", "list"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&seen.lock().unwrap()).contains("Bearer pad_meant_for_spy"));
+    seen.lock().unwrap().clear();
+
+    let by_flag = server.pad_output(["--url", &spy_url, "item", "list"]);
+    let by_env = server.pad().env("PAD_URL", &spy_url).args(["item", "list"]).output().unwrap();
+    std::fs::write(server.home.parent().unwrap().join(".pad.toml"), format!("url = \"{spy_url}\"\n")).unwrap();
+    let by_project = server.pad_output(["item", "list"]);
+    std::fs::remove_file(server.home.parent().unwrap().join(".pad.toml")).unwrap();
+    for (how, o) in [("--url", &by_flag), ("PAD_URL", &by_env), (".pad.toml", &by_project)] {
+        assert_eq!(o.status.code(), Some(3), "{how}: {}", stderr(o));
+        let e = stderr(o);
+        assert!(e.contains("PAD_TOKEN") && e.contains("--profile") && e.contains(&server.url), "{how}: {e}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let seen = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    assert!(!seen.contains("Bearer"), "the spy received a token: {seen}");
+
+    // The profile's own server, spelled with a trailing slash, still gets it.
+    let o = server.pad_output(["--url", &format!("{}/", server.url), "item", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn an_api_url_is_explained() {
+    let server = TestServer::start();
+    let o = server.pad_output(["--url", &format!("{}/api/v1", server.url), "item", "list"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("server root"), "{}", stderr(&o));
+}
+
+/// `pad auth login` on a terminal: the pasted token is not echoed back.
+#[test]
+fn login_does_not_echo_the_token() {
+    let server = TestServer::start();
+    let (mut master, slave) = pty();
+    let mut child = server
+        .pad()
+        .args(["--profile", "other", "--url", &server.url, "auth", "login"])
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    // Read the terminal on a thread for the child's whole life: Linux may
+    // drop what is unread once the last slave fd closes.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut reader = master.try_clone().unwrap();
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(&seen.lock().unwrap()).contains("Token:") {
+        assert!(std::time::Instant::now() < deadline, "no prompt");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    master.write_all(format!("{}\n", server.token).as_bytes()).unwrap();
+    let status = child.wait().unwrap();
+    while !String::from_utf8_lossy(&seen.lock().unwrap()).contains("Logged in") {
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let seen = seen.lock().unwrap().clone();
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(status.success(), "{seen}");
+    assert!(seen.contains("Logged in"), "{seen}");
+    assert!(!seen.contains(&server.token), "the token was echoed: {seen}");
+}
+
+#[test]
+fn a_refused_login_does_not_suggest_logging_in() {
+    let server = TestServer::start();
+    let o = server.pad().args(["--url", &server.url, "auth", "login", "--token", "pad_wrong"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    let e = stderr(&o);
+    assert!(!e.contains("auth login") && e.contains("refused this token"), "{e}");
+}
+
+#[test]
+fn an_absent_server_is_one_sentence() {
+    let server = TestServer::start();
+    // A port nothing listens on: bind, note, close.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let o = server.pad().env("PAD_TOKEN", "pad_x").args(["--url", &url, "item", "list"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(8));
+    let e = stderr(&o);
+    assert_eq!(e.trim(), format!("error: no pad server answers at {url} (from --url) — is `pad serve` running?"));
+}
+
+#[test]
+fn ttl_errors_are_in_the_users_units() {
+    let server = TestServer::start();
+    assert!(server.pad_output(["item", "create", "t"]).status.success());
+    let o = server.pad_output(["item", "claim", "TASK-1", "--holder", "me", "--ttl", "25h"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("`--ttl` must be between 1s and 24h (the workspace maximum); got 25h"), "{e}");
+    for bad in ["-5m", "0s", "soon"] {
+        let o = server.pad_output(["item", "claim", "TASK-1", "--holder", "me", "--ttl", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let e = stderr(&o);
+        for never in ["ttl_seconds", "expected number", "-- -5"] {
+            assert!(!e.contains(never), "{bad}: {e}");
+        }
+    }
+}
+
+#[test]
+fn json_format_prints_the_refusal_envelope() {
+    let server = TestServer::start();
+    assert!(server.pad_output(["item", "create", "t"]).status.success());
+    let o = server.pad_output(["item", "claim", "TASK-1", "--holder", "a", "--ttl", "5m"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = server.pad_output(["--format", "json", "item", "claim", "TASK-1", "--holder", "b"]);
+    assert_eq!(o.status.code(), Some(7));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
+    assert_eq!(v["error"]["code"], "lease_held");
+    assert_eq!(v["error"]["details"]["holder"], "a");
+    assert_eq!(v["error"]["details"]["epoch"], 1);
+    assert!(v["error"]["details"]["expires_in_seconds"].as_i64().unwrap() > 200);
+    assert!(v["error"]["message"].is_string());
+
+    // A failure before any request is JSON too, with the same exit code.
+    let o = server.pad().args(["--format", "json", "--profile", "nope", "item", "list"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
+    assert_eq!(v["error"]["code"], "config_error");
+}
+
+fn pty() -> (std::fs::File, OwnedFd) {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two fds we then own.
+    let rc =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: fresh fds from openpty, owned once each.
+    unsafe { (std::fs::File::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+}
+
+#[test]
+fn refusals_name_what_would_work() {
+    let server = TestServer::start();
+    assert!(server.pad_output(["item", "create", "t"]).status.success());
+    // Unknown kind: the kinds are listed.
+    let o = server.pad_output(["item", "create", "x", "--kind", "epic"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("the kinds are: task, bug"), "{}", stderr(&o));
+
+    // A viewer's refusal names the role needed.
+    assert!(server.pad_output(["member", "add", "v@x", "--role", "viewer"]).status.success());
+    let token = stdout(&server.pad_output(["token", "create", "t", "--email", "v@x"])).trim().to_string();
+    let o = server.pad().env("PAD_TOKEN", &token).args(["item", "claim", "TASK-1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    let e = stderr(&o);
+    assert!(e.contains("is viewer; to claim, renew or release leases you need editor or owner"), "{e}");
+    let o =
+        server.pad().env("PAD_TOKEN", &token).args(["--format", "json", "item", "claim", "TASK-1"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["error"]["details"]["required_role"], "editor");
+
+    // A forgotten `--`.
+    let o = server.pad_output(["run", "TASK-1", "sh", "-c", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("tip: put `--` before the command"), "{}", stderr(&o));
+}
