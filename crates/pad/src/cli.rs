@@ -157,13 +157,13 @@ pub struct CreateArgs {
     /// low, medium, high, critical [default: medium]
     #[arg(long)]
     pub priority: Option<Priority>,
-    /// Repeatable
-    #[arg(long = "label", value_name = "LABEL")]
+    /// Repeatable or comma-separated (a label never holds a comma)
+    #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
     pub labels: Vec<String>,
     #[arg(long, value_name = "REF")]
     pub parent: Option<ItemRef>,
-    /// Repeatable
-    #[arg(long, value_name = "REF")]
+    /// Repeatable or comma-separated
+    #[arg(long, value_name = "REF", value_delimiter = ',')]
     pub blocked_by: Vec<ItemRef>,
     /// A member's email
     #[arg(long, value_name = "EMAIL")]
@@ -178,7 +178,7 @@ pub struct ListArgs {
     /// Repeatable or comma-separated
     #[arg(long, value_delimiter = ',')]
     pub kind: Vec<String>,
-    /// Items with all of these labels
+    /// Items with all of these labels (repeatable or comma-separated)
     #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
     pub labels: Vec<String>,
     /// low, medium, high, critical (repeatable or comma-separated)
@@ -216,19 +216,19 @@ pub struct UpdateArgs {
     pub priority: Option<Priority>,
     #[arg(long)]
     pub kind: Option<String>,
-    /// Add a label (repeatable)
-    #[arg(long = "label", value_name = "LABEL")]
+    /// Add labels (repeatable or comma-separated)
+    #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
     pub add_labels: Vec<String>,
-    /// Remove a label (repeatable)
-    #[arg(long = "remove-label", value_name = "LABEL")]
+    /// Remove labels (repeatable or comma-separated)
+    #[arg(long = "remove-label", value_name = "LABEL", value_delimiter = ',')]
     pub remove_labels: Vec<String>,
     #[arg(long, value_name = "REF", conflicts_with = "clear_parent")]
     pub parent: Option<ItemRef>,
     /// Remove the parent link
     #[arg(long)]
     pub clear_parent: bool,
-    /// Replace the blockers with these (repeatable)
-    #[arg(long, value_name = "REF")]
+    /// Replace the blockers with these (repeatable or comma-separated)
+    #[arg(long, value_name = "REF", value_delimiter = ',')]
     pub blocked_by: Vec<ItemRef>,
     #[arg(long, value_name = "EMAIL", conflicts_with = "unassign")]
     pub assignee: Option<String>,

@@ -226,3 +226,31 @@ fn refusals_name_what_would_work() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("tip: put `--` before the command"), "{}", stderr(&o));
 }
+
+/// README.md, "Lists of values": a comma separates values on every command.
+#[test]
+fn a_comma_separates_labels_and_blockers_everywhere() {
+    let server = TestServer::start();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let o = server.pad().arg("--format").arg("json").args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    json(&["item", "create", "first"]);
+    json(&["item", "create", "second"]);
+    let item = json(&["item", "create", "third", "--label", "a,b", "--label", "c", "--blocked-by", "TASK-1,TASK-2"]);
+    assert_eq!(item["labels"], serde_json::json!(["a", "b", "c"]));
+    assert_eq!(item["blocked_by"], serde_json::json!(["TASK-1", "TASK-2"]));
+    let item = json(&["item", "update", "TASK-3", "--label", "d,e", "--remove-label", "a,b", "--blocked-by", "TASK-1"]);
+    assert_eq!(item["labels"], serde_json::json!(["c", "d", "e"]));
+    assert_eq!(item["blocked_by"], serde_json::json!(["TASK-1"]));
+    let page = json(&["item", "list", "--label", "c,e"]);
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+
+    // The API refuses a label that holds a comma, so none can exist.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = pad_client::Client::new(server.url.parse().unwrap(), &server.token).unwrap();
+    let new = pad_core::NewItem { title: "x".into(), labels: vec!["a,b".into()], ..Default::default() };
+    let Err(e) = runtime.block_on(client.create_item("default", &new)) else { panic!("a comma label was stored") };
+    assert_eq!(e.code(), Some(pad_core::api::ErrorCode::ValidationFailed));
+}
