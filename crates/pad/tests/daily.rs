@@ -254,3 +254,32 @@ fn a_comma_separates_labels_and_blockers_everywhere() {
     let Err(e) = runtime.block_on(client.create_item("default", &new)) else { panic!("a comma label was stored") };
     assert_eq!(e.code(), Some(pad_core::api::ErrorCode::ValidationFailed));
 }
+
+/// `pad serve` refuses a database it cannot use, and a second server on one
+/// SQLite file, before touching either.
+#[test]
+fn serve_guards_its_store() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |database_url: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pad"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url])
+            .env("PAD_HOME", dir.path().join("home"))
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = serve("mysql://x");
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("mysql: is not a database") && stderr(&o).contains("postgres://"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "something was created");
+
+    let db = server.home.join("pad.db");
+    let o = serve(&format!("sqlite://{}", db.display()));
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("another `pad serve` is already using"), "{}", stderr(&o));
+    // The first server is unharmed and says where to point a browser.
+    assert!(server.pad_output(["item", "list"]).status.success());
+    assert!(server.log().contains(&format!("pad: open {}/ in a browser", server.url)), "{}", server.log());
+}
