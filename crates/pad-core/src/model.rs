@@ -640,6 +640,21 @@ impl Item {
     }
 }
 
+/// Every event type the log holds (docs/api.md, "Events"), so a filter can
+/// refuse a misspelt one instead of silently matching nothing.
+pub const EVENT_TYPES: &[&str] = &[
+    "item.created",
+    "item.updated",
+    "item.deleted",
+    "item.restored",
+    "item.quarantined",
+    "comment.created",
+    "lease.claimed",
+    "lease.released",
+    "lease.broken",
+    "lease.expired",
+];
+
 /// One entry of a workspace's event log (SPEC §7). Ids increase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Event {

@@ -283,3 +283,27 @@ fn serve_guards_its_store() {
     assert!(server.pad_output(["item", "list"]).status.success());
     assert!(server.log().contains(&format!("pad: open {}/ in a browser", server.url)), "{}", server.log());
 }
+
+#[test]
+fn watch_checks_its_filters_and_says_what_it_watches() {
+    let server = TestServer::start();
+    assert!(server.pad_output(["item", "create", "t"]).status.success());
+    let o = server.pad_output(["watch", "--type", "lease.claim"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("the types are: item.created"), "{}", stderr(&o));
+    let o = server.pad_output(["watch", "--ref", "TASK-9"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+
+    let mut child = server
+        .pad()
+        .args(["watch", "--type", "lease.claimed", "--ref", "task-1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stderr.take().unwrap()), &mut said).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(said.contains("watching workspace `default`") && said.contains("lease.claimed on TASK-1"), "{said}");
+}

@@ -19,8 +19,30 @@ const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
 pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<(), CliError> {
+    if let Some(bad) = args.types.iter().find(|t| !pad_core::EVENT_TYPES.contains(&t.as_str())) {
+        return Err(CliError::usage(format!(
+            "--type {bad:?} is not an event type; the types are: {}",
+            pad_core::EVENT_TYPES.join(", ")
+        )));
+    }
     let client = ctx.client()?;
+    // A ref that is not in the workspace would wait forever for nothing.
+    for r in &args.refs {
+        client.item(ctx.ws(), &r.to_string()).await.map_err(super::about(r))?;
+    }
     let filter = Filter { types: args.types, refs: args.refs.iter().map(ToString::to_string).collect() };
+    let what = |list: &[String], all: &str| if list.is_empty() { all.to_string() } else { list.join(", ") };
+    eprintln!(
+        "pad watch: watching workspace `{}` at {} for {} on {}{}; Ctrl-C to stop",
+        ctx.ws(),
+        ctx.settings.url.value.as_str().trim_end_matches('/'),
+        what(&filter.types, "every event"),
+        what(&filter.refs, "every item"),
+        match args.after {
+            Some(id) => format!(", from after event {id}"),
+            None => String::new(),
+        }
+    );
     tokio::select! {
         result = tail(ctx, &client, &filter, args.after) => result,
         // Stopping a watch is how it is meant to end.
