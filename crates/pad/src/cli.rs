@@ -102,8 +102,10 @@ pub enum ItemCommand {
     /// Create an item and print its ref
     Create(CreateArgs),
     /// List items; leased ones are marked »
+    #[command(visible_alias = "ls")]
     List(ListArgs),
     /// Show one item, with its live lease
+    #[command(visible_alias = "view")]
     Show(RefArg),
     /// Change an item's fields
     Update(UpdateArgs),

@@ -30,9 +30,11 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<(), CliError> {
     print(&text)
 }
 
-/// SPEC §5: colour honours `NO_COLOR` and is off when stdout is not a terminal.
+/// Colour honours `NO_COLOR` (wins), then `CLICOLOR_FORCE` (colour even
+/// into a pipe), and is otherwise on only when stdout is a terminal.
 pub fn colour_enabled() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+    !set("NO_COLOR") && (set("CLICOLOR_FORCE") || std::io::stdout().is_terminal())
 }
 
 pub fn cyan(text: &str, colour: bool) -> String {

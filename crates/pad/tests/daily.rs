@@ -307,3 +307,38 @@ fn watch_checks_its_filters_and_says_what_it_watches() {
     let _ = child.wait();
     assert!(said.contains("watching workspace `default`") && said.contains("lease.claimed on TASK-1"), "{said}");
 }
+
+#[test]
+fn list_aliases_and_a_next_page_hint_that_keeps_the_filters() {
+    let server = TestServer::start();
+    for t in ["a", "b", "c"] {
+        assert!(server.pad_output(["item", "create", t, "--label", "x", "--priority", "high"]).status.success());
+    }
+    let o = server.pad_output(["item", "ls", "--label", "x", "--priority", "high", "--limit", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    let hint = e.lines().find_map(|l| l.strip_prefix("more items: ")).expect("a next-page hint");
+    assert!(hint.starts_with("pad item list -w default --label x --priority high --limit 2 --cursor "), "{hint}");
+    // The hint, run as given, is the rest of the same list.
+    let args: Vec<&str> = hint.split(' ').skip(1).collect();
+    let rest = server.pad_output(&args);
+    assert!(rest.status.success(), "{}", stderr(&rest));
+    assert_eq!(stdout(&rest).lines().count(), 2, "a header and one item: {}", stdout(&rest));
+    assert!(server.pad_output(["item", "view", "TASK-1"]).status.success());
+}
+
+#[test]
+fn clicolor_force_colours_a_pipe_and_no_color_wins() {
+    let server = TestServer::start();
+    assert!(server.pad_output(["item", "create", "t"]).status.success());
+    let list = |no_color: Option<&str>| {
+        let mut cmd = server.pad();
+        cmd.env_remove("NO_COLOR").env("CLICOLOR_FORCE", "1");
+        if let Some(v) = no_color {
+            cmd.env("NO_COLOR", v);
+        }
+        stdout(&cmd.args(["item", "list"]).output().unwrap())
+    };
+    assert!(list(None).contains("\x1b["), "CLICOLOR_FORCE into a pipe: no colour");
+    assert!(!list(Some("1")).contains("\x1b["), "NO_COLOR must win");
+}
