@@ -293,6 +293,28 @@ test('screenshots: list and item, desktop and phone', async () => {
   await shot('form-phone', PHONE);
 });
 
+test('a missing item is one clear message: no empty cards, no comment form', async () => {
+  await page.goto(`${URL}/#/ws/default/items/TASK-999`);
+  await page.locator('.item-page').getByText('TASK-999 was not found in default.').waitFor();
+  assert.equal(await page.locator('.item-grid').isVisible(), false, 'the cards are hidden');
+  assert.equal(await page.locator('#comment').isVisible(), false, 'no live comment form');
+  await shot('missing-item-desktop', DESKTOP);
+  await shot('missing-item-phone', PHONE);
+  // The same view shows a real item again.
+  await page.goto(`${URL}/#/ws/default/items/TASK-1`);
+  await page.locator('#comment').waitFor();
+});
+
+test('the assignee is shown as a person, not as @email', async () => {
+  await pad('item', 'update', 'TASK-1', '--assignee', 'owner@localhost');
+  await page.goto(`${URL}/#/ws/default/items`);
+  const who = row('TASK-1').locator('.assignee');
+  await who.filter({ hasText: 'owner' }).waitFor();
+  const text = (await who.textContent()).replace('Assigned to ', '');
+  assert.equal(text, 'owner');
+  assert.equal(await who.getAttribute('title'), 'Assigned to owner@localhost');
+});
+
 test('filters narrow the list (leased, status, kind, label)', async () => {
   await page.goto(`${URL}/#/ws/default/items`);
   await row('BUG-1').waitFor();
