@@ -305,6 +305,14 @@ test('a missing item is one clear message: no empty cards, no comment form', asy
   await page.locator('#comment').waitFor();
 });
 
+test('the item page shows each blocker with its status and title', async () => {
+  await page.goto(`${URL}/#/ws/default/items/TASK-1`);
+  const blocker = page.locator('.details .linked', { hasText: 'CHORE-1' });
+  await blocker.locator('.linked-title', { hasText: 'Short-lived job' }).waitFor();
+  assert.equal(await blocker.locator('.badge').textContent(), 'Open');
+  await shot('item-blockers-phone', PHONE);
+});
+
 test('the assignee is shown as a person, not as @email', async () => {
   await pad('item', 'update', 'TASK-1', '--assignee', 'owner@localhost');
   await page.goto(`${URL}/#/ws/default/items`);

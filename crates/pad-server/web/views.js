@@ -296,14 +296,23 @@ export function itemView(ctx, ref) {
     replace(lease, item.lease ? leaseLine(item.lease) : null);
 
     const link = (r) => h('a', { href: itemHref(ctx.ws, r), class: 'ref' }, r);
+    // A parent or blocker with its status and title, so whether it still
+    // blocks is visible without opening it.
+    const linked = (r) => {
+      const info = h('span', { class: 'linked-info' });
+      api('GET', itemPath(ctx.ws, r))
+        .then((it) => replace(info, statusBadge(it.status), ' ', h('span', { class: 'linked-title' }, it.title)))
+        .catch(() => replace(info, h('span', { class: 'muted' }, 'not found')));
+      return h('span', { class: 'linked' }, link(r), info);
+    };
     const row = (name, value) => [h('dt', {}, name), h('dd', {}, value ?? h('span', { class: 'muted' }, '—'))];
     replace(
       side,
       h('dl', { class: 'details' },
         row('Kind', pretty(item.kind)),
         row('Assignee', item.assignee),
-        row('Parent', item.parent ? link(item.parent) : null),
-        row('Blocked by', item.blocked_by.length ? h('span', { class: 'refs' }, item.blocked_by.map(link)) : null),
+        row('Parent', item.parent ? linked(item.parent) : null),
+        row('Blocked by', item.blocked_by.length ? h('span', { class: 'refs' }, item.blocked_by.map(linked)) : null),
         row('Created', [time(item.created_at), h('br'), h('span', { class: 'muted' }, `by ${item.created_by}`)]),
         row('Updated', ago(item.updated_at))),
     );
