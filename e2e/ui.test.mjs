@@ -131,6 +131,8 @@ test('validation errors show the API message next to the field', async () => {
   await page.getByRole('button', { name: 'Create item' }).click();
   const titleError = page.locator('#field-title-error');
   await titleError.filter({ hasText: /must not be empty/ }).waitFor();
+  // In words: the field's own name, not the API's `title:` prefix.
+  assert.equal(await titleError.textContent(), 'Title must not be empty');
   assert.equal(await page.getByLabel('Title').getAttribute('aria-invalid'), 'true');
 
   await page.getByLabel('Title').fill('x'.repeat(501));

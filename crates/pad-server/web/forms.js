@@ -111,10 +111,16 @@ export function itemFormView(ctx, ref) {
   }
 
   function showError(e) {
-    const message = e instanceof ApiError ? e.message : String(e);
+    let message = e instanceof ApiError ? e.message : String(e);
     // `labels[2]`, `blocked_by[0]` → the input that holds them.
-    const name = String(e.details?.field ?? '').replace(/\[\d+\]$/, '');
+    const raw = String(e.details?.field ?? '');
+    const name = raw.replace(/\[\d+\]$/, '');
     const f = fields[name];
+    // In words, not API field names: "title: must not be empty" reads
+    // "Title must not be empty".
+    if (f && raw && message.startsWith(`${raw}: `)) {
+      message = `${f.wrap.querySelector('label')?.textContent ?? raw} ${message.slice(raw.length + 2)}`;
+    }
     if (f) {
       f.error.textContent = message;
       f.control.setAttribute('aria-invalid', 'true');
