@@ -342,3 +342,45 @@ fn clicolor_force_colours_a_pipe_and_no_color_wins() {
     assert!(list(None).contains("\x1b["), "CLICOLOR_FORCE into a pipe: no colour");
     assert!(!list(Some("1")).contains("\x1b["), "NO_COLOR must win");
 }
+
+/// On a terminal a long title is cut to its width; into a pipe it is whole.
+#[test]
+fn titles_fit_the_terminal_and_pipes_get_them_whole() {
+    let server = TestServer::start();
+    let title = format!("A long title {}", "x".repeat(200));
+    assert!(server.pad_output(["item", "create", &title]).status.success());
+    assert!(stdout(&server.pad_output(["item", "list"])).contains(&title));
+
+    let (master, slave) = pty();
+    let winsize = libc::winsize { ws_row: 24, ws_col: 60, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: sets the size of a terminal this test owns.
+    assert_eq!(unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&slave), libc::TIOCSWINSZ, &winsize) }, 0);
+    // Held open so the terminal keeps what the child wrote after it exits.
+    let _keep = slave.try_clone().unwrap();
+    let status = server
+        .pad()
+        .env_remove("COLUMNS")
+        .args(["item", "list"])
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut seen = Vec::new();
+    let mut reader = master;
+    let mut buf = [0u8; 4096];
+    // The child is gone and its output is buffered in the terminal: read
+    // without blocking until there is no more.
+    // SAFETY: fcntl on a descriptor this test owns.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&reader);
+        libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
+    }
+    while let Ok(n @ 1..) = reader.read(&mut buf) {
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let seen = String::from_utf8_lossy(&seen);
+    let row = seen.lines().find(|l| l.contains("A long title")).expect("the row");
+    assert!(row.trim_end().ends_with('…'), "{row:?}");
+    assert!(row.trim_end().chars().count() <= 60, "{row:?}");
+}

@@ -10,7 +10,7 @@ use pad_core::{Comment, Item, ItemPatch, NewItem, Version};
 use super::{Ctx, about, lease};
 use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, UpdateArgs};
 use crate::error::CliError;
-use crate::output::{colour_enabled, cyan, in_words, seconds_until, table, timestamp};
+use crate::output::{colour_enabled, cyan, fit, in_words, seconds_until, table, terminal_width, timestamp};
 
 pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
@@ -30,7 +30,7 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             if page.items.is_empty() {
                 eprintln!("no items");
             }
-            ctx.emit(&page, |p| render_list(&p.items, colour_enabled()))?;
+            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled()), terminal_width()))?;
             if let Some(cursor) = &page.next_cursor {
                 eprintln!("more items: {again} --cursor {cursor}");
             }
@@ -87,7 +87,7 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             if page.items.is_empty() {
                 eprintln!("No ready item");
             }
-            ctx.emit(&page, |p| render_list(&p.items, colour_enabled()))
+            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled()), terminal_width()))
         }
     }
 }
