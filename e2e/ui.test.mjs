@@ -131,6 +131,8 @@ test('validation errors show the API message next to the field', async () => {
   await page.getByRole('button', { name: 'Create item' }).click();
   const titleError = page.locator('#field-title-error');
   await titleError.filter({ hasText: /must not be empty/ }).waitFor();
+  // In words: the field's own name, not the API's `title:` prefix.
+  assert.equal(await titleError.textContent(), 'Title must not be empty');
   assert.equal(await page.getByLabel('Title').getAttribute('aria-invalid'), 'true');
 
   await page.getByLabel('Title').fill('x'.repeat(501));
@@ -291,6 +293,36 @@ test('screenshots: list and item, desktop and phone', async () => {
   await page.getByRole('button', { name: 'Create item' }).click();
   await page.locator('#field-title-error').filter({ hasText: /empty/ }).waitFor();
   await shot('form-phone', PHONE);
+});
+
+test('a missing item is one clear message: no empty cards, no comment form', async () => {
+  await page.goto(`${URL}/#/ws/default/items/TASK-999`);
+  await page.locator('.item-page').getByText('TASK-999 was not found in default.').waitFor();
+  assert.equal(await page.locator('.item-grid').isVisible(), false, 'the cards are hidden');
+  assert.equal(await page.locator('#comment').isVisible(), false, 'no live comment form');
+  await shot('missing-item-desktop', DESKTOP);
+  await shot('missing-item-phone', PHONE);
+  // The same view shows a real item again.
+  await page.goto(`${URL}/#/ws/default/items/TASK-1`);
+  await page.locator('#comment').waitFor();
+});
+
+test('the item page shows each blocker with its status and title', async () => {
+  await page.goto(`${URL}/#/ws/default/items/TASK-1`);
+  const blocker = page.locator('.details .linked', { hasText: 'CHORE-1' });
+  await blocker.locator('.linked-title', { hasText: 'Short-lived job' }).waitFor();
+  assert.equal(await blocker.locator('.badge').textContent(), 'Open');
+  await shot('item-blockers-phone', PHONE);
+});
+
+test('the assignee is shown as a person, not as @email', async () => {
+  await pad('item', 'update', 'TASK-1', '--assignee', 'owner@localhost');
+  await page.goto(`${URL}/#/ws/default/items`);
+  const who = row('TASK-1').locator('.assignee');
+  await who.filter({ hasText: 'owner' }).waitFor();
+  const text = (await who.textContent()).replace('Assigned to ', '');
+  assert.equal(text, 'owner');
+  assert.equal(await who.getAttribute('title'), 'Assigned to owner@localhost');
 });
 
 test('filters narrow the list (leased, status, kind, label)', async () => {

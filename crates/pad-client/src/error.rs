@@ -102,6 +102,10 @@ impl ClientError {
     pub(crate) fn from_transport(e: reqwest::Error) -> Self {
         if e.is_builder() || e.is_decode() || e.is_redirect() {
             ClientError::Protocol(chain(&e))
+        } else if e.is_connect() {
+            // Nothing listens (or the host is unknown): the innermost cause
+            // says which; the layers above it only repeat "connect error".
+            ClientError::Unavailable(root_cause(&e))
         } else {
             ClientError::Unavailable(chain(&e))
         }
@@ -128,6 +132,17 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+/// The innermost error's message, e.g. "Connection refused (os error 111)".
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut last = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        last = s.to_string();
+        source = s.source();
+    }
+    last
 }
 
 pub(crate) fn snippet(body: &[u8]) -> String {

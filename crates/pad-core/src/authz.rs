@@ -25,6 +25,18 @@ pub fn permits(role: Role, action: Action) -> bool {
     }
 }
 
+/// The least role that permits `action`, and the action in words, so a
+/// refusal can say what the caller would need (docs/api.md, "Roles").
+pub fn needs(action: Action) -> (Role, &'static str) {
+    match action {
+        Action::Read => (Role::Viewer, "read"),
+        Action::Write => (Role::Editor, "change items"),
+        Action::Lease => (Role::Editor, "claim, renew or release leases"),
+        Action::BreakLease => (Role::Owner, "break another worker's lease"),
+        Action::Administer => (Role::Owner, "manage members, kinds and settings"),
+    }
+}
+
 /// The most live (unrevoked) tokens one user may hold (docs/api.md, "Tokens").
 pub const TOKENS_PER_USER_MAX: i64 = 100;
 

@@ -172,8 +172,19 @@ pub fn validate_kind_name(field: &str, s: &str) -> Result<(), ValidationError> {
     if s.len() > 32 { Err(ValidationError::new(field, "must be at most 32 characters")) } else { Ok(()) }
 }
 
+/// A comma is refused: everywhere a list of labels is written as text (CLI
+/// flags, the list filter, the web form) a comma separates two labels, so a
+/// label holding one could be written but never found (README.md, "Lists of
+/// values").
 pub fn validate_label(field: &str, s: &str) -> Result<(), ValidationError> {
-    validate::text(field, s, 1, LABEL_MAX, Lines::Single)
+    validate::text(field, s, 1, LABEL_MAX, Lines::Single)?;
+    if s.contains(',') {
+        return Err(ValidationError::new(
+            field,
+            format!("{s:?} contains a comma, which separates labels; use two labels or another character"),
+        ));
+    }
+    Ok(())
 }
 
 /// Holders and session ids: free labels of 1-200 characters on one line.
@@ -1023,7 +1034,7 @@ mod fuzz {
             let ok = validate_label("label", &s).is_ok();
             let n = s.chars().count();
             let visible = !s.chars().any(|c| c.is_control() || validate::is_invisible(c));
-            prop_assert_eq!(ok, (1..=LABEL_MAX).contains(&n) && visible);
+            prop_assert_eq!(ok, (1..=LABEL_MAX).contains(&n) && visible && !s.contains(','));
         }
 
         #[test]

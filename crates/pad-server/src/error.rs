@@ -63,8 +63,13 @@ impl From<StoreError> for ApiError {
             StoreError::Validation(v) => {
                 ApiError::new(ErrorCode::ValidationFailed, message).with_details(json!({ "field": v.field }))
             }
-            StoreError::InvalidTtl(_) => {
-                ApiError::new(ErrorCode::InvalidTtl, message).with_details(json!({ "field": "ttl_seconds" }))
+            StoreError::InvalidTtl(e) => {
+                // The bound and the number asked for, so a client can word
+                // the refusal in its own units.
+                let requested = e.got.strip_prefix("got ").and_then(|n| n.parse::<i64>().ok());
+                ApiError::new(ErrorCode::InvalidTtl, message).with_details(
+                    json!({ "field": "ttl_seconds", "max_seconds": e.max, "requested_seconds": requested }),
+                )
             }
             StoreError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
             StoreError::LeaseHeld { lease, now } => ApiError {

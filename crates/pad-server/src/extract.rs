@@ -242,7 +242,13 @@ impl Ctx {
         if permits(self.role, action) {
             Ok(())
         } else {
-            Err(ApiError::forbidden(format!("your role in {} ({}) does not allow this", self.ws.slug, self.role)))
+            let (needed, what) = authz::needs(action);
+            let at_least = if needed == Role::Owner { "owner".to_string() } else { format!("{needed} or owner") };
+            Err(ApiError::forbidden(format!(
+                "your role in {} is {}; to {what} you need {at_least}, which an owner of the workspace can grant",
+                self.ws.slug, self.role
+            ))
+            .with_details(serde_json::json!({ "role": self.role, "required_role": needed })))
         }
     }
 

@@ -77,10 +77,33 @@ pub const DEFAULT_WORKSPACE: &str = "default";
 /// `postgresql://…` (any number of instances may share one), else
 /// `sqlite://PATH`, `sqlite:PATH` or a bare path.
 pub async fn open_store(database_url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+    if sqlite_path(database_url).map_err(|m| StoreError::invalid("database_url", m))?.is_none() {
         return Ok(Arc::new(pad_postgres::PgStore::open(database_url).await?));
     }
     Ok(Arc::new(pad_sqlite::SqliteStore::open_url(database_url).await?))
+}
+
+/// The database URL schemes pad accepts, for messages.
+pub const DATABASE_SCHEMES: &str = "postgres://, postgresql://, sqlite://PATH, sqlite:PATH or a bare path";
+
+/// Which store a `--database-url` names: `None` for PostgreSQL, the file
+/// for SQLite, or why it names neither. Any other `scheme:` is refused, so
+/// `mysql://x` is an error rather than a SQLite file called `mysql:/x`.
+pub fn sqlite_path(database_url: &str) -> Result<Option<std::path::PathBuf>, String> {
+    if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+        return Ok(None);
+    }
+    if let Some(path) = database_url.strip_prefix("sqlite://").or_else(|| database_url.strip_prefix("sqlite:")) {
+        return Ok(Some(path.into()));
+    }
+    // A one-letter "scheme" is a Windows drive (`C:\pad.db`), not a URL.
+    if let Some((scheme, _)) = database_url.split_once(':')
+        && scheme.len() > 1
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        return Err(format!("{scheme}: is not a database pad can use; give one of {DATABASE_SCHEMES}"));
+    }
+    Ok(Some(database_url.into()))
 }
 
 /// On a store with no users: creates workspace `default`, its owner and a

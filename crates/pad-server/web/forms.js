@@ -43,7 +43,7 @@ export function itemFormView(ctx, ref) {
       field('kind', 'Kind', select({}, options(kinds), 'task')),
       field('priority', 'Priority', select({}, options(PRIORITIES), 'medium')),
       editing ? field('status', 'Status', select({}, options(STATUSES), 'open')) : null),
-    field('labels', 'Labels', h('input', { type: 'text', autocomplete: 'off', placeholder: 'infra, ci' }), 'Comma-separated.'),
+    field('labels', 'Labels', h('input', { type: 'text', autocomplete: 'off', placeholder: 'infra, ci' }), 'Comma-separated; a label never holds a comma.'),
     h('div', { class: 'field-row' },
       field('assignee', 'Assignee', h('input', { type: 'email', autocomplete: 'off', placeholder: 'member@example.com' })),
       field('parent', 'Parent', h('input', { type: 'text', autocomplete: 'off', placeholder: 'TASK-1' })),
@@ -83,6 +83,10 @@ export function itemFormView(ctx, ref) {
     return out;
   }
 
+  // The text each list field was filled with: untouched, it is not sent,
+  // so an edit of the title never rewrites labels or blockers.
+  const filled = {};
+
   function fill(item) {
     original = item;
     const set = (name, value) => fields[name] && (fields[name].control.value = value ?? '');
@@ -91,9 +95,9 @@ export function itemFormView(ctx, ref) {
     set('kind', item.kind);
     set('priority', item.priority);
     set('status', item.status);
-    set('labels', item.labels.join(', '));
+    set('labels', (filled.labels = item.labels.join(', ')));
     set('parent', item.parent);
-    set('blocked_by', item.blocked_by.join(', '));
+    set('blocked_by', (filled.blocked_by = item.blocked_by.join(', ')));
     set('assignee', item.assignee);
   }
 
@@ -107,10 +111,16 @@ export function itemFormView(ctx, ref) {
   }
 
   function showError(e) {
-    const message = e instanceof ApiError ? e.message : String(e);
+    let message = e instanceof ApiError ? e.message : String(e);
     // `labels[2]`, `blocked_by[0]` → the input that holds them.
-    const name = String(e.details?.field ?? '').replace(/\[\d+\]$/, '');
+    const raw = String(e.details?.field ?? '');
+    const name = raw.replace(/\[\d+\]$/, '');
     const f = fields[name];
+    // In words, not API field names: "title: must not be empty" reads
+    // "Title must not be empty".
+    if (f && raw && message.startsWith(`${raw}: `)) {
+      message = `${f.wrap.querySelector('label')?.textContent ?? raw} ${message.slice(raw.length + 2)}`;
+    }
     if (f) {
       f.error.textContent = message;
       f.control.setAttribute('aria-invalid', 'true');
@@ -134,7 +144,8 @@ export function itemFormView(ctx, ref) {
       if (editing) {
         const patch = { expected_updated_at: original.updated_at };
         const same = (a, b) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
-        for (const [k, value] of Object.entries(v)) if (!same(value, original[k])) patch[k] = value;
+        const untouched = (k) => k in filled && fields[k].control.value === filled[k];
+        for (const [k, value] of Object.entries(v)) if (!untouched(k) && !same(value, original[k])) patch[k] = value;
         item = await api('PATCH', itemPath(ctx.ws, ref), patch);
         toast(`Saved ${item.ref}`);
       } else {

@@ -15,6 +15,9 @@ export const statusBadge = (s) => h('span', { class: `badge status-${s}` }, pret
 export const priorityBadge = (p) =>
   h('span', { class: `badge prio prio-${p}`, title: `Priority: ${p}` }, h('span', { class: 'dot', 'aria-hidden': 'true' }), pretty(p));
 
+/** An assignee as a person: the name part of the email, the whole one on hover. */
+const person = (email) =>
+  h('span', { class: 'assignee', title: `Assigned to ${email}` }, h('span', { class: 'visually-hidden' }, 'Assigned to '), email.split('@')[0]);
 const labelChips = (labels) =>
   labels.length ? h('span', { class: 'labels' }, labels.map((l) => h('span', { class: 'chip' }, l))) : null;
 
@@ -175,7 +178,7 @@ export function listView(ctx, params) {
 
   function row(item) {
     const href = itemHref(ctx.ws, item.ref);
-    const meta = [labelChips(item.labels), item.assignee ? h('span', { class: 'assignee' }, `@${item.assignee}`) : null];
+    const meta = [labelChips(item.labels), item.assignee ? person(item.assignee) : null];
     return h(
       'tr',
       { class: item.lease ? 'row is-leased' : 'row', dataset: { ref: item.ref } },
@@ -260,6 +263,15 @@ export function itemView(ctx, ref) {
     h('div', { class: 'actions' }, commentButton),
   );
 
+  // Hidden until the item is there: a missing item is one message, not
+  // empty cards with a live comment form.
+  const grid = h('div', { class: 'item-grid', hidden: true },
+    h('div', { class: 'item-main' },
+      h('section', { class: 'card', 'aria-labelledby': 'h-desc' }, h('h2', { id: 'h-desc', class: 'visually-hidden' }, 'Description'), bodyEl),
+      h('section', { class: 'card', 'aria-labelledby': 'h-comments' }, h('h2', { id: 'h-comments' }, 'Comments'), comments, commentForm),
+      h('section', { class: 'card', 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'History'), history)),
+    side);
+
   const el = h(
     'main',
     { class: 'page item-page', id: 'main' },
@@ -267,12 +279,7 @@ export function itemView(ctx, ref) {
     problem,
     head,
     lease,
-    h('div', { class: 'item-grid' },
-      h('div', { class: 'item-main' },
-        h('section', { class: 'card', 'aria-labelledby': 'h-desc' }, h('h2', { id: 'h-desc', class: 'visually-hidden' }, 'Description'), bodyEl),
-        h('section', { class: 'card', 'aria-labelledby': 'h-comments' }, h('h2', { id: 'h-comments' }, 'Comments'), comments, commentForm),
-        h('section', { class: 'card', 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'History'), history)),
-      side),
+    grid,
   );
 
   function renderItem(item, html) {
@@ -289,14 +296,23 @@ export function itemView(ctx, ref) {
     replace(lease, item.lease ? leaseLine(item.lease) : null);
 
     const link = (r) => h('a', { href: itemHref(ctx.ws, r), class: 'ref' }, r);
+    // A parent or blocker with its status and title, so whether it still
+    // blocks is visible without opening it.
+    const linked = (r) => {
+      const info = h('span', { class: 'linked-info' });
+      api('GET', itemPath(ctx.ws, r))
+        .then((it) => replace(info, statusBadge(it.status), ' ', h('span', { class: 'linked-title' }, it.title)))
+        .catch(() => replace(info, h('span', { class: 'muted' }, 'not found')));
+      return h('span', { class: 'linked' }, link(r), info);
+    };
     const row = (name, value) => [h('dt', {}, name), h('dd', {}, value ?? h('span', { class: 'muted' }, '—'))];
     replace(
       side,
       h('dl', { class: 'details' },
         row('Kind', pretty(item.kind)),
         row('Assignee', item.assignee),
-        row('Parent', item.parent ? link(item.parent) : null),
-        row('Blocked by', item.blocked_by.length ? h('span', { class: 'refs' }, item.blocked_by.map(link)) : null),
+        row('Parent', item.parent ? linked(item.parent) : null),
+        row('Blocked by', item.blocked_by.length ? h('span', { class: 'refs' }, item.blocked_by.map(linked)) : null),
         row('Created', [time(item.created_at), h('br'), h('span', { class: 'muted' }, `by ${item.created_by}`)]),
         row('Updated', ago(item.updated_at))),
     );
@@ -336,11 +352,17 @@ export function itemView(ctx, ref) {
     ]),
     ([item, body, c, hist]) => {
       replace(problem);
+      grid.hidden = false;
       renderItem(item, body.html);
       renderComments(c.comments);
       renderHistory(hist.versions);
     },
     (e) => ctx.fail(e, () => {
+      if (e.code === 'not_found') {
+        grid.hidden = true;
+        replace(head);
+        replace(lease);
+      }
       replace(problem, errorBox(e.code === 'not_found' ? `${ref.toUpperCase()} was not found in ${ctx.ws}.` : e));
     }),
   );

@@ -111,8 +111,10 @@ pub enum ItemCommand {
     /// Create an item and print its ref
     Create(CreateArgs),
     /// List items; leased ones are marked »
+    #[command(visible_alias = "ls")]
     List(ListArgs),
     /// Show one item, with its live lease
+    #[command(visible_alias = "view")]
     Show(RefArg),
     /// Change an item's fields
     Update(UpdateArgs),
@@ -170,13 +172,13 @@ pub struct CreateArgs {
     /// low, medium, high, critical [default: medium]
     #[arg(long)]
     pub priority: Option<Priority>,
-    /// Repeatable
-    #[arg(long = "label", value_name = "LABEL")]
+    /// Repeatable or comma-separated (a label never holds a comma)
+    #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
     pub labels: Vec<String>,
     #[arg(long, value_name = "REF")]
     pub parent: Option<ItemRef>,
-    /// Repeatable
-    #[arg(long, value_name = "REF")]
+    /// Repeatable or comma-separated
+    #[arg(long, value_name = "REF", value_delimiter = ',')]
     pub blocked_by: Vec<ItemRef>,
     /// A member's email
     #[arg(long, value_name = "EMAIL")]
@@ -194,7 +196,7 @@ pub struct ListArgs {
     /// Repeatable or comma-separated
     #[arg(long, value_delimiter = ',')]
     pub kind: Vec<String>,
-    /// Items with all of these labels
+    /// Items with all of these labels (repeatable or comma-separated)
     #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
     pub labels: Vec<String>,
     /// low, medium, high, critical (repeatable or comma-separated)
@@ -235,19 +237,19 @@ pub struct UpdateArgs {
     pub priority: Option<Priority>,
     #[arg(long)]
     pub kind: Option<String>,
-    /// Add a label (repeatable)
-    #[arg(long = "label", value_name = "LABEL")]
+    /// Add labels (repeatable or comma-separated)
+    #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
     pub add_labels: Vec<String>,
-    /// Remove a label (repeatable)
-    #[arg(long = "remove-label", value_name = "LABEL")]
+    /// Remove labels (repeatable or comma-separated)
+    #[arg(long = "remove-label", value_name = "LABEL", value_delimiter = ',')]
     pub remove_labels: Vec<String>,
     #[arg(long, value_name = "REF", conflicts_with = "clear_parent")]
     pub parent: Option<ItemRef>,
     /// Remove the parent link
     #[arg(long)]
     pub clear_parent: bool,
-    /// Replace the blockers with these (repeatable)
-    #[arg(long, value_name = "REF")]
+    /// Replace the blockers with these (repeatable or comma-separated)
+    #[arg(long, value_name = "REF", value_delimiter = ',')]
     pub blocked_by: Vec<ItemRef>,
     /// Add a blocker (repeatable)
     #[arg(long, value_name = "REF")]
@@ -393,7 +395,9 @@ pub struct BackupArgs {
 #[group(multiple = false)]
 pub struct TtlArgs {
     /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's, 15m]
-    #[arg(long, value_name = "DURATION", value_parser = ttl::parse)]
+    // Hyphen values reach the parser, which says why `-5m` is no TTL
+    // (clap would suggest `-- -5m`, which is wrong here).
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
     pub ttl: Option<u64>,
     /// Lease duration in minutes
     #[arg(long, value_name = "N")]
@@ -791,6 +795,18 @@ pub enum AuthCommand {
     Status,
 }
 
+/// A tip for `pad run TASK-1 make test`: the command must follow `--`, and
+/// clap's own message ("unexpected argument 'make'") does not say so.
+pub fn missing_separator_tip(e: &clap::Error, args: &[String]) -> Option<String> {
+    let runner = args.iter().skip(1).find(|a| matches!(a.as_str(), "run" | "drain"))?;
+    let wrong =
+        matches!(e.kind(), clap::error::ErrorKind::UnknownArgument | clap::error::ErrorKind::MissingRequiredArgument);
+    (wrong && !args.iter().any(|a| a == "--")).then(|| {
+        let example = if runner == "run" { "pad run TASK-1 -- make test" } else { "pad drain -- make test" };
+        format!("tip: put `--` before the command to run, e.g. `{example}`")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -803,6 +819,17 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("pad").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn a_forgotten_separator_gets_the_tip() {
+        for line in [&["pad", "run", "TASK-1", "sh", "-c", "true"][..], &["pad", "drain", "make"]] {
+            let args: Vec<String> = line.iter().map(ToString::to_string).collect();
+            let e = Cli::try_parse_from(&args).unwrap_err();
+            assert!(missing_separator_tip(&e, &args).unwrap().contains("`--`"), "{line:?}");
+        }
+        let args: Vec<String> = ["pad", "item", "list", "extra"].iter().map(ToString::to_string).collect();
+        assert_eq!(missing_separator_tip(&Cli::try_parse_from(&args).unwrap_err(), &args), None);
     }
 
     #[test]

@@ -116,6 +116,9 @@ pub struct Settings {
     pub token: Option<Sourced<String>>,
     /// `holder` from `.pad.toml`, for agent sessions (docs/agents.md).
     pub project_holder: Option<String>,
+    /// Set when the profile has a token but the URL names another server:
+    /// the profile's URL, which is the only server its token is sent to.
+    pub withheld_for: Option<String>,
 }
 
 impl Settings {
@@ -135,6 +138,15 @@ impl Settings {
         let Some(token) = &self.token else {
             let profile = &self.profile.value;
             let path = self.credentials_path.display();
+            if let Some(own) = &self.withheld_for {
+                let url = self.url.value.as_str().trim_end_matches('/');
+                return Err(CliError::config(format!(
+                    "{url} (from {}) is not the server of profile `{profile}` ({own}), and a profile's token is \
+                     only sent to its own server: set PAD_TOKEN to a token of {url}, or use a profile saved for it \
+                     (`--profile NAME`; save one with `pad auth login --profile NAME --url {url}`)",
+                    self.url.source
+                )));
+            }
             return Err(CliError::config(if self.profile.source == Source::Default {
                 format!(
                     "no token: set PAD_TOKEN, run `pad auth login --url URL --token TOKEN`, \
@@ -146,6 +158,11 @@ impl Settings {
                 )
             }));
         };
+        crate::error::set_server(format!(
+            "{} (from {})",
+            self.url.value.as_str().trim_end_matches('/'),
+            self.url.source
+        ));
         Client::new(self.url.value.clone(), token.value.clone()).map_err(|e| CliError::config(e.to_string()))
     }
 
@@ -195,18 +212,41 @@ pub fn resolve(
     .expect("the default is always set");
 
     // A PAD_TOKEN the server refuses must fail (exit 4), so the stored token
-    // is only a candidate when PAD_TOKEN is not set at all.
+    // is only a candidate when PAD_TOKEN is not set at all. A profile's token
+    // goes only to the profile's own server (README.md, "Configuration"): a
+    // `--url` naming another server must not receive it.
+    let own_url = stored.as_ref().map(|p| p.url.clone());
+    let same_server = own_url.as_deref().and_then(|u| Url::parse(u).ok()).is_some_and(|u| same_server(&u, &url.value));
     let token = first([
         (env.token.clone(), Source::Env("PAD_TOKEN")),
-        (stored.as_ref().map(|p| p.token.clone()), from_profile),
+        (stored.as_ref().filter(|_| same_server).map(|p| p.token.clone()), from_profile),
     ]);
+    let withheld_for = if token.is_none() && !same_server { own_url } else { None };
 
     let project_holder = from_project(|f| &f.holder);
-    Ok(Settings { credentials_path, profile, stored, url, workspace, token, project_holder })
+    Ok(Settings { credentials_path, profile, stored, url, workspace, token, project_holder, withheld_for })
+}
+
+/// Same scheme, host, port and path (ignoring a trailing slash).
+fn same_server(a: &Url, b: &Url) -> bool {
+    let key = |u: &Url| {
+        (u.scheme().to_string(), u.host_str().map(str::to_ascii_lowercase), u.port_or_known_default(), {
+            u.path().trim_end_matches('/').to_string()
+        })
+    };
+    key(a) == key(b)
 }
 
 fn parse_url(text: &str, source: &Source) -> Result<Url, CliError> {
     match Url::parse(text) {
+        // The client appends `/api/v1/…` itself; a URL that already has it
+        // would double it and every call would be a 404.
+        Ok(url) if url.path().trim_end_matches('/').ends_with("/api/v1") || url.path().contains("/api/v1/") => {
+            let root = text.split("/api/v1").next().unwrap_or(text);
+            Err(CliError::config(format!(
+                "{text:?} (from {source}) is an API URL; give the server root instead (e.g. {root}): pad adds /api/v1 itself"
+            )))
+        }
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Ok(url),
         _ => Err(CliError::config(format!("{text:?} (from {source}) is not a server URL like {DEFAULT_URL}"))),
     }
@@ -285,6 +325,29 @@ mod tests {
         let ws_only = ProjectFile { workspace: Some("from-project".into()), url: None, holder: None };
         let s = resolve_with(&GlobalArgs::default(), &Env::default(), Some(&ws_only), &c);
         assert_eq!((s.url.value.host_str(), s.workspace()), (Some("profile"), "from-project"));
+    }
+
+    #[test]
+    fn a_profile_token_only_goes_to_its_own_server() {
+        let c = creds(&[("default", "http://srv:1", "tok", None)]);
+        let flags = GlobalArgs { url: Some("http://srv:1/".into()), ..GlobalArgs::default() };
+        assert!(resolve_with(&flags, &Env::default(), None, &c).token.is_some(), "same server, trailing slash");
+        let env = Env { url: Some("http://other:1".into()), ..Env::default() };
+        let s = resolve_with(&GlobalArgs::default(), &env, None, &c);
+        assert!(s.token.is_none());
+        let Err(CliError::Failed { code: 3, message }) = s.client() else { panic!() };
+        assert!(message.contains("PAD_TOKEN") && message.contains("http://srv:1"), "{message}");
+        // An explicit PAD_TOKEN is meant for the URL given.
+        let env = Env { token: Some("t".into()), ..env };
+        assert!(resolve_with(&GlobalArgs::default(), &env, None, &c).token.is_some());
+    }
+
+    #[test]
+    fn an_api_url_is_refused_with_the_root() {
+        let flags = GlobalArgs { url: Some("http://h:1/api/v1".into()), ..GlobalArgs::default() };
+        let r = resolve(&flags, &Env::default(), None, &Credentials::default(), PathBuf::new());
+        let Err(CliError::Failed { code: 3, message }) = r else { panic!() };
+        assert!(message.contains("server root") && message.contains("http://h:1"), "{message}");
     }
 
     #[test]

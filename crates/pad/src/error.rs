@@ -12,6 +12,59 @@ pub const EXIT_CONFIG: i32 = 3;
 /// Not found, and `claim-next` with nothing ready (README.md).
 pub const EXIT_NOT_FOUND: i32 = 5;
 
+/// The server this process talks to and where that came from, e.g.
+/// "http://127.0.0.1:7777 (from profile `default`)", set once when the
+/// client is made: an unreachable server is then named in the error.
+static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+pub fn set_server(described: String) {
+    let _ = SERVER.set(described);
+}
+
+/// The server's last refusal as its `{"error": {...}}` envelope: with
+/// `--format json` a failed command prints this on stdout (docs/api.md,
+/// "Errors"), so a script keeps every detail (holder, epoch,
+/// `expires_in_seconds`) that the sentence on stderr summarises.
+/// Kept with the sentence it became, so an earlier refusal that a command
+/// handled is never mistaken for the one it failed with.
+static REFUSAL: std::sync::Mutex<Option<(String, serde_json::Value)>> = std::sync::Mutex::new(None);
+
+fn remember(e: &ClientError, said: &str) {
+    if let ClientError::Api { code, message, details, .. } = e {
+        let envelope = serde_json::json!({ "error": { "code": code, "message": message, "details": details } });
+        *REFUSAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((said.to_string(), envelope));
+    }
+}
+
+/// What `--format json` prints on stdout for a failure: the server's
+/// envelope if the server refused, else one in the same shape with a code
+/// named after the exit code.
+pub fn json_envelope(message: &str, exit: i32) -> serde_json::Value {
+    let stored = REFUSAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    // A command may add to the sentence (`pad run` appends what it did).
+    if let Some((_, envelope)) = stored.filter(|(said, _)| message.starts_with(said.as_str())) {
+        return envelope;
+    }
+    let code = match exit {
+        EXIT_USAGE => "bad_request",
+        EXIT_CONFIG => "config_error",
+        4 => "unauthorized",
+        EXIT_NOT_FOUND => "not_found",
+        7 => "conflict",
+        8 => "unavailable",
+        _ => "internal_error",
+    };
+    serde_json::json!({ "error": { "code": code, "message": message, "details": {} } })
+}
+
+/// A person's words for "nothing answered": where, and the likely fix.
+pub fn no_answer(cause: &str) -> String {
+    let at = SERVER.get().map_or("the server", String::as_str);
+    // "Connection refused" is what the sentence already says.
+    let cause = if cause.to_ascii_lowercase().contains("refused") { String::new() } else { format!(" ({cause})") };
+    format!("no pad server answers at {at}{cause} — is `pad serve` running?")
+}
+
 #[derive(Debug)]
 pub enum CliError {
     /// stdout was closed (`pad item list | head`): not an error, stop quietly.
@@ -71,6 +124,7 @@ impl CliError {
         } else {
             return e.into();
         };
+        remember(&e, &message);
         Self::new(e.exit_code(), message)
     }
 }
@@ -102,8 +156,21 @@ impl From<ClientError> for CliError {
             ClientError::Api { retry_after: Some(secs), code: ErrorCode::RateLimited, message, .. } => {
                 format!("{message} (retry in {})", in_words(*secs as i64))
             }
+            ClientError::Unavailable(cause) => no_answer(cause),
+            ClientError::Api { code: ErrorCode::InvalidTtl, message, details, .. } => {
+                let secs = |k: &str| details.get(k).and_then(serde_json::Value::as_i64);
+                match (secs("max_seconds"), secs("requested_seconds")) {
+                    (Some(max), Some(got)) => format!(
+                        "`--ttl` must be between 1s and {} (the workspace maximum); got {}",
+                        in_words(max),
+                        if got < 0 { format!("{got}s") } else { in_words(got) }
+                    ),
+                    _ => message.clone(),
+                }
+            }
             _ => e.to_string(),
         };
+        remember(&e, &message);
         CliError::Failed { message, code }
     }
 }

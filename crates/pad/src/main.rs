@@ -19,12 +19,25 @@ use crate::error::CliError;
 #[tokio::main]
 async fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2.
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::try_parse().unwrap_or_else(|e| {
+        let args: Vec<String> = std::env::args().collect();
+        if let Some(tip) = cli::missing_separator_tip(&e, &args) {
+            eprint!("{}", e.render());
+            eprintln!("\n{tip}");
+            std::process::exit(e.exit_code());
+        }
+        e.exit()
+    });
+    let format = cli.global.format;
     match commands::run(cli).await {
         Ok(()) | Err(CliError::ClosedPipe) => ExitCode::SUCCESS,
         Err(CliError::Exit(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(CliError::Failed { message, code }) => {
             eprintln!("error: {message}");
+            // `--format json` means JSON on stdout, refusals included.
+            if format == output::Format::Json {
+                println!("{}", error::json_envelope(&message, code));
+            }
             ExitCode::from(u8::try_from(code).unwrap_or(1))
         }
     }

@@ -30,9 +30,11 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<(), CliError> {
     print(&text)
 }
 
-/// README.md: colour honours `NO_COLOR` and is off when stdout is not a terminal.
+/// Colour honours `NO_COLOR` (wins), then `CLICOLOR_FORCE` (colour even
+/// into a pipe), and is otherwise on only when stdout is a terminal.
 pub fn colour_enabled() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+    !set("NO_COLOR") && (set("CLICOLOR_FORCE") || std::io::stdout().is_terminal())
 }
 
 pub fn cyan(text: &str, colour: bool) -> String {
@@ -62,6 +64,59 @@ pub fn table<S: AsRef<str>>(header: &[&str], rows: &[Vec<S>]) -> String {
     line(&mut header.iter().copied());
     for row in rows {
         line(&mut row.iter().map(AsRef::as_ref));
+    }
+    out
+}
+
+/// The terminal's width in columns when stdout is one (`COLUMNS` wins, as
+/// for other tools), else `None`: piped output is never cut.
+pub fn terminal_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    if let Some(n) = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok()).filter(|n| *n > 0) {
+        return Some(n);
+    }
+    // SAFETY: TIOCGWINSZ fills a winsize we own.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// Each line cut to `width` visible characters, ending in `…` where cut,
+/// so a long title never wraps a table row. Colour escapes are kept.
+pub fn fit(text: &str, width: Option<usize>) -> String {
+    let Some(width) = width.filter(|w| *w > 1) else { return text.to_string() };
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, newline) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+        if visible_width(body) <= width {
+            out.push_str(line);
+            continue;
+        }
+        let mut shown = 0;
+        let mut chars = body.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                out.push(c);
+                for e in chars.by_ref() {
+                    out.push(e);
+                    if e == 'm' {
+                        break;
+                    }
+                }
+            } else if shown + 1 < width {
+                out.push(c);
+                shown += 1;
+            } else {
+                break;
+            }
+        }
+        out.push('…');
+        if body.contains('\x1b') {
+            out.push_str("\x1b[0m");
+        }
+        out.push_str(newline);
     }
     out
 }
@@ -138,5 +193,17 @@ mod tests {
     #[test]
     fn colour_is_plain_when_off() {
         assert_eq!(cyan("»", false), "»");
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::fit;
+
+    #[test]
+    fn long_lines_are_cut_with_an_ellipsis_and_keep_colour() {
+        assert_eq!(fit("abcdef\nab\n", Some(4)), "abc…\nab\n");
+        assert_eq!(fit("abcdef\n", None), "abcdef\n");
+        assert_eq!(fit("\x1b[31mab\x1b[0mcdef\n", Some(4)), "\x1b[31mab\x1b[0mc…\x1b[0m\n");
     }
 }

@@ -8,8 +8,12 @@ pub fn parse(s: &str) -> Result<u64, String> {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("`{s}` has no unit: write {s}s, {s}m or {s}h"));
     }
-    let d =
-        humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration like 90s, 30m or 1h30m ({e})"))?;
+    if s.starts_with('-') || (s.bytes().all(|b| b == b'0' || b.is_ascii_alphabetic()) && s.bytes().any(|b| b == b'0')) {
+        return Err(format!("a lease lasts at least 1s; got {s}"));
+    }
+    // humantime's own reason ("expected number at 0") is about its parser,
+    // not about what to type.
+    let d = humantime::parse_duration(s).map_err(|_| format!("`{s}` is not a duration like 90s, 30m or 1h30m"))?;
     if d.subsec_nanos() != 0 {
         return Err(format!("`{s}` is not a whole number of seconds"));
     }
@@ -44,9 +48,11 @@ mod tests {
 
     #[test]
     fn bounds_are_the_servers_business() {
-        // 0 and > 24 h parse; the server answers `invalid_ttl` (exit 2) with
-        // the workspace's own limits, which the CLI cannot know.
-        assert_eq!(parse("0s"), Ok(0));
+        // > 24 h parses; the server answers `invalid_ttl` (exit 2) with
+        // the workspace's own limit, which the CLI cannot know. Zero and
+        // negative are never a lease.
+        assert!(parse("0s").unwrap_err().contains("at least 1s"));
+        assert!(parse("-5m").unwrap_err().contains("at least 1s"));
         assert_eq!(parse("48h"), Ok(172_800));
     }
 }

@@ -192,7 +192,9 @@ fn pad_watch_exit_codes_at_start() {
     let refused = s.pad().env("PAD_TOKEN", "pad_not-a-real-token").arg("watch").output().unwrap();
     assert_eq!(refused.status.code(), Some(4), "{refused:?}");
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let down = s.pad().args(["watch", "--url", &format!("http://{closed}")]).output().unwrap();
+    // Another server's URL needs its own token (the profile's stays home).
+    let down =
+        s.pad().env("PAD_TOKEN", "pad_x").args(["watch", "--url", &format!("http://{closed}")]).output().unwrap();
     assert_eq!(down.status.code(), Some(8), "{down:?}");
 }
 

@@ -32,7 +32,20 @@ async fn login(ctx: &Ctx, token: Option<String>) -> Result<(), CliError> {
         Some(t) => t,
         None => read_token()?,
     };
-    let me = Client::new(s.url.value.clone(), token.clone()).map_err(|e| CliError::config(e.to_string()))?.me().await?;
+    let client = Client::new(s.url.value.clone(), token.clone()).map_err(|e| CliError::config(e.to_string()))?;
+    let me = client.me().await.map_err(|e| match e {
+        // The generic advice for a refused token is to log in, which is what
+        // the user is doing: say what is wrong with this token instead.
+        pad_client::ClientError::Api { code: pad_core::api::ErrorCode::Unauthorized, .. } => CliError::new(
+            e.exit_code(),
+            format!(
+                "{} refused this token: it is unknown, revoked or expired there; check you copied the whole \
+                 token and that it was minted on this server",
+                s.url.value.as_str().trim_end_matches('/')
+            ),
+        ),
+        e => e.into(),
+    })?;
     // A workspace named on this command is remembered; otherwise keep the
     // profile's own.
     let workspace = match s.workspace.source {
@@ -54,20 +67,59 @@ async fn login(ctx: &Ctx, token: Option<String>) -> Result<(), CliError> {
     })
 }
 
-/// From stdin, so the token stays out of shell history and `ps`.
+/// From stdin, so the token stays out of shell history and `ps`; on a
+/// terminal without echo, so it stays off the screen too.
 fn read_token() -> Result<String, CliError> {
     let stdin = std::io::stdin();
+    let mut line = String::new();
     if stdin.is_terminal() {
+        // Echo off before the prompt: a paste right after it stays hidden.
+        let _echo_off = EchoOff::new();
         eprint!("Token: ");
         std::io::stderr().flush()?;
+        stdin.lock().read_line(&mut line)?;
+        // The user's Enter was not echoed either.
+        eprintln!();
+    } else {
+        stdin.lock().read_line(&mut line)?;
     }
-    let mut line = String::new();
-    stdin.lock().read_line(&mut line)?;
     let token = line.trim().to_string();
     if token.is_empty() {
         return Err(CliError::usage("no token: pass --token TOKEN or write it to stdin"));
     }
     Ok(token)
+}
+
+/// Turns the terminal's echo off on stdin until dropped (also on error).
+struct EchoOff(Option<libc::termios>);
+
+impl EchoOff {
+    fn new() -> Self {
+        // SAFETY: tcgetattr/tcsetattr on fd 0 with a termios we own.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(libc::STDIN_FILENO, &mut t) != 0 {
+                return EchoOff(None);
+            }
+            let saved = t;
+            t.c_lflag &= !libc::ECHO;
+            if libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &t) != 0 {
+                return EchoOff(None);
+            }
+            EchoOff(Some(saved))
+        }
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            // SAFETY: restores the settings read in `new`.
+            unsafe {
+                libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, saved);
+            }
+        }
+    }
 }
 
 fn logout(ctx: &Ctx) -> Result<(), CliError> {

@@ -10,24 +10,29 @@ use pad_core::{Comment, Item, ItemPatch, NewItem, Version};
 use super::{Ctx, about, lease};
 use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, UpdateArgs};
 use crate::error::CliError;
-use crate::output::{colour_enabled, cyan, in_words, seconds_until, table, timestamp};
+use crate::output::{colour_enabled, cyan, fit, in_words, seconds_until, table, terminal_width, timestamp};
 
 pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
     let ws = ctx.ws();
     match cmd {
         ItemCommand::Create(args) => {
-            let item = client.create_item(ws, &new_item(args)?).await?;
+            let created = client.create_item(ws, &new_item(args)?).await;
+            let item = match created {
+                Err(e) => return Err(name_the_kinds(&client, ws, e).await),
+                Ok(item) => item,
+            };
             ctx.emit(&item, |i| format!("{}\n", i.item_ref))
         }
         ItemCommand::List(args) => {
+            let again = list_again(ws, &args);
             let page = client.list_items(ws, &list_query(args)).await?;
             if page.items.is_empty() {
                 eprintln!("no items");
             }
-            ctx.emit(&page, |p| render_list(&p.items, colour_enabled()))?;
+            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled()), terminal_width()))?;
             if let Some(cursor) = &page.next_cursor {
-                eprintln!("more items: pad item list --cursor {cursor}");
+                eprintln!("more items: {again} --cursor {cursor}");
             }
             Ok(())
         }
@@ -37,7 +42,11 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
         }
         ItemCommand::Update(args) => {
             let r = args.item.item_ref.clone();
-            let item = client.update_item(ws, &r.to_string(), &patch(args)?).await.map_err(about(&r))?;
+            let updated = client.update_item(ws, &r.to_string(), &patch(args)?).await;
+            let item = match updated {
+                Err(e) if is_kind_error(&e) => return Err(name_the_kinds(&client, ws, e).await),
+                other => other.map_err(about(&r))?,
+            };
             ctx.emit(&item, |i| format!("Updated {}\n", i.item_ref))
         }
         ItemCommand::Delete(args) => {
@@ -80,8 +89,28 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             if page.items.is_empty() {
                 eprintln!("No ready item");
             }
-            ctx.emit(&page, |p| render_list(&p.items, colour_enabled()))
+            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled()), terminal_width()))
         }
+    }
+}
+
+fn is_kind_error(e: &pad_client::ClientError) -> bool {
+    matches!(e, pad_client::ClientError::Api { code: pad_core::api::ErrorCode::ValidationFailed, details, .. }
+        if details.get("field").and_then(|f| f.as_str()) == Some("kind"))
+}
+
+/// An unknown `--kind`: the refusal, with the workspace's kinds listed so the
+/// next try can be right.
+async fn name_the_kinds(client: &pad_client::Client, ws: &str, e: pad_client::ClientError) -> CliError {
+    if !is_kind_error(&e) {
+        return e.into();
+    }
+    let kinds = client.kinds(ws).await.map(|k| k.kinds.into_iter().map(|k| k.name).collect::<Vec<_>>());
+    match (CliError::from(e), kinds) {
+        (CliError::Failed { message, code }, Ok(names)) if !names.is_empty() => {
+            CliError::Failed { message: format!("{message}; the kinds are: {}", names.join(", ")), code }
+        }
+        (refused, _) => refused,
     }
 }
 
@@ -105,6 +134,36 @@ fn read_body(b: &BodyArgs) -> Result<Option<String>, CliError> {
     let read =
         if path == Path::new("-") { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
     read.map(Some).map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
+}
+
+/// The same listing as a command line, for the next-page hint: it keeps
+/// the workspace, the filters and the limit, so the next page is of the
+/// same list.
+fn list_again(ws: &str, a: &ListArgs) -> String {
+    fn quoted(s: &str) -> String {
+        if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.,@:/".contains(c)) {
+            s.to_string()
+        } else {
+            format!("'{}'", s.replace('\'', r"'\''"))
+        }
+    }
+    let mut out = format!("pad item list -w {}", quoted(ws));
+    let mut flag = |name: &str, values: Vec<String>| {
+        if !values.is_empty() {
+            out.push_str(&format!(" --{name} {}", quoted(&values.join(","))));
+        }
+    };
+    flag("status", a.status.iter().map(ToString::to_string).collect());
+    flag("kind", a.kind.clone());
+    flag("label", a.labels.clone());
+    flag("priority", a.priority.iter().map(ToString::to_string).collect());
+    flag("assignee", a.assignee.iter().cloned().collect());
+    flag("search", a.search.iter().cloned().collect());
+    flag("limit", a.limit.iter().map(ToString::to_string).collect());
+    if a.leased {
+        out.push_str(" --leased");
+    }
+    out
 }
 
 fn list_query(a: ListArgs) -> ListQuery {
@@ -161,10 +220,37 @@ fn render_list(items: &[Item], colour: bool) -> String {
         .iter()
         .map(|i| {
             let marker = if i.lease.is_some() { cyan("»", colour) } else { " ".to_string() };
-            vec![format!("{marker} {}", i.item_ref), i.status.to_string(), i.priority.to_string(), i.title.clone()]
+            vec![
+                format!("{marker} {}", i.item_ref),
+                paint(status_colour(i.status), i.status.as_str(), colour),
+                paint(priority_colour(i.priority), i.priority.as_str(), colour),
+                i.title.clone(),
+            ]
         })
         .collect();
     table(&["  REF", "STATUS", "PRIORITY", "TITLE"], &rows)
+}
+
+/// ANSI colour codes, as `gh` uses them: what needs attention stands out.
+fn status_colour(s: pad_core::Status) -> &'static str {
+    match s {
+        pad_core::Status::Open => "32",
+        pad_core::Status::InProgress => "33",
+        _ => "2",
+    }
+}
+
+fn priority_colour(p: pad_core::Priority) -> &'static str {
+    match p {
+        pad_core::Priority::Critical => "1;31",
+        pad_core::Priority::High => "31",
+        pad_core::Priority::Medium => "0",
+        _ => "2",
+    }
+}
+
+fn paint(code: &str, text: &str, colour: bool) -> String {
+    if colour { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
 }
 
 fn render_show(i: &Item, now: DateTime<Utc>) -> String {

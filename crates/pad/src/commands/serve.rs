@@ -25,6 +25,12 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             format!("sqlite://{}", home.join("pad.db").display())
         }
     };
+    let sqlite = pad_server::sqlite_path(&database_url).map_err(CliError::config)?;
+    // Held until the process ends: the kernel drops it even on kill -9.
+    let _lock = match &sqlite {
+        Some(path) => Some(lock_sqlite(path)?),
+        None => None,
+    };
     let store = pad_server::open_store(&database_url)
         .await
         .map_err(|e| CliError::internal(format!("cannot open the database {}: {e}", redacted(&database_url))))?;
@@ -40,9 +46,39 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         announce(&boot, &home, addr);
     }
     eprintln!("pad: listening on http://{addr}");
+    eprintln!("pad: open http://{}/ in a browser for the web UI", reachable(addr));
     pad_server::serve(store, listener, pad_server::shutdown_signal())
         .await
         .map_err(|e| CliError::internal(format!("server failed: {e}")))
+}
+
+/// One `pad serve` per SQLite file (README.md, "PostgreSQL and many
+/// instances"): an exclusive lock on `PATH.lock` beside the database,
+/// refused at once if another process holds it.
+fn lock_sqlite(path: &Path) -> Result<std::fs::File, CliError> {
+    use std::os::fd::AsRawFd;
+    if path.as_os_str() == ":memory:" || path.as_os_str().is_empty() {
+        return Err(CliError::config("give the SQLite database a file path"));
+    }
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = std::path::PathBuf::from(lock_path);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| CliError::config(format!("cannot open {}: {e}", lock_path.display())))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(CliError::config(format!(
+            "another `pad serve` is already using {} (it holds {}); one server per SQLite file — \
+             several instances need PostgreSQL (`--database-url postgres://…`)",
+            path.display(),
+            lock_path.display()
+        )));
+    }
+    Ok(file)
 }
 
 /// Logs go to stderr; `RUST_LOG` tunes them. Requests are logged by the

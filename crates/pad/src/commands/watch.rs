@@ -19,8 +19,31 @@ const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
 pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<(), CliError> {
+    if let Some(bad) = args.types.iter().find(|t| t.parse::<pad_core::EventKind>().is_err()) {
+        let known: Vec<&str> = pad_core::EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        return Err(CliError::usage(format!(
+            "--type {bad:?} is not an event type; the types are: {}",
+            known.join(", ")
+        )));
+    }
     let client = ctx.client()?;
+    // A ref that is not in the workspace would wait forever for nothing.
+    for r in &args.refs {
+        client.item(ctx.ws(), &r.to_string()).await.map_err(super::about(r))?;
+    }
     let filter = Filter { types: args.types, refs: args.refs.iter().map(ToString::to_string).collect() };
+    let what = |list: &[String], all: &str| if list.is_empty() { all.to_string() } else { list.join(", ") };
+    eprintln!(
+        "pad watch: watching workspace `{}` at {} for {} on {}{}; Ctrl-C to stop",
+        ctx.ws(),
+        ctx.settings.url.value.as_str().trim_end_matches('/'),
+        what(&filter.types, "every event"),
+        what(&filter.refs, "every item"),
+        match args.after {
+            Some(id) => format!(", from after event {id}"),
+            None => String::new(),
+        }
+    );
     tokio::select! {
         result = tail(ctx, &client, &filter, args.after) => result,
         // Stopping a watch is how it is meant to end.
@@ -77,8 +100,10 @@ async fn newest_id(client: &Client, ws: &str) -> Result<i64, CliError> {
 /// Retries with growing pauses until the server takes the stream again.
 async fn reconnect(client: &Client, ws: &str, cursor: i64) -> Result<EventStream, CliError> {
     let mut pause = FIRST_RETRY;
+    // Said once, not on every attempt, until the answer changes.
+    let mut said = String::new();
+    eprintln!("pad watch: reconnecting (after event {cursor})");
     loop {
-        eprintln!("pad watch: reconnecting in {} (after event {cursor})", humantime::format_duration(pause));
         tokio::time::sleep(pause).await;
         match client.event_stream(ws, cursor).await {
             Ok(stream) => {
@@ -86,7 +111,11 @@ async fn reconnect(client: &Client, ws: &str, cursor: i64) -> Result<EventStream
                 return Ok(stream);
             }
             Err(e) if transient(&e) => {
-                eprintln!("pad watch: {e}");
+                let now = CliError::from(e).to_string();
+                if now != said {
+                    eprintln!("pad watch: {now}; retrying every {} at most", humantime::format_duration(MAX_RETRY));
+                    said = now;
+                }
                 pause = (pause * 2).min(MAX_RETRY);
             }
             Err(e) => return Err(e.into()),
