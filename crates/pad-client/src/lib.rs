@@ -9,10 +9,10 @@ use std::fmt;
 use std::time::Duration;
 
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CommentList, CreateKind, CreateToken, CreateWorkspace,
-    DeleteQuery, FrontierList, FrontierQuery, ItemPage, KindList, ListQuery, Me, MemberList, NewComment, ReleaseBody,
-    ReleaseResponse, RenewBody, RenewResponse, SetMember, TokenCreated, TokenList, VersionList, WorkspaceList,
-    WorkspaceView,
+    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CommentList, CompleteBody, CompleteResponse,
+    CreateKind, CreateToken, CreateWorkspace, DeleteQuery, EventsQuery, FailBody, FailResponse, FrontierList,
+    FrontierQuery, ItemPage, KindList, ListQuery, Me, MemberList, NewComment, ReleaseBody, ReleaseResponse, RenewBody,
+    RenewResponse, SetMember, TokenCreated, TokenList, VersionList, WorkspaceList, WorkspaceView,
 };
 use pad_core::{Comment, Event, Item, ItemPatch, Kind, Member, NewItem};
 use reqwest::{Method, RequestBuilder, header};
@@ -154,6 +154,18 @@ impl Client {
         self.json(self.item_request(Method::POST, ws, item_ref, Some("release")).json(body)).await
     }
 
+    /// L15: sets the status (default `done`) and ends the lease, fenced by
+    /// `epoch` or `lease_id`, in one step.
+    pub async fn complete(&self, ws: &str, item_ref: &str, body: &CompleteBody) -> Result<CompleteResponse> {
+        self.json(self.item_request(Method::POST, ws, item_ref, Some("complete")).json(body)).await
+    }
+
+    /// L14: reports a failed attempt: ends the lease, counts the failure and
+    /// defers the item's next hand-out by claim-next.
+    pub async fn fail(&self, ws: &str, item_ref: &str, body: &FailBody) -> Result<FailResponse> {
+        self.json(self.item_request(Method::POST, ws, item_ref, Some("fail")).json(body)).await
+    }
+
     /// Ready items, best first (L11): what `claim_next` would pick from.
     pub async fn frontier(&self, ws: &str, query: &FrontierQuery) -> Result<FrontierList> {
         self.json(self.request(Method::GET, &["workspaces", ws, "frontier"]).query(query)).await
@@ -165,6 +177,13 @@ impl Client {
     }
 
     // --- events (SPEC §7) ----------------------------------------------------
+
+    /// A page of events matching `query` (`after`, `limit`, `ref`, `type`).
+    pub async fn events_where(&self, ws: &str, query: &EventsQuery) -> Result<Vec<Event>> {
+        let page: pad_core::api::EventPage =
+            self.json(self.request(Method::GET, &["workspaces", ws, "events"]).query(query)).await?;
+        Ok(page.events)
+    }
 
     /// Up to `limit` events with ids greater than `after`, oldest first.
     pub async fn events(&self, ws: &str, after: i64, limit: u32) -> Result<Vec<Event>> {

@@ -239,6 +239,10 @@ pub struct ClaimBody {
     pub ttl_seconds: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// L17: `false` refuses even the live holder with `lease_held` instead of
+    /// extending its lease. Default `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -256,7 +260,11 @@ pub struct ClaimResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenewBody {
-    pub epoch: i64,
+    /// The lease's epoch; `lease_id` may stand in for it (L17). One is required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<String>,
     /// Keeps the lease's TTL when absent.
@@ -281,6 +289,9 @@ pub struct ReleaseBody {
     pub holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<i64>,
+    /// L17: the lease's handle, in place of or with `epoch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<i64>,
     /// Owners only: break another worker's live lease; needs `reason`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
@@ -295,6 +306,95 @@ pub struct ReleaseResponse {
     pub released: bool,
     /// `released`, `broken` or `no live lease`.
     pub reason: String,
+}
+
+/// L15: set the status and end the lease in one fenced step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteBody {
+    /// The lease's epoch or `lease_id` (one is required; if both, both must match).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<i64>,
+    /// Defaults to the caller's email.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Default `done`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<crate::Status>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CompleteResponse {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// The item after the change; its `last_lease` says `ended: completed`.
+    pub item: crate::Item,
+}
+
+/// L14: report a failed attempt and end the lease.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailBody {
+    /// The lease's epoch or `lease_id` (one is required; if both, both must match).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<i64>,
+    /// Defaults to the caller's email.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Kept for the next claimant (`previous_note`) and as `last_failure_note`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Quarantine at this many failures instead of the workspace's
+    /// `quarantine_after_failures` (e.g. `pad drain --max-attempts`); 1..=1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max_failures: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FailResponse {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// The item after the failure: `failures`, `retry_at`, `last_lease`.
+    pub item: crate::Item,
+    /// True when this failure quarantined the item (`needs-human`).
+    pub quarantined: bool,
+}
+
+/// Query of `GET …/events`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Events with a greater id; 0 (the default) is from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Only events of this item.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    #[param(rename = "ref")]
+    pub item_ref: Option<String>,
+    /// Only events of these types, comma-separated (`lease.claimed,lease.released`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[param(rename = "type")]
+    pub kind: Option<String>,
+}
+
+impl EventsQuery {
+    /// The store filter, or the field that is wrong.
+    pub fn filter(&self) -> Result<crate::EventFilter, crate::ValidationError> {
+        let item_ref = self.item_ref.as_deref().map(|r| crate::ItemRef::parse_field("ref", r)).transpose()?;
+        let kinds = split(&self.kind)
+            .into_iter()
+            .map(|k| k.parse::<crate::EventKind>().map_err(|e| crate::ValidationError::new("type", e.message)))
+            .collect::<Result<_, _>>()?;
+        Ok(crate::EventFilter { item_ref, kinds })
+    }
 }
 
 /// Query of `GET …/items`. Multi-valued filters are comma-separated
@@ -317,6 +417,9 @@ pub struct ListQuery {
     pub leased: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub q: Option<String>,
+    /// Only children of this item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -330,6 +433,9 @@ pub struct DeleteQuery {
     /// Fencing (L10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_epoch: Option<i64>,
+    /// Fencing by handle (L17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<i64>,
 }
 
 /// A page of the event log, oldest first.
@@ -369,6 +475,7 @@ impl ListQuery {
             assignee: self.assignee.clone(),
             leased: self.leased,
             q: self.q.clone().filter(|q| !q.is_empty()),
+            parent: self.parent.as_deref().map(|p| crate::ItemRef::parse_field("parent", p)).transpose()?,
             include_deleted: false,
         })
     }
@@ -392,6 +499,9 @@ pub struct FrontierQuery {
     pub parent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autonomous: Option<bool>,
+    /// Refs to skip, comma-separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
 }
@@ -406,6 +516,7 @@ impl FrontierQuery {
             min_priority: self.min_priority,
             parent: self.parent.clone(),
             autonomous: self.autonomous.unwrap_or(false),
+            exclude: list(&self.exclude),
         }
     }
 }

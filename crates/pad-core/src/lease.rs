@@ -20,6 +20,9 @@ pub const TTL_DEFAULT_SECONDS: u32 = 15 * 60;
 /// and is not part of the wire shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Lease {
+    /// L17: the grant's handle, unique within the workspace; a refresh or
+    /// renew keeps it.
+    pub lease_id: i64,
     pub holder: String,
     pub session_id: Option<String>,
     pub epoch: i64,
@@ -72,6 +75,89 @@ impl LeaseSlot {
     pub fn live(&self, now: Timestamp) -> Option<&Lease> {
         self.current.as_ref().filter(|l| l.is_live(now))
     }
+}
+
+/// L17: how a caller names the lease it holds: its epoch, its `lease_id`,
+/// or both. Every given part must match the live lease (docs/leases.md L17).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseHandle {
+    pub epoch: Option<i64>,
+    pub lease_id: Option<i64>,
+}
+
+impl LeaseHandle {
+    pub fn epoch(epoch: i64) -> Self {
+        LeaseHandle { epoch: Some(epoch), lease_id: None }
+    }
+    pub fn lease_id(lease_id: i64) -> Self {
+        LeaseHandle { epoch: None, lease_id: Some(lease_id) }
+    }
+    /// Neither part given: no fence.
+    pub fn is_empty(&self) -> bool {
+        self.epoch.is_none() && self.lease_id.is_none()
+    }
+    /// Does `l` answer to this handle? An empty handle matches any lease.
+    pub fn matches(&self, l: &Lease) -> bool {
+        self.epoch.is_none_or(|e| e == l.epoch) && self.lease_id.is_none_or(|id| id == l.lease_id)
+    }
+}
+
+/// L18: how a lease ended.
+pub use crate::model::LeaseEnd;
+
+/// L18: a lease that has ended, as the item keeps showing it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LastLease {
+    pub lease_id: i64,
+    pub epoch: i64,
+    pub holder: String,
+    pub session_id: Option<String>,
+    pub acquired_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub ended: LeaseEnd,
+    /// The handoff note written under this lease (claim, renew, fail), if any.
+    pub note: Option<String>,
+}
+
+impl LastLease {
+    pub fn of(l: &Lease, ended: LeaseEnd, ended_at: Timestamp, note: Option<String>) -> Self {
+        LastLease {
+            lease_id: l.lease_id,
+            epoch: l.epoch,
+            holder: l.holder.clone(),
+            session_id: l.session_id.clone(),
+            acquired_at: l.acquired_at,
+            ended_at,
+            ended,
+            note,
+        }
+    }
+}
+
+/// L18 without a reaper: a recorded lease past its expiry reads as ended by
+/// expiry at `expires_at`; otherwise the last ending the store recorded.
+/// `current_note` is the note written under the recorded lease, if any.
+pub fn last_lease(
+    slot: &LeaseSlot,
+    current_note: Option<&str>,
+    recorded: Option<LastLease>,
+    now: Timestamp,
+) -> Option<LastLease> {
+    match &slot.current {
+        Some(l) if !l.is_live(now) => {
+            Some(LastLease::of(l, LeaseEnd::Expired, l.expires_at, current_note.map(str::to_string)))
+        }
+        _ => recorded,
+    }
+}
+
+/// L14: the wait before a failed item is handed out again by claim-next:
+/// `base` seconds after the first failure, doubling with each one, at most
+/// `max` seconds.
+pub fn retry_backoff(failures: i64, base_seconds: u32, max_seconds: u32) -> Duration {
+    let doublings = u32::try_from(failures.saturating_sub(1).clamp(0, 62)).unwrap_or(62);
+    let secs = i64::from(base_seconds).saturating_mul(1i64.checked_shl(doublings).unwrap_or(i64::MAX));
+    Duration::seconds(secs.clamp(0, i64::from(max_seconds)))
 }
 
 /// Who is asking: the authenticated user, the holder label and an optional
@@ -134,9 +220,18 @@ pub enum ClaimDecision {
     Held(Lease),
 }
 
-pub fn decide_claim(slot: &LeaseSlot, c: &Claimant<'_>, ttl: Ttl, now: Timestamp) -> ClaimDecision {
+/// `refresh: false` (L17) turns the live holder's own claim into contention.
+/// `new_lease_id` is the handle a grant gets (the store allocates it).
+pub fn decide_claim(
+    slot: &LeaseSlot,
+    c: &Claimant<'_>,
+    ttl: Ttl,
+    refresh: bool,
+    new_lease_id: i64,
+    now: Timestamp,
+) -> ClaimDecision {
     match slot.live(now) {
-        Some(live) if live.is_same_worker(c) => ClaimDecision::Refresh(Lease {
+        Some(live) if refresh && live.is_same_worker(c) => ClaimDecision::Refresh(Lease {
             renewed_at: now,
             expires_at: now + ttl.duration(),
             ttl_seconds: ttl.seconds(),
@@ -145,6 +240,7 @@ pub fn decide_claim(slot: &LeaseSlot, c: &Claimant<'_>, ttl: Ttl, now: Timestamp
         Some(live) => ClaimDecision::Held(live.clone()),
         None => ClaimDecision::Grant {
             lease: Lease {
+                lease_id: new_lease_id,
                 holder: c.holder.to_string(),
                 session_id: c.session_id.map(str::to_string),
                 epoch: slot.last_epoch + 1,
@@ -169,11 +265,18 @@ pub enum RenewDecision {
     Held(Lease),
 }
 
-/// `ttl` of `None` keeps the lease's own TTL.
-pub fn decide_renew(slot: &LeaseSlot, c: &Claimant<'_>, epoch: i64, ttl: Option<Ttl>, now: Timestamp) -> RenewDecision {
+/// `ttl` of `None` keeps the lease's own TTL. `handle` names the lease by
+/// epoch and/or `lease_id` (L17); the caller has checked it is not empty.
+pub fn decide_renew(
+    slot: &LeaseSlot,
+    c: &Claimant<'_>,
+    handle: LeaseHandle,
+    ttl: Option<Ttl>,
+    now: Timestamp,
+) -> RenewDecision {
     match slot.live(now) {
         None => RenewDecision::Lost(None),
-        Some(live) if live.epoch != epoch => RenewDecision::Lost(Some(live.clone())),
+        Some(live) if !handle.matches(live) => RenewDecision::Lost(Some(live.clone())),
         Some(live) if !live.is_same_holder(c) => RenewDecision::Held(live.clone()),
         Some(live) => {
             let ttl_seconds = ttl.map_or(live.ttl_seconds, Ttl::seconds);
@@ -205,29 +308,54 @@ pub enum ReleaseDecision {
 pub fn decide_release(
     slot: &LeaseSlot,
     c: &Claimant<'_>,
-    epoch: Option<i64>,
+    handle: LeaseHandle,
     force: bool,
     now: Timestamp,
 ) -> ReleaseDecision {
     let Some(live) = slot.live(now) else { return ReleaseDecision::NoLiveLease };
-    if live.is_same_holder(c) && epoch.is_none_or(|e| e == live.epoch) {
+    if live.is_same_holder(c) && handle.matches(live) {
         return ReleaseDecision::Released(live.clone());
     }
     if force {
         return ReleaseDecision::Broken(live.clone());
     }
-    match epoch {
-        Some(e) if e != live.epoch => ReleaseDecision::Lost(live.clone()),
-        _ => ReleaseDecision::Held(live.clone()),
+    if handle.matches(live) { ReleaseDecision::Held(live.clone()) } else { ReleaseDecision::Lost(live.clone()) }
+}
+
+/// Why a fenced end of a lease (complete, fail) was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndRefusal {
+    /// No live lease, or one the handle does not name: carries the live one.
+    Lost(Option<Lease>),
+    /// The handle names the live lease but it is another holder's or user's.
+    Held(Lease),
+}
+
+/// L14/L15: may the caller end its lease by completing or failing the item?
+/// Like renew: the lease must be live, named by `handle`, and the caller's.
+pub fn decide_end(
+    slot: &LeaseSlot,
+    c: &Claimant<'_>,
+    handle: LeaseHandle,
+    now: Timestamp,
+) -> Result<Lease, EndRefusal> {
+    match slot.live(now) {
+        None => Err(EndRefusal::Lost(None)),
+        Some(live) if handle.is_empty() || !handle.matches(live) => Err(EndRefusal::Lost(Some(live.clone()))),
+        Some(live) if !live.is_same_holder(c) => Err(EndRefusal::Held(live.clone())),
+        Some(live) => Ok(live.clone()),
     }
 }
 
 /// L10: may a write fenced by `lease_epoch` go ahead? `Err` carries the live
 /// lease, if any, for the `lease_lost` answer.
-pub fn check_fence(slot: &LeaseSlot, lease_epoch: Option<i64>, now: Timestamp) -> Result<(), Option<Lease>> {
-    let Some(epoch) = lease_epoch else { return Ok(()) };
+/// L17: `lease_id` may stand in for the epoch, or come with it.
+pub fn check_fence(slot: &LeaseSlot, fence: LeaseHandle, now: Timestamp) -> Result<(), Option<Lease>> {
+    if fence.is_empty() {
+        return Ok(());
+    }
     match slot.live(now) {
-        Some(live) if live.epoch == epoch => Ok(()),
+        Some(live) if fence.matches(live) => Ok(()),
         live => Err(live.cloned()),
     }
 }
@@ -254,7 +382,7 @@ mod tests {
     const B: Claimant<'static> = Claimant { user_id: 1, holder: "runner-b", session_id: None };
 
     fn granted(slot: &mut LeaseSlot, c: &Claimant<'_>, secs: i64, now: Timestamp) -> Lease {
-        match decide_claim(slot, c, ttl(secs), now) {
+        match decide_claim(slot, c, ttl(secs), true, slot.last_epoch + 100, now) {
             ClaimDecision::Grant { lease, .. } => {
                 slot.last_epoch = lease.epoch;
                 slot.current = Some(lease.clone());
@@ -284,8 +412,10 @@ mod tests {
         let mut slot = LeaseSlot::default();
         let l = granted(&mut slot, &A, 60, t(0));
         assert_eq!((l.epoch, l.acquired_at, l.expires_at), (1, t(0), t(60)));
-        assert!(matches!(decide_claim(&slot, &B, ttl(60), t(10)), ClaimDecision::Held(h) if h.holder == "runner-a"));
-        match decide_claim(&slot, &A, ttl(120), t(10)) {
+        assert!(
+            matches!(decide_claim(&slot, &B, ttl(60), true, slot.last_epoch + 100, t(10)), ClaimDecision::Held(h) if h.holder == "runner-a")
+        );
+        match decide_claim(&slot, &A, ttl(120), true, slot.last_epoch + 100, t(10)) {
             ClaimDecision::Refresh(r) => {
                 assert_eq!((r.epoch, r.acquired_at, r.renewed_at, r.expires_at), (1, t(0), t(10), t(130)));
             }
@@ -293,18 +423,24 @@ mod tests {
         }
         // Same holder label, different session: contention.
         let other_session = Claimant { session_id: Some("s2"), ..A };
-        assert!(matches!(decide_claim(&slot, &other_session, ttl(60), t(10)), ClaimDecision::Held(_)));
+        assert!(matches!(
+            decide_claim(&slot, &other_session, ttl(60), true, slot.last_epoch + 100, t(10)),
+            ClaimDecision::Held(_)
+        ));
         // Same holder label, other user: contention (L7).
         let impostor = Claimant { user_id: 2, ..A };
-        assert!(matches!(decide_claim(&slot, &impostor, ttl(60), t(10)), ClaimDecision::Held(_)));
+        assert!(matches!(
+            decide_claim(&slot, &impostor, ttl(60), true, slot.last_epoch + 100, t(10)),
+            ClaimDecision::Held(_)
+        ));
     }
 
     #[test]
     fn l5_expiry_is_exact() {
         let mut slot = LeaseSlot::default();
         granted(&mut slot, &A, 60, t(0));
-        assert!(matches!(decide_claim(&slot, &B, ttl(60), t(59)), ClaimDecision::Held(_)));
-        match decide_claim(&slot, &B, ttl(60), t(60)) {
+        assert!(matches!(decide_claim(&slot, &B, ttl(60), true, slot.last_epoch + 100, t(59)), ClaimDecision::Held(_)));
+        match decide_claim(&slot, &B, ttl(60), true, slot.last_epoch + 100, t(60)) {
             ClaimDecision::Grant { lease, previous_expired } => {
                 assert_eq!(lease.epoch, 2);
                 assert!(previous_expired);
@@ -318,33 +454,36 @@ mod tests {
         let mut slot = LeaseSlot::default();
         granted(&mut slot, &A, 60, t(0));
         assert!(
-            matches!(decide_renew(&slot, &A, 1, None, t(30)), RenewDecision::Renewed(l) if l.expires_at == t(90) && l.acquired_at == t(0))
+            matches!(decide_renew(&slot, &A, LeaseHandle::epoch(1), None, t(30)), RenewDecision::Renewed(l) if l.expires_at == t(90) && l.acquired_at == t(0))
         );
-        assert_eq!(decide_renew(&slot, &A, 2, None, t(30)), RenewDecision::Lost(slot.current.clone()));
-        assert_eq!(decide_renew(&slot, &A, 1, None, t(60)), RenewDecision::Lost(None));
-        assert!(matches!(decide_renew(&slot, &B, 1, None, t(30)), RenewDecision::Held(_)));
+        assert_eq!(
+            decide_renew(&slot, &A, LeaseHandle::epoch(2), None, t(30)),
+            RenewDecision::Lost(slot.current.clone())
+        );
+        assert_eq!(decide_renew(&slot, &A, LeaseHandle::epoch(1), None, t(60)), RenewDecision::Lost(None));
+        assert!(matches!(decide_renew(&slot, &B, LeaseHandle::epoch(1), None, t(30)), RenewDecision::Held(_)));
     }
 
     #[test]
     fn l6_l7_release() {
         let mut slot = LeaseSlot::default();
-        assert_eq!(decide_release(&slot, &A, None, false, t(0)), ReleaseDecision::NoLiveLease);
+        assert_eq!(decide_release(&slot, &A, LeaseHandle::default(), false, t(0)), ReleaseDecision::NoLiveLease);
         granted(&mut slot, &A, 60, t(0));
-        assert!(matches!(decide_release(&slot, &B, None, false, t(1)), ReleaseDecision::Held(_)));
-        assert!(matches!(decide_release(&slot, &A, Some(7), false, t(1)), ReleaseDecision::Lost(_)));
-        assert!(matches!(decide_release(&slot, &B, None, true, t(1)), ReleaseDecision::Broken(_)));
-        assert!(matches!(decide_release(&slot, &A, Some(1), false, t(1)), ReleaseDecision::Released(_)));
-        assert_eq!(decide_release(&slot, &A, None, false, t(60)), ReleaseDecision::NoLiveLease);
+        assert!(matches!(decide_release(&slot, &B, LeaseHandle::default(), false, t(1)), ReleaseDecision::Held(_)));
+        assert!(matches!(decide_release(&slot, &A, LeaseHandle::epoch(7), false, t(1)), ReleaseDecision::Lost(_)));
+        assert!(matches!(decide_release(&slot, &B, LeaseHandle::default(), true, t(1)), ReleaseDecision::Broken(_)));
+        assert!(matches!(decide_release(&slot, &A, LeaseHandle::epoch(1), false, t(1)), ReleaseDecision::Released(_)));
+        assert_eq!(decide_release(&slot, &A, LeaseHandle::default(), false, t(60)), ReleaseDecision::NoLiveLease);
     }
 
     #[test]
     fn l10_fence() {
         let mut slot = LeaseSlot::default();
-        assert!(check_fence(&slot, None, t(0)).is_ok());
-        assert_eq!(check_fence(&slot, Some(1), t(0)), Err(None));
+        assert!(check_fence(&slot, LeaseHandle::default(), t(0)).is_ok());
+        assert_eq!(check_fence(&slot, LeaseHandle::epoch(1), t(0)), Err(None));
         granted(&mut slot, &A, 60, t(0));
-        assert!(check_fence(&slot, Some(1), t(1)).is_ok());
-        assert!(check_fence(&slot, Some(1), t(60)).is_err());
+        assert!(check_fence(&slot, LeaseHandle::epoch(1), t(1)).is_ok());
+        assert!(check_fence(&slot, LeaseHandle::epoch(1), t(60)).is_err());
     }
 
     #[test]
@@ -363,6 +502,65 @@ mod tests {
         assert_eq!(l.expires_in_seconds(t(0)), 60);
         assert_eq!(l.expires_in_seconds(t(0) + Duration::milliseconds(1)), 60);
         assert_eq!(l.expires_in_seconds(t(61)), 0);
+    }
+
+    #[test]
+    fn l17_lease_id_names_the_grant_and_no_refresh_is_contention() {
+        let mut slot = LeaseSlot::default();
+        let l = granted(&mut slot, &A, 60, t(0));
+        assert_eq!(l.lease_id, 100);
+        // A refresh keeps the handle; refresh: false makes even the holder contend.
+        match decide_claim(&slot, &A, ttl(60), true, 999, t(1)) {
+            ClaimDecision::Refresh(r) => assert_eq!(r.lease_id, 100),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decide_claim(&slot, &A, ttl(60), false, 999, t(1)), ClaimDecision::Held(_)));
+        let by_id = LeaseHandle::lease_id(100);
+        assert!(matches!(decide_renew(&slot, &A, by_id, None, t(1)), RenewDecision::Renewed(_)));
+        assert!(matches!(decide_renew(&slot, &A, LeaseHandle::lease_id(7), None, t(1)), RenewDecision::Lost(_)));
+        // Both given: both must name the live lease.
+        let mixed = LeaseHandle { epoch: Some(1), lease_id: Some(7) };
+        assert!(matches!(decide_renew(&slot, &A, mixed, None, t(1)), RenewDecision::Lost(_)));
+        assert!(check_fence(&slot, by_id, t(1)).is_ok());
+        assert!(check_fence(&slot, mixed, t(1)).is_err());
+        assert!(matches!(decide_release(&slot, &A, LeaseHandle::lease_id(7), false, t(1)), ReleaseDecision::Lost(_)));
+        assert!(matches!(decide_release(&slot, &A, by_id, false, t(1)), ReleaseDecision::Released(_)));
+    }
+
+    #[test]
+    fn l14_l15_end_needs_the_live_lease_named_and_ours() {
+        let mut slot = LeaseSlot::default();
+        assert_eq!(decide_end(&slot, &A, LeaseHandle::epoch(1), t(0)), Err(EndRefusal::Lost(None)));
+        let l = granted(&mut slot, &A, 60, t(0));
+        assert_eq!(decide_end(&slot, &A, LeaseHandle::epoch(1), t(1)), Ok(l.clone()));
+        assert_eq!(decide_end(&slot, &A, LeaseHandle::lease_id(l.lease_id), t(1)), Ok(l.clone()));
+        assert!(matches!(decide_end(&slot, &A, LeaseHandle::epoch(2), t(1)), Err(EndRefusal::Lost(Some(_)))));
+        assert!(matches!(decide_end(&slot, &A, LeaseHandle::default(), t(1)), Err(EndRefusal::Lost(Some(_)))));
+        assert!(matches!(decide_end(&slot, &B, LeaseHandle::epoch(1), t(1)), Err(EndRefusal::Held(_))));
+        // An expired lease cannot be completed or failed.
+        assert_eq!(decide_end(&slot, &A, LeaseHandle::epoch(1), t(60)), Err(EndRefusal::Lost(None)));
+    }
+
+    #[test]
+    fn l14_backoff_doubles_from_base_to_cap() {
+        let secs = |n| retry_backoff(n, 30, 3600).num_seconds();
+        assert_eq!([secs(1), secs(2), secs(3), secs(4)], [30, 60, 120, 240]);
+        assert_eq!(secs(8), 3600);
+        assert_eq!(secs(1000), 3600);
+        assert_eq!(secs(0), 30);
+    }
+
+    #[test]
+    fn l18_expired_lease_reads_as_last_lease_ended_by_expiry() {
+        let mut slot = LeaseSlot::default();
+        assert_eq!(last_lease(&slot, None, None, t(0)), None);
+        let l = granted(&mut slot, &A, 60, t(0));
+        let recorded = LastLease::of(&l, LeaseEnd::Released, t(5), None);
+        // While live, the recorded (previous) ending shows.
+        assert_eq!(last_lease(&slot, Some("n"), Some(recorded.clone()), t(10)), Some(recorded.clone()));
+        let expired = last_lease(&slot, Some("n"), Some(recorded), t(60)).unwrap();
+        assert_eq!((expired.ended, expired.ended_at, expired.note.as_deref()), (LeaseEnd::Expired, t(60), Some("n")));
+        assert_eq!(expired.lease_id, l.lease_id);
     }
 
     /// One step of a random history over three holders on one item.
@@ -400,7 +598,7 @@ mod tests {
             for op in ops {
                 let before = slot.clone();
                 match op {
-                    Op::Claim { who: w, ttl: s } => match decide_claim(&slot, &who(w), ttl(s), now) {
+                    Op::Claim { who: w, ttl: s } => match decide_claim(&slot, &who(w), ttl(s), true, slot.last_epoch + 100, now) {
                         ClaimDecision::Grant { lease, .. } => {
                             prop_assert!(before.live(now).is_none(), "granted over a live lease");
                             grants += 1;
@@ -420,14 +618,14 @@ mod tests {
                     },
                     Op::Renew { who: w, epoch_offset, ttl: s } => {
                         let epoch = slot.last_epoch + epoch_offset;
-                        if let RenewDecision::Renewed(lease) = decide_renew(&slot, &who(w), epoch, s.map(ttl), now) {
+                        if let RenewDecision::Renewed(lease) = decide_renew(&slot, &who(w), LeaseHandle::epoch(epoch), s.map(ttl), now) {
                             let live = before.live(now).expect("renew of a live lease");
                             prop_assert_eq!(live.user_id, who(w).user_id);
                             prop_assert_eq!(lease.epoch, live.epoch);
                             slot.current = Some(lease);
                         }
                     }
-                    Op::Release { who: w, force } => match decide_release(&slot, &who(w), None, force, now) {
+                    Op::Release { who: w, force } => match decide_release(&slot, &who(w), LeaseHandle::default(), force, now) {
                         ReleaseDecision::Released(l) | ReleaseDecision::Broken(l) => {
                             prop_assert!(l.is_live(now));
                             slot.current = None;

@@ -77,6 +77,33 @@ string_enum!(
     Priority { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
 );
 
+string_enum!(
+    /// L18: how a lease ended (docs/leases.md L18).
+    LeaseEnd {
+        Expired = "expired",
+        Released = "released",
+        Broken = "broken",
+        Failed = "failed",
+        Completed = "completed",
+    }
+);
+string_enum!(
+    /// The kinds of event the log records (docs/api.md, events).
+    EventKind {
+        ItemCreated = "item.created",
+        ItemUpdated = "item.updated",
+        ItemDeleted = "item.deleted",
+        ItemRestored = "item.restored",
+        CommentCreated = "comment.created",
+        LeaseClaimed = "lease.claimed",
+        LeaseReleased = "lease.released",
+        LeaseBroken = "lease.broken",
+        LeaseExpired = "lease.expired",
+        LeaseFailed = "lease.failed",
+        ItemQuarantined = "item.quarantined",
+    }
+);
+
 #[allow(clippy::derivable_impls)] // the macro-made enum cannot take `#[default]`
 impl Default for Priority {
     fn default() -> Self {
@@ -214,6 +241,12 @@ pub struct WorkspaceSettings {
     pub default_ttl_seconds: u32,
     pub max_ttl_seconds: u32,
     pub quarantine_after_expiries: u32,
+    /// L14: the wait after a first failure; it doubles with each failure.
+    pub retry_backoff_base_seconds: u32,
+    /// L14: the longest wait after a failure.
+    pub retry_backoff_max_seconds: u32,
+    /// L14: failures that quarantine an item (0 turns it off).
+    pub quarantine_after_failures: u32,
 }
 
 impl Default for WorkspaceSettings {
@@ -222,6 +255,9 @@ impl Default for WorkspaceSettings {
             default_ttl_seconds: 15 * 60,
             max_ttl_seconds: crate::lease::TTL_MAX_SECONDS,
             quarantine_after_expiries: 3,
+            retry_backoff_base_seconds: 30,
+            retry_backoff_max_seconds: 3600,
+            quarantine_after_failures: 3,
         }
     }
 }
@@ -288,6 +324,10 @@ pub struct Item {
     pub parent: Option<ItemRef>,
     #[schema(value_type = Vec<String>)]
     pub blocked_by: Vec<ItemRef>,
+    /// The blockers that still block: neither done, cancelled nor deleted.
+    #[serde(default)]
+    #[schema(value_type = Vec<String>)]
+    pub blocked_by_open: Vec<ItemRef>,
     pub assignee: Option<String>,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
@@ -297,6 +337,21 @@ pub struct Item {
     pub comments_count: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
+    /// L16: claim-next and the frontier skip the item until then.
+    #[serde(default)]
+    pub not_before: Option<DateTime<Utc>>,
+    /// L14: how many times a holder reported failure.
+    #[serde(default)]
+    pub failures: i64,
+    /// L14: after a failure, claim-next and the frontier skip the item until then.
+    #[serde(default)]
+    pub retry_at: Option<DateTime<Utc>>,
+    /// L14: the note of the last failure.
+    #[serde(default)]
+    pub last_failure_note: Option<String>,
+    /// L18: the last lease that ended, and how.
+    #[serde(default)]
+    pub last_lease: Option<crate::lease::LastLease>,
 }
 
 /// Input of `create`. Strings are raw; [`NewItem::validate`] is the one place
@@ -319,6 +374,9 @@ pub struct NewItem {
     pub blocked_by: Vec<String>,
     #[serde(default)]
     pub assignee: Option<String>,
+    /// L16: defer until this time.
+    #[serde(default)]
+    pub not_before: Option<DateTime<Utc>>,
 }
 
 /// Validated links and labels shared by create and update.
@@ -363,6 +421,7 @@ pub struct ValidNewItem {
     pub parent: Option<ItemRef>,
     pub blocked_by: Vec<ItemRef>,
     pub assignee: Option<String>,
+    pub not_before: Option<DateTime<Utc>>,
 }
 
 impl NewItem {
@@ -386,6 +445,7 @@ impl NewItem {
             parent,
             blocked_by,
             assignee: self.assignee.clone(),
+            not_before: self.not_before,
         })
     }
 }
@@ -422,15 +482,27 @@ pub struct ItemPatch {
     pub parent: Option<Option<String>>,
     #[serde(default)]
     pub blocked_by: Option<Vec<String>>,
+    /// Adds blockers, after `blocked_by` and before `remove_blocked_by`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_blocked_by: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_blocked_by: Vec<String>,
     #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub assignee: Option<Option<String>>,
+    /// L16: defer until this time; `null` clears it.
+    #[serde(default, deserialize_with = "some_or_null", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DateTime<Utc>>)]
+    pub not_before: Option<Option<DateTime<Utc>>>,
     /// Optimistic concurrency: refuse with `update_conflict` if the item changed since.
     #[serde(default)]
     pub expected_updated_at: Option<DateTime<Utc>>,
     /// Fencing (L10): refuse with `lease_lost` unless the live lease has this epoch.
     #[serde(default)]
     pub lease_epoch: Option<i64>,
+    /// Fencing by handle (L17), in place of or with `lease_epoch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -445,9 +517,12 @@ pub struct ValidPatch {
     pub remove_labels: Vec<String>,
     pub parent: Option<Option<ItemRef>>,
     pub blocked_by: Option<Vec<ItemRef>>,
+    pub add_blocked_by: Vec<ItemRef>,
+    pub remove_blocked_by: Vec<ItemRef>,
     pub assignee: Option<Option<String>>,
+    pub not_before: Option<Option<DateTime<Utc>>>,
     pub expected_updated_at: Option<DateTime<Utc>>,
-    pub lease_epoch: Option<i64>,
+    pub fence: crate::lease::LeaseHandle,
 }
 
 impl ValidPatch {
@@ -488,6 +563,8 @@ impl ItemPatch {
             Some(Some(p)) => Some(Some(ItemRef::parse_field("parent", p)?)),
         };
         let blocked_by = self.blocked_by.as_deref().map(|b| check_refs("blocked_by", b)).transpose()?;
+        let add_blocked_by = check_refs("add_blocked_by", &self.add_blocked_by)?;
+        let remove_blocked_by = check_refs("remove_blocked_by", &self.remove_blocked_by)?;
         if let Some(Some(a)) = &self.assignee {
             validate::email("assignee", a)?;
         }
@@ -502,9 +579,12 @@ impl ItemPatch {
             remove_labels,
             parent,
             blocked_by,
+            add_blocked_by,
+            remove_blocked_by,
             assignee: self.assignee.clone(),
+            not_before: self.not_before,
             expected_updated_at: self.expected_updated_at,
-            lease_epoch: self.lease_epoch,
+            fence: crate::lease::LeaseHandle { epoch: self.lease_epoch, lease_id: self.lease_id },
         })
     }
 }
@@ -546,6 +626,8 @@ pub struct ItemFilter {
     pub leased: Option<bool>,
     /// Case-insensitive substring of title or body.
     pub q: Option<String>,
+    /// Only children of this item.
+    pub parent: Option<ItemRef>,
     pub include_deleted: bool,
 }
 
@@ -587,13 +669,24 @@ impl Item {
             new.parent = p.clone();
         }
         if let Some(b) = &patch.blocked_by {
-            if b.contains(&self.item_ref) {
-                return Err(ValidationError::new("blocked_by", "an item cannot block itself"));
-            }
             new.blocked_by = b.clone();
         }
+        for b in &patch.add_blocked_by {
+            if !new.blocked_by.contains(b) {
+                new.blocked_by.push(b.clone());
+            }
+        }
+        new.blocked_by.retain(|b| !patch.remove_blocked_by.contains(b));
+        if new.blocked_by.contains(&self.item_ref) {
+            let field = if patch.add_blocked_by.contains(&self.item_ref) { "add_blocked_by" } else { "blocked_by" };
+            return Err(ValidationError::new(field, "an item cannot block itself"));
+        }
+        new.blocked_by.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
         if let Some(a) = &patch.assignee {
             new.assignee = a.clone();
+        }
+        if let Some(n) = patch.not_before {
+            new.not_before = n;
         }
         Ok(new)
     }
@@ -613,6 +706,7 @@ impl Item {
                 ("parent", json!(i.parent)),
                 ("blocked_by", json!(i.blocked_by)),
                 ("assignee", json!(i.assignee)),
+                ("not_before", json!(i.not_before)),
                 ("deleted_at", json!(i.deleted_at)),
             ]
         };
@@ -627,6 +721,14 @@ impl Item {
         }
         out
     }
+}
+
+/// Filters of the event log: given ones are ANDed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub item_ref: Option<ItemRef>,
+    /// Any of these kinds.
+    pub kinds: Vec<EventKind>,
 }
 
 /// One entry of a workspace's event log (SPEC §7). Ids increase.
@@ -735,6 +837,9 @@ pub struct FrontierFilter {
     /// Skip work marked `needs-human`: what autonomous workers should set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub autonomous: bool,
+    /// Skip these refs (at most 500): work a drain will not run again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
 }
 
 /// A [`FrontierFilter`] after validation.
@@ -746,7 +851,11 @@ pub struct ValidFrontierFilter {
     pub without_labels: Vec<String>,
     pub min_priority: Option<Priority>,
     pub parent: Option<ItemRef>,
+    pub exclude: Vec<ItemRef>,
 }
+
+/// The most refs a frontier filter may exclude.
+pub const EXCLUDE_MAX: usize = 500;
 
 impl FrontierFilter {
     pub fn validate(&self) -> Result<ValidFrontierFilter, ValidationError> {
@@ -762,7 +871,14 @@ impl FrontierFilter {
             without_labels.push(NEEDS_HUMAN.to_string());
         }
         let parent = self.parent.as_deref().map(|p| ItemRef::parse_field("parent", p)).transpose()?;
-        Ok(ValidFrontierFilter { kinds, labels, without_labels, min_priority: self.min_priority, parent })
+        if self.exclude.len() > EXCLUDE_MAX {
+            return Err(ValidationError::new(
+                "exclude",
+                format!("at most {EXCLUDE_MAX} refs (got {})", self.exclude.len()),
+            ));
+        }
+        let exclude = check_refs("exclude", &self.exclude)?;
+        Ok(ValidFrontierFilter { kinds, labels, without_labels, min_priority: self.min_priority, parent, exclude })
     }
 }
 

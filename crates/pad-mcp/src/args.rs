@@ -137,6 +137,7 @@ impl FilterArgs {
             min_priority: self.min_priority,
             parent: self.parent.clone(),
             autonomous: self.autonomous,
+            exclude: vec![],
         }
     }
 
@@ -149,6 +150,7 @@ impl FilterArgs {
             min_priority: self.min_priority,
             parent: self.parent.clone(),
             autonomous: Some(self.autonomous),
+            exclude: None,
             limit,
         }
     }

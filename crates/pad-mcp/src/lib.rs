@@ -174,6 +174,7 @@ impl PadTools {
             parent: a.parent.clone(),
             blocked_by: a.blocked_by.clone(),
             assignee: a.assignee.clone(),
+            not_before: None,
         };
         with_client!(self, ctx, |c| c.create_item(self.ws(&a.workspace), &new))
     }
@@ -235,6 +236,7 @@ impl PadTools {
             session_id: a.session_id.clone(),
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
+            refresh: None,
         };
         with_client!(self, ctx, |c| c.claim(self.ws(&a.workspace), &a.item_ref, &body))
     }
@@ -248,7 +250,8 @@ impl PadTools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let body = RenewBody {
-            epoch: a.epoch,
+            epoch: Some(a.epoch),
+            lease_id: None,
             holder: a.holder.clone(),
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),

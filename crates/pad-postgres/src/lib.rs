@@ -22,17 +22,17 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pad_core::lease::{self, ClaimDecision, LeaseSlot, ReleaseDecision, RenewDecision, Ttl};
+use pad_core::lease::{self, ClaimDecision, LeaseEnd, LeaseHandle, LeaseSlot, ReleaseDecision, RenewDecision, Ttl};
 use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, validate_slug};
 use pad_core::validate::{self, Lines};
 use pad_core::{
-    Claimant, Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, LIST_LIMIT_MAX, Lease,
-    Member, NEEDS_HUMAN, NewItem, Page, Principal, Role, Timestamp, TokenInfo, User, ValidFrontierFilter, Version,
-    Workspace,
+    Claimant, Comment, Event, EventFilter, EventKind, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind,
+    LIST_LIMIT_MAX, Lease, Member, NEEDS_HUMAN, NewItem, Page, Principal, Role, Timestamp, TokenInfo, User,
+    ValidFrontierFilter, Version, Workspace,
 };
 use pad_store::{
-    Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
-    shared,
+    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ReleaseOutcome, ReleaseRequest,
+    RenewRequest, Store, StoreError, StoreResult, shared,
 };
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
@@ -90,7 +90,8 @@ macro_rules! locked_item {
     () => {
         "WITH prev AS MATERIALIZED (
             SELECT id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
-                   lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_note, lease_note_holder
+                   lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_note, lease_note_holder,
+                   lease_id, lease_note_lease_id
             FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3
             FOR UPDATE
         ),
@@ -104,26 +105,77 @@ macro_rules! returning_lease {
         "RETURNING i.lease_holder AS new_holder, i.lease_user_id AS new_user_id, i.lease_session_id AS new_session_id,
                    i.lease_epoch AS new_epoch, i.lease_acquired_at AS new_acquired_at,
                    i.lease_renewed_at AS new_renewed_at, i.lease_expires_at AS new_expires_at,
-                   i.lease_ttl_seconds AS new_ttl_seconds"
+                   i.lease_ttl_seconds AS new_ttl_seconds, i.lease_id AS new_lease_id"
+    };
+}
+
+/// L18: the `SET` list that makes the lease in a row's `lease_*` columns
+/// (as they were before the statement) its last lease, ended by expiry at
+/// its `expires_at`. `$p` prefixes the old columns.
+macro_rules! expired_as_last {
+    ($p:literal) => {
+        concat!(
+            "last_lease_id = ",
+            $p,
+            "lease_id, last_lease_epoch = ",
+            $p,
+            "lease_epoch, ",
+            "last_lease_holder = ",
+            $p,
+            "lease_holder, last_lease_session_id = ",
+            $p,
+            "lease_session_id, ",
+            "last_lease_acquired_at = ",
+            $p,
+            "lease_acquired_at, last_lease_ended_at = ",
+            $p,
+            "lease_expires_at, ",
+            "last_lease_ended = 'expired', ",
+            "last_lease_note = CASE WHEN ",
+            $p,
+            "lease_note_lease_id = ",
+            $p,
+            "lease_id THEN ",
+            $p,
+            "lease_note END"
+        )
     };
 }
 
 /// L1-L3, L12, L13 in one statement. Writes when there is no live lease
 /// (grant: next epoch, `acquired_at = now`) or it is the claimant's own
-/// (refresh: epoch and `acquired_at` kept). $4 user, $5 holder, $6 session,
-/// $7 ttl seconds, $8 note.
+/// (refresh: epoch and `acquired_at` kept; only if $9 allows it, L17). A grant
+/// takes the next lease id and, over an expired lease, records that lease as
+/// the last one (L18). $4 user, $5 holder, $6 session, $7 ttl seconds, $8 note,
+/// $9 refresh.
 const CLAIM: &str = concat!(
     locked_item!(),
     ",
     d AS MATERIALIZED (
         SELECT cur.*,
             (cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now) AS live,
-            (cur.lease_user_id = $4 AND cur.lease_holder = $5 AND cur.lease_session_id IS NOT DISTINCT FROM $6) AS mine
+            (cur.lease_user_id = $4 AND cur.lease_holder = $5 AND cur.lease_session_id IS NOT DISTINCT FROM $6) AS mine,
+            (cur.lease_holder IS NOT NULL AND cur.lease_expires_at <= cur.db_now) AS expired_prev,
+            CASE WHEN cur.lease_holder IS NULL OR cur.lease_expires_at <= cur.db_now
+                THEN nextval('lease_ids') END AS grant_lease_id
         FROM cur
     ),
     upd AS (
         UPDATE items i SET
             lease_holder = $5, lease_user_id = $4, lease_session_id = $6,
+            lease_id = COALESCE(d.grant_lease_id, d.lease_id),
+            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id
+                ELSE COALESCE(d.grant_lease_id, d.lease_id) END,
+            last_lease_id = CASE WHEN d.expired_prev THEN d.lease_id ELSE i.last_lease_id END,
+            last_lease_epoch = CASE WHEN d.expired_prev THEN d.lease_epoch ELSE i.last_lease_epoch END,
+            last_lease_holder = CASE WHEN d.expired_prev THEN d.lease_holder ELSE i.last_lease_holder END,
+            last_lease_session_id = CASE WHEN d.expired_prev THEN d.lease_session_id ELSE i.last_lease_session_id END,
+            last_lease_acquired_at = CASE WHEN d.expired_prev THEN d.lease_acquired_at ELSE i.last_lease_acquired_at END,
+            last_lease_ended_at = CASE WHEN d.expired_prev THEN d.lease_expires_at ELSE i.last_lease_ended_at END,
+            last_lease_ended = CASE WHEN d.expired_prev THEN 'expired' ELSE i.last_lease_ended END,
+            last_lease_note = CASE WHEN d.expired_prev
+                THEN CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END
+                ELSE i.last_lease_note END,
             lease_epoch = CASE WHEN d.live THEN d.lease_epoch ELSE d.lease_epoch + 1 END,
             lease_acquired_at = CASE WHEN d.live THEN d.lease_acquired_at ELSE d.db_now END,
             lease_renewed_at = d.db_now,
@@ -133,7 +185,7 @@ const CLAIM: &str = concat!(
             lease_note = COALESCE($8, i.lease_note),
             lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE $5 END
         FROM d
-        WHERE i.id = d.id AND d.deleted_at IS NULL AND (NOT d.live OR d.mine)
+        WHERE i.id = d.id AND d.deleted_at IS NULL AND (NOT d.live OR (d.mine AND $9))
         ",
     returning_lease!(),
     ", i.lease_expiries AS new_expiries, i.labels AS new_labels
@@ -141,8 +193,9 @@ const CLAIM: &str = concat!(
     SELECT d.*, upd.* FROM d LEFT JOIN upd ON true"
 );
 
-/// L4 in one statement: extends only a live lease with this epoch, holder
-/// and user. $4 user, $5 holder, $6 epoch, $7 ttl seconds or NULL (keep), $8 note.
+/// L4 in one statement: extends only a live lease with this epoch and/or
+/// lease id (L17), holder and user. $4 user, $5 holder, $6 epoch or NULL, $7
+/// ttl seconds or NULL (keep), $8 note, $9 lease id or NULL.
 const RENEW: &str = concat!(
     locked_item!(),
     ",
@@ -152,11 +205,13 @@ const RENEW: &str = concat!(
             lease_ttl_seconds = COALESCE($7, cur.lease_ttl_seconds),
             lease_expires_at = cur.db_now + COALESCE($7, cur.lease_ttl_seconds) * interval '1 second',
             lease_note = COALESCE($8, i.lease_note),
-            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE i.lease_holder END
+            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE i.lease_holder END,
+            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id ELSE i.lease_id END
         FROM cur
         WHERE i.id = cur.id AND cur.deleted_at IS NULL
           AND cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now
-          AND cur.lease_epoch = $6 AND cur.lease_user_id = $4 AND cur.lease_holder = $5
+          AND ($6::bigint IS NULL OR cur.lease_epoch = $6) AND ($9::bigint IS NULL OR cur.lease_id = $9)
+          AND cur.lease_user_id = $4 AND cur.lease_holder = $5
         ",
     returning_lease!(),
     "
@@ -165,20 +220,31 @@ const RENEW: &str = concat!(
 );
 
 /// L6/L7 in one statement: clears a live lease that is ours (and has the
-/// given epoch, if one is given), or any live lease when forced. The epoch
-/// counter stays. $4 user, $5 holder, $6 epoch or NULL, $7 force.
+/// given epoch and lease id, if given), or any live lease when forced. The
+/// ended lease becomes the last lease, released or broken (L18). The epoch
+/// counter stays. $4 user, $5 holder, $6 epoch or NULL, $7 force, $8 lease id or NULL.
 const RELEASE: &str = concat!(
     locked_item!(),
     ",
+    d AS MATERIALIZED (
+        SELECT cur.*, (cur.lease_user_id = $4 AND cur.lease_holder = $5
+            AND ($6::bigint IS NULL OR cur.lease_epoch = $6) AND ($8::bigint IS NULL OR cur.lease_id = $8)) AS ours
+        FROM cur
+    ),
     upd AS (
         UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
-            lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
-        FROM cur
-        WHERE i.id = cur.id AND cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now
-          AND ($7 OR (cur.lease_user_id = $4 AND cur.lease_holder = $5 AND ($6::bigint IS NULL OR cur.lease_epoch = $6)))
+            lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
+            last_lease_id = d.lease_id, last_lease_epoch = d.lease_epoch, last_lease_holder = d.lease_holder,
+            last_lease_session_id = d.lease_session_id, last_lease_acquired_at = d.lease_acquired_at,
+            last_lease_ended_at = d.db_now,
+            last_lease_ended = CASE WHEN d.ours THEN 'released' ELSE 'broken' END,
+            last_lease_note = CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END
+        FROM d
+        WHERE i.id = d.id AND d.lease_holder IS NOT NULL AND d.lease_expires_at > d.db_now
+          AND ($7 OR d.ours)
         RETURNING i.id
     )
-    SELECT cur.*, upd.id IS NOT NULL AS cleared FROM cur LEFT JOIN upd ON true"
+    SELECT d.*, upd.id IS NOT NULL AS cleared FROM d LEFT JOIN upd ON true"
 );
 
 /// Locks an item for a content write (and its L10 fence check).
@@ -186,18 +252,22 @@ const LOCK_ITEM: &str = concat!(locked_item!(), " SELECT * FROM cur");
 
 /// L5/L13 on a row the caller has locked: forgets a lease that has expired
 /// and counts the expiry. $1 item id, $2 the caller's clock.
-const EXPIRE: &str = "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
+const EXPIRE: &str = concat!(
+    "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
         lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
-        lease_expiries = lease_expiries + 1
-    WHERE id = $1 AND lease_holder IS NOT NULL AND lease_expires_at <= $2
-    RETURNING lease_expiries, labels";
+        lease_expiries = lease_expiries + 1, ",
+    expired_as_last!(""),
+    " WHERE id = $1 AND lease_holder IS NOT NULL AND lease_expires_at <= $2
+    RETURNING lease_expiries, labels"
+);
 
 /// L5/L13 for every instance's background observer: takes expired leases
 /// no one else is handling (`SKIP LOCKED`), forgets and counts them. A claim
 /// or release that locked the row first records the expiry itself, and the
 /// re-check after the lock skips rows that were claimed again, so each
 /// expiry is recorded exactly once across instances.
-const OBSERVE_EXPIRED: &str = "WITH expired AS MATERIALIZED (
+const OBSERVE_EXPIRED: &str = concat!(
+    "WITH expired AS MATERIALIZED (
         SELECT id, lease_holder, lease_epoch, lease_expires_at FROM items
         WHERE lease_holder IS NOT NULL AND lease_expires_at <= now()
         ORDER BY lease_expires_at LIMIT 500
@@ -205,11 +275,14 @@ const OBSERVE_EXPIRED: &str = "WITH expired AS MATERIALIZED (
     )
     UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
         lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
-        lease_expiries = i.lease_expiries + 1
+        lease_expiries = i.lease_expiries + 1, ",
+    expired_as_last!("i."),
+    "
     FROM expired e, workspaces w
     WHERE i.id = e.id AND w.id = i.workspace_id
     RETURNING i.id, i.workspace_id, i.prefix, i.number, e.lease_holder, e.lease_epoch, e.lease_expires_at,
-        i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now";
+        i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now"
+);
 
 /// Event ids must become visible in id order, or a reader paging by
 /// `after = last id` (SSE resume) could skip an event whose transaction
@@ -461,7 +534,7 @@ impl PgStore {
     async fn event(
         conn: &mut PgConnection,
         ws: i64,
-        kind: &str,
+        kind: EventKind,
         item_ref: &ItemRef,
         actor: Option<Actor>,
         at: Timestamp,
@@ -472,7 +545,7 @@ impl PgStore {
              SELECT $1, $2, $3, $4, $5, $6 FROM (SELECT pg_advisory_xact_lock($7)) AS serialized",
         )
         .bind(ws)
-        .bind(kind)
+        .bind(kind.as_str())
         .bind(item_ref.to_string())
         .bind(actor.map(|a| a.user_id))
         .bind(at)
@@ -489,14 +562,14 @@ impl PgStore {
         ws: &Workspace,
         actor: Actor,
         item_ref: &str,
-        lease_epoch: Option<i64>,
+        fence: LeaseHandle,
         deleted: bool,
     ) -> StoreResult<Item> {
         let r = parse_ref("ref", item_ref)?;
         let mut tx = self.begin().await?;
         let locked = Self::lock_item(&mut tx, ws, &r).await?;
         let now = locked.now;
-        lease::check_fence(&locked.slot, lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
+        lease::check_fence(&locked.slot, fence, now).map_err(|live| StoreError::lost(live, now))?;
         let old = Self::load_item(&mut tx, locked.id, now).await?;
         if locked.deleted == deleted {
             return Ok(old);
@@ -514,7 +587,7 @@ impl PgStore {
         .map_err(db)?;
         let new = Self::load_item(&mut tx, locked.id, now).await?;
         Self::add_version(&mut tx, locked.id, actor, new.changes_since(Some(&old)), at).await?;
-        let kind = if deleted { "item.deleted" } else { "item.restored" };
+        let kind = if deleted { EventKind::ItemDeleted } else { EventKind::ItemRestored };
         Self::event(&mut tx, ws.id, kind, &r, Some(actor), at, serde_json::json!({})).await?;
         tx.commit().await.map_err(db)?;
         Ok(new)
@@ -933,8 +1006,8 @@ impl Store for PgStore {
         .ok_or_else(|| shared::unknown_kind(&v.kind))?;
         let now: Timestamp = counter.get("db_now");
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $8, $9, $10, $11, $12, $12) RETURNING id",
+            "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at, not_before)
+             VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $8, $9, $10, $11, $12, $12, $13) RETURNING id",
         )
         .bind(ws.id)
         .bind(counter.get::<String, _>("prefix"))
@@ -948,6 +1021,7 @@ impl Store for PgStore {
         .bind(assignee)
         .bind(actor.user_id)
         .bind(now)
+        .bind(v.not_before)
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
@@ -955,7 +1029,7 @@ impl Store for PgStore {
         let item = Self::load_item(&mut tx, id, now).await?;
         Self::add_version(&mut tx, id, actor, item.changes_since(None), now).await?;
         let data = shared::event::created(&item);
-        Self::event(&mut tx, ws.id, "item.created", &item.item_ref, Some(actor), now, data).await?;
+        Self::event(&mut tx, ws.id, EventKind::ItemCreated, &item.item_ref, Some(actor), now, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
     }
@@ -1004,6 +1078,9 @@ impl Store for PgStore {
         }
         if let Some(a) = &filter.assignee {
             qb.push(" AND a.email = ").push_bind(a.to_lowercase());
+        }
+        if let Some(p) = &filter.parent {
+            push_parent(&mut qb, ws, p);
         }
         // The same statement's now() as `db_now`, so the filter and each
         // item's `lease` agree (L5).
@@ -1079,14 +1156,14 @@ impl Store for PgStore {
             Some(a) => Some(Self::member_id(&mut tx, ws, "assignee", a).await?),
             None => None,
         };
-        if p.blocked_by.is_some() {
+        if new.blocked_by != old.blocked_by {
             Self::set_blockers(&mut tx, ws, locked.id, &new.blocked_by).await?;
         }
         // `updated_at` strictly increases per item even if two writes read the
         // same microsecond or the database clock steps back.
         let at: Timestamp = sqlx::query_scalar(
             "UPDATE items SET title = $2, body = $3, kind = $4, status = $5, priority = $6, labels = $7,
-                    parent_id = $8, assignee_id = $9,
+                    parent_id = $8, assignee_id = $9, not_before = $11,
                     updated_at = GREATEST($10, updated_at + interval '1 microsecond'), version = version + 1
              WHERE id = $1 RETURNING updated_at",
         )
@@ -1100,29 +1177,24 @@ impl Store for PgStore {
         .bind(parent)
         .bind(assignee)
         .bind(now)
+        .bind(new.not_before)
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
         let data = shared::event::updated(&changes);
         Self::add_version(&mut tx, locked.id, actor, changes, at).await?;
         let item = Self::load_item(&mut tx, locked.id, now).await?;
-        Self::event(&mut tx, ws.id, "item.updated", &r, Some(actor), at, data).await?;
+        Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(actor), at, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
     }
 
-    async fn delete_item(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        item_ref: &str,
-        lease_epoch: Option<i64>,
-    ) -> StoreResult<Item> {
-        self.set_deleted(ws, actor, item_ref, lease_epoch, true).await
+    async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item> {
+        self.set_deleted(ws, actor, item_ref, fence, true).await
     }
 
     async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item> {
-        self.set_deleted(ws, actor, item_ref, None, false).await
+        self.set_deleted(ws, actor, item_ref, LeaseHandle::default(), false).await
     }
 
     async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>> {
@@ -1163,7 +1235,7 @@ impl Store for PgStore {
         .map_err(db)?;
         let id: i64 = row.get("id");
         let data = shared::event::commented(id);
-        Self::event(&mut tx, ws.id, "comment.created", &r, Some(actor), locked.now, data).await?;
+        Self::event(&mut tx, ws.id, EventKind::CommentCreated, &r, Some(actor), locked.now, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(Comment { id, author: row.get("author"), body: body.to_string(), created_at: locked.now })
     }
@@ -1215,16 +1287,17 @@ impl Store for PgStore {
             .bind(r.number)
             .bind(req.actor.user_id)
             .bind(&req.holder)
-            .bind(req.epoch)
+            .bind(req.handle.epoch)
             .bind(ttl.map(ttl_param))
             .bind(&req.note)
+            .bind(req.handle.lease_id)
             .fetch_optional(&self.pool)
             .await
             .map_err(db)?;
         let locked = Locked::from_row(row.as_ref(), &r)?.live(&r)?;
         let wrote = rows::written_lease(row.as_ref().expect("Locked::from_row refuses a missing row"))?;
         let now = locked.now;
-        match lease::decide_renew(&locked.slot, &claimant, req.epoch, ttl, now) {
+        match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
             RenewDecision::Renewed(l) => {
                 agree(wrote.as_ref(), Some(&l))?;
                 Ok(l)
@@ -1251,22 +1324,23 @@ impl Store for PgStore {
             .bind(r.number)
             .bind(req.actor.user_id)
             .bind(&req.holder)
-            .bind(req.epoch)
+            .bind(req.handle.epoch)
             .bind(req.force)
+            .bind(req.handle.lease_id)
             .fetch_optional(&mut *tx)
             .await
             .map_err(db)?;
         let locked = Locked::from_row(row.as_ref(), &r)?;
         let cleared: bool = row.as_ref().expect("Locked::from_row refuses a missing row").get("cleared");
         let now = locked.now;
-        let decision = lease::decide_release(&locked.slot, &claimant, req.epoch, req.force, now);
+        let decision = lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now);
         let ends = matches!(decision, ReleaseDecision::Released(_) | ReleaseDecision::Broken(_));
         if cleared != ends {
             return Err(disagree(cleared, &decision));
         }
         let (lease, kind, reason) = match decision {
-            ReleaseDecision::Released(l) => (l, "lease.released", "released"),
-            ReleaseDecision::Broken(l) => (l, "lease.broken", "broken"),
+            ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
+            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
             refused => {
                 // L5/L13: a recorded but expired lease is observed here, once.
                 if let (ReleaseDecision::NoLiveLease, Some(old)) = (&refused, &locked.slot.current) {
@@ -1281,10 +1355,98 @@ impl Store for PgStore {
                 };
             }
         };
-        let data = shared::event::ended(&lease, req.reason.as_deref());
-        Self::event(&mut tx, ws.id, kind, &r, Some(req.actor), now, data).await?;
+        let data = shared::event::ended(&lease, kind, req.reason.as_deref());
+        let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
+        Self::event(&mut tx, ws.id, event, &r, Some(req.actor), now, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
+    }
+
+    async fn complete(&self, ws: &Workspace, item_ref: &str, req: &CompleteRequest) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        req.validate()?;
+        let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
+        let mut tx = self.begin().await?;
+        // The row stays locked until commit, so the lease decided on is the one ended.
+        let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
+        let now = locked.now;
+        let lease =
+            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        if old.status != req.status {
+            let new = Item { status: req.status, ..old.clone() };
+            let changes = new.changes_since(Some(&old));
+            let at: Timestamp = sqlx::query_scalar(
+                "UPDATE items SET status = $2, updated_at = GREATEST($3, updated_at + interval '1 microsecond'),
+                        version = version + 1
+                 WHERE id = $1 RETURNING updated_at",
+            )
+            .bind(locked.id)
+            .bind(req.status.as_str())
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+            let data = shared::event::updated(&changes);
+            Self::add_version(&mut tx, locked.id, req.actor, changes, at).await?;
+            Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(req.actor), at, data).await?;
+        }
+        Self::end_lease(&mut tx, locked.id, LeaseEnd::Completed, now).await?;
+        let data = shared::event::ended(&lease, LeaseEnd::Completed, None);
+        Self::event(&mut tx, ws.id, EventKind::LeaseReleased, &r, Some(req.actor), now, data).await?;
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
+    async fn fail(&self, ws: &Workspace, item_ref: &str, req: &FailRequest) -> StoreResult<FailOutcome> {
+        let r = parse_ref("ref", item_ref)?;
+        let threshold = req.validate(&ws.settings)?;
+        let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
+        let mut tx = self.begin().await?;
+        let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
+        let now = locked.now;
+        let lease =
+            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let failures: i64 = sqlx::query_scalar("SELECT failures + 1 FROM items WHERE id = $1")
+            .bind(locked.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let s = &ws.settings;
+        let retry_at = now + lease::retry_backoff(failures, s.retry_backoff_base_seconds, s.retry_backoff_max_seconds);
+        // The note is the lease's handoff note (L12) and the last failure's.
+        let labels: Vec<String> = sqlx::query_scalar(
+            "UPDATE items SET failures = $2, retry_at = $3, last_failure_note = $4,
+                    lease_note = COALESCE($4, lease_note),
+                    lease_note_holder = CASE WHEN $4 IS NULL THEN lease_note_holder ELSE lease_holder END,
+                    lease_note_lease_id = CASE WHEN $4 IS NULL THEN lease_note_lease_id ELSE lease_id END
+             WHERE id = $1 RETURNING labels",
+        )
+        .bind(locked.id)
+        .bind(failures)
+        .bind(retry_at)
+        .bind(&req.note)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        Self::end_lease(&mut tx, locked.id, LeaseEnd::Failed, now).await?;
+        let data = shared::event::failed(&lease, failures, retry_at, req.note.as_deref());
+        Self::event(&mut tx, ws.id, EventKind::LeaseFailed, &r, Some(req.actor), now, data).await?;
+        let quarantined = lease::should_quarantine(failures, threshold, &labels);
+        if quarantined {
+            sqlx::query("UPDATE items SET labels = array_append(labels, $2) WHERE id = $1")
+                .bind(locked.id)
+                .bind(NEEDS_HUMAN)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            let data = shared::event::quarantined_failures(failures);
+            Self::event(&mut tx, ws.id, EventKind::ItemQuarantined, &r, None, now, data).await?;
+        }
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(FailOutcome { item, quarantined })
     }
 
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
@@ -1310,7 +1472,8 @@ impl Store for PgStore {
             // after the lock drops rows claimed since this statement began.
             let mut qb = QueryBuilder::new(
                 "SELECT i.id, i.prefix, i.number, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
-                        i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, now() AS db_now
+                        i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_id,
+                        now() AS db_now
                  FROM items i",
             );
             push_frontier(&mut qb, ws, &f, 1);
@@ -1357,17 +1520,27 @@ impl Store for PgStore {
         Ok(rows.len() as u64)
     }
 
-    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>> {
-        let rows = sqlx::query(
+    async fn events_where(
+        &self,
+        ws: &Workspace,
+        after: i64,
+        limit: u32,
+        filter: &EventFilter,
+    ) -> StoreResult<Vec<Event>> {
+        let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(
             "SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data FROM events e LEFT JOIN users u ON u.id = e.actor_id
-             WHERE e.workspace_id = $1 AND e.id > $2 ORDER BY e.id LIMIT $3",
-        )
-        .bind(ws.id)
-        .bind(after)
-        .bind(i64::from(limit.clamp(1, 1000)))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db)?;
+             WHERE e.workspace_id = ",
+        );
+        qb.push_bind(ws.id).push(" AND e.id > ").push_bind(after);
+        if let Some(r) = &filter.item_ref {
+            qb.push(" AND e.item_ref = ").push_bind(r.to_string());
+        }
+        if !filter.kinds.is_empty() {
+            let kinds: Vec<&str> = filter.kinds.iter().map(|k| k.as_str()).collect();
+            qb.push(" AND e.type = ANY(").push_bind(kinds).push(")");
+        }
+        qb.push(" ORDER BY e.id LIMIT ").push_bind(i64::from(limit.clamp(1, 1000)));
+        let rows = qb.build().fetch_all(&self.pool).await.map_err(db)?;
         Ok(rows
             .iter()
             .map(|row| Event {
@@ -1410,6 +1583,7 @@ impl PgStore {
             .bind(&req.session_id)
             .bind(ttl_param(ttl))
             .bind(&req.note)
+            .bind(req.refresh)
             .fetch_optional(&mut *conn)
             .await
             .map_err(db)?;
@@ -1417,7 +1591,9 @@ impl PgStore {
         let row = row.expect("Locked::from_row refuses a missing row");
         let wrote = rows::written_lease(&row)?;
         let now = locked.now;
-        let outcome = match lease::decide_claim(&locked.slot, &claimant, ttl, now) {
+        // The statement allocated the grant's id; the rule is told it to compare.
+        let grant_id = wrote.as_ref().map_or(0, |l| l.lease_id);
+        let outcome = match lease::decide_claim(&locked.slot, &claimant, ttl, req.refresh, grant_id, now) {
             ClaimDecision::Held(l) => {
                 agree(wrote.as_ref(), None)?;
                 return Err(StoreError::held(l, now));
@@ -1444,7 +1620,7 @@ impl PgStore {
                     Self::record_expiry(conn, &expiry, now).await?;
                 }
                 let data = shared::event::claimed(&l);
-                Self::event(conn, ws.id, "lease.claimed", r, Some(req.actor), now, data).await?;
+                Self::event(conn, ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
                 ClaimOutcome {
                     lease: l,
                     refreshed: false,
@@ -1454,6 +1630,27 @@ impl PgStore {
             }
         };
         Ok(Claimed { outcome, now })
+    }
+
+    /// L18: ends the live lease on a row the caller has locked, `how`, at
+    /// `at`: it becomes the last lease (with the note written under it).
+    async fn end_lease(conn: &mut PgConnection, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE items SET last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
+                    last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
+                    last_lease_ended_at = $2, last_lease_ended = $3,
+                    last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END,
+                    lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
+                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(at)
+        .bind(how.as_str())
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        Ok(())
     }
 
     /// Forgets and counts `old`, an expired lease on a row the caller has
@@ -1492,7 +1689,7 @@ impl PgStore {
     /// reaches the workspace's threshold. Returns whether it quarantined.
     async fn record_expiry(conn: &mut PgConnection, e: &Expiry, now: Timestamp) -> StoreResult<bool> {
         let data = shared::event::expired(&e.holder, e.epoch, e.expired_at);
-        Self::event(conn, e.ws, "lease.expired", &e.item_ref, None, now, data).await?;
+        Self::event(conn, e.ws, EventKind::LeaseExpired, &e.item_ref, None, now, data).await?;
         if !lease::should_quarantine(e.expiries, e.threshold, &e.labels) {
             return Ok(false);
         }
@@ -1503,8 +1700,16 @@ impl PgStore {
             .await
             .map_err(db)?;
         let expiries = e.expiries;
-        Self::event(conn, e.ws, "item.quarantined", &e.item_ref, None, now, shared::event::quarantined(expiries))
-            .await?;
+        Self::event(
+            conn,
+            e.ws,
+            EventKind::ItemQuarantined,
+            &e.item_ref,
+            None,
+            now,
+            shared::event::quarantined(expiries),
+        )
+        .await?;
         Ok(true)
     }
 }
@@ -1515,6 +1720,15 @@ fn push_frontier(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, f: &ValidFront
     qb.push(" WHERE i.workspace_id = ").push_bind(ws.id);
     qb.push(" AND i.deleted_at IS NULL AND i.status = 'open'");
     qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= now())");
+    // L14, L16: deferred and backing-off items wait.
+    qb.push(" AND (i.not_before IS NULL OR i.not_before <= now()) AND (i.retry_at IS NULL OR i.retry_at <= now())");
+    for r in &f.exclude {
+        qb.push(" AND NOT (i.prefix = ")
+            .push_bind(r.prefix.clone())
+            .push(" AND i.number = ")
+            .push_bind(r.number)
+            .push(")");
+    }
     qb.push(
         " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
            WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",
@@ -1532,14 +1746,19 @@ fn push_frontier(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, f: &ValidFront
         qb.push(" AND i.priority >= ").push_bind(p.rank());
     }
     if let Some(p) = &f.parent {
-        qb.push(" AND i.parent_id = (SELECT id FROM items WHERE workspace_id = ")
-            .push_bind(ws.id)
-            .push(" AND prefix = ")
-            .push_bind(p.prefix.clone())
-            .push(" AND number = ")
-            .push_bind(p.number)
-            .push(")");
+        push_parent(qb, ws, p);
     }
     qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ")
         .push_bind(i64::from(limit.clamp(1, LIST_LIMIT_MAX)));
+}
+
+/// ` AND` the item is a child of `p`.
+fn push_parent(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, p: &ItemRef) {
+    qb.push(" AND i.parent_id = (SELECT id FROM items WHERE workspace_id = ")
+        .push_bind(ws.id)
+        .push(" AND prefix = ")
+        .push_bind(p.prefix.clone())
+        .push(" AND number = ")
+        .push_bind(p.number)
+        .push(")");
 }

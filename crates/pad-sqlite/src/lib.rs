@@ -14,17 +14,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pad_core::lease::{self, ClaimDecision, LeaseSlot, ReleaseDecision, RenewDecision};
+use pad_core::lease::{self, ClaimDecision, LeaseEnd, LeaseHandle, LeaseSlot, ReleaseDecision, RenewDecision};
 use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, validate_slug};
 use pad_core::validate::{self, Lines};
 use pad_core::{
-    Claimant, Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, LIST_LIMIT_MAX, Lease,
-    Member, NEEDS_HUMAN, NewItem, Page, Principal, Role, Timestamp, TokenInfo, User, ValidFrontierFilter, Version,
-    Workspace,
+    Claimant, Comment, Event, EventFilter, EventKind, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind,
+    LIST_LIMIT_MAX, Lease, Member, NEEDS_HUMAN, NewItem, Page, Principal, Role, Timestamp, TokenInfo, User,
+    ValidFrontierFilter, Version, Workspace,
 };
 use pad_store::{
-    Actor, ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
-    shared,
+    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ReleaseOutcome, ReleaseRequest,
+    RenewRequest, Store, StoreError, StoreResult, shared,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
@@ -149,7 +149,7 @@ impl SqliteStore {
     async fn lock_item(conn: &mut SqliteConnection, ws: &Workspace, r: &ItemRef) -> StoreResult<Locked> {
         let row = sqlx::query(
             "SELECT id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
-                    lease_renewed_at, lease_expires_at, lease_ttl_seconds
+                    lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_id
              FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?",
         )
         .bind(ws.id)
@@ -250,7 +250,7 @@ impl SqliteStore {
     async fn event(
         conn: &mut SqliteConnection,
         ws: i64,
-        kind: &str,
+        kind: EventKind,
         item_ref: &ItemRef,
         actor: Option<Actor>,
         now: Timestamp,
@@ -258,7 +258,7 @@ impl SqliteStore {
     ) -> StoreResult<()> {
         sqlx::query("INSERT INTO events (workspace_id, type, item_ref, actor_id, at, data) VALUES (?, ?, ?, ?, ?, ?)")
             .bind(ws)
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(item_ref.to_string())
             .bind(actor.map(|a| a.user_id))
             .bind(micros(now))
@@ -274,7 +274,9 @@ impl SqliteStore {
             "UPDATE items SET lease_holder = ?, lease_user_id = ?, lease_session_id = ?, lease_epoch = ?,
                     lease_acquired_at = ?, lease_renewed_at = ?, lease_expires_at = ?, lease_ttl_seconds = ?,
                     lease_note = COALESCE(?, lease_note),
-                    lease_note_holder = CASE WHEN ? IS NULL THEN lease_note_holder ELSE ? END
+                    lease_note_holder = CASE WHEN ? IS NULL THEN lease_note_holder ELSE ? END,
+                    lease_note_lease_id = CASE WHEN ? IS NULL THEN lease_note_lease_id ELSE ? END,
+                    lease_id = ?
              WHERE id = ?",
         )
         .bind(&l.holder)
@@ -288,6 +290,9 @@ impl SqliteStore {
         .bind(note)
         .bind(note)
         .bind(&l.holder)
+        .bind(note)
+        .bind(l.lease_id)
+        .bind(l.lease_id)
         .bind(id)
         .execute(&mut *conn)
         .await
@@ -714,8 +719,8 @@ impl Store for SqliteStore {
             .await
             .map_err(db)?;
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at, not_before)
+             VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(ws.id)
         .bind(&prefix)
@@ -730,14 +735,23 @@ impl Store for SqliteStore {
         .bind(actor.user_id)
         .bind(micros(now))
         .bind(micros(now))
+        .bind(v.not_before.map(micros))
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
         Self::set_blockers(&mut tx, ws, id, &v.blocked_by).await?;
         let item = Self::load_item(&mut tx, id, now).await?;
         Self::add_version(&mut tx, id, actor, item.changes_since(None), now).await?;
-        Self::event(&mut tx, ws.id, "item.created", &item.item_ref, Some(actor), now, shared::event::created(&item))
-            .await?;
+        Self::event(
+            &mut tx,
+            ws.id,
+            EventKind::ItemCreated,
+            &item.item_ref,
+            Some(actor),
+            now,
+            shared::event::created(&item),
+        )
+        .await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
     }
@@ -778,6 +792,9 @@ impl Store for SqliteStore {
         }
         if let Some(a) = &filter.assignee {
             qb.push(" AND a.email = ").push_bind(a.to_lowercase());
+        }
+        if let Some(p) = &filter.parent {
+            push_parent(&mut qb, ws, p);
         }
         match filter.leased {
             Some(true) => {
@@ -849,12 +866,12 @@ impl Store for SqliteStore {
             Some(a) => Some(Self::member_id(&mut tx, ws, "assignee", a).await?),
             None => None,
         };
-        if p.blocked_by.is_some() {
+        if new.blocked_by != old.blocked_by {
             Self::set_blockers(&mut tx, ws, locked.id, &new.blocked_by).await?;
         }
         sqlx::query(
             "UPDATE items SET title = ?, body = ?, kind = ?, status = ?, priority = ?, labels = ?, parent_id = ?, assignee_id = ?,
-                    updated_at = ?, version = version + 1 WHERE id = ?",
+                    not_before = ?, updated_at = ?, version = version + 1 WHERE id = ?",
         )
         .bind(&new.title)
         .bind(&new.body)
@@ -864,6 +881,7 @@ impl Store for SqliteStore {
         .bind(serde_json::to_string(&new.labels).expect("labels serialize"))
         .bind(parent)
         .bind(assignee)
+        .bind(new.not_before.map(micros))
         .bind(micros(now))
         .bind(locked.id)
         .execute(&mut *tx)
@@ -871,24 +889,18 @@ impl Store for SqliteStore {
         .map_err(db)?;
         let data = shared::event::updated(&changes);
         Self::add_version(&mut tx, locked.id, actor, changes, now).await?;
-        Self::event(&mut tx, ws.id, "item.updated", &r, Some(actor), now, data).await?;
+        Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(actor), now, data).await?;
         let item = Self::load_item(&mut tx, locked.id, now).await?;
         tx.commit().await.map_err(db)?;
         Ok(item)
     }
 
-    async fn delete_item(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        item_ref: &str,
-        lease_epoch: Option<i64>,
-    ) -> StoreResult<Item> {
-        self.set_deleted(ws, actor, item_ref, lease_epoch, true).await
+    async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item> {
+        self.set_deleted(ws, actor, item_ref, fence, true).await
     }
 
     async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item> {
-        self.set_deleted(ws, actor, item_ref, None, false).await
+        self.set_deleted(ws, actor, item_ref, LeaseHandle::default(), false).await
     }
 
     async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>> {
@@ -927,7 +939,8 @@ impl Store for SqliteStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
-        Self::event(&mut tx, ws.id, "comment.created", &r, Some(actor), now, shared::event::commented(id)).await?;
+        Self::event(&mut tx, ws.id, EventKind::CommentCreated, &r, Some(actor), now, shared::event::commented(id))
+            .await?;
         let author: String = sqlx::query_scalar("SELECT email FROM users WHERE id = ?")
             .bind(actor.user_id)
             .fetch_one(&mut *tx)
@@ -976,7 +989,7 @@ impl Store for SqliteStore {
         let (mut tx, now) = self.begin().await?;
         let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
         let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
-        match lease::decide_renew(&locked.slot, &claimant, req.epoch, ttl, now) {
+        match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
             RenewDecision::Renewed(l) => {
                 Self::write_lease(&mut tx, locked.id, &l, req.note.as_deref()).await?;
                 tx.commit().await.map_err(db)?;
@@ -993,7 +1006,7 @@ impl Store for SqliteStore {
         let (mut tx, now) = self.begin().await?;
         let locked = Self::lock_item(&mut tx, ws, &r).await?;
         let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
-        let (lease, kind, reason) = match lease::decide_release(&locked.slot, &claimant, req.epoch, req.force, now) {
+        let (lease, kind, reason) = match lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now) {
             ReleaseDecision::NoLiveLease => {
                 if let Some(old) = &locked.slot.current {
                     Self::record_expiry(&mut tx, ws.id, ws.settings.quarantine_after_expiries, locked.id, &r, old, now)
@@ -1005,22 +1018,102 @@ impl Store for SqliteStore {
             }
             ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
             ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
-            ReleaseDecision::Released(l) => (l, "lease.released", "released"),
-            ReleaseDecision::Broken(l) => (l, "lease.broken", "broken"),
+            ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
+            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
         };
-        Self::clear_lease(&mut tx, locked.id).await?;
-        Self::event(
-            &mut tx,
-            ws.id,
-            kind,
-            &r,
-            Some(req.actor),
-            now,
-            shared::event::ended(&lease, req.reason.as_deref()),
-        )
-        .await?;
+        Self::end_lease(&mut tx, locked.id, kind, now).await?;
+        let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
+        let data = shared::event::ended(&lease, kind, req.reason.as_deref());
+        Self::event(&mut tx, ws.id, event, &r, Some(req.actor), now, data).await?;
         tx.commit().await.map_err(db)?;
         Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
+    }
+
+    async fn complete(&self, ws: &Workspace, item_ref: &str, req: &CompleteRequest) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        req.validate()?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
+        let lease =
+            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        if old.status != req.status {
+            // A content change like any update: one version, `updated_at` moves.
+            let new = Item { status: req.status, ..old.clone() };
+            let changes = new.changes_since(Some(&old));
+            sqlx::query("UPDATE items SET status = ?, updated_at = ?, version = version + 1 WHERE id = ?")
+                .bind(req.status.as_str())
+                .bind(micros(now))
+                .bind(locked.id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            let data = shared::event::updated(&changes);
+            Self::add_version(&mut tx, locked.id, req.actor, changes, now).await?;
+            Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(req.actor), now, data).await?;
+        }
+        Self::end_lease(&mut tx, locked.id, LeaseEnd::Completed, now).await?;
+        let data = shared::event::ended(&lease, LeaseEnd::Completed, None);
+        Self::event(&mut tx, ws.id, EventKind::LeaseReleased, &r, Some(req.actor), now, data).await?;
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
+    async fn fail(&self, ws: &Workspace, item_ref: &str, req: &FailRequest) -> StoreResult<FailOutcome> {
+        let r = parse_ref("ref", item_ref)?;
+        let threshold = req.validate(&ws.settings)?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
+        let lease =
+            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let failures: i64 = sqlx::query_scalar("SELECT failures + 1 FROM items WHERE id = ?")
+            .bind(locked.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let s = &ws.settings;
+        let retry_at = now + lease::retry_backoff(failures, s.retry_backoff_base_seconds, s.retry_backoff_max_seconds);
+        // The note is the lease's handoff note (L12) and the last failure's.
+        let row = sqlx::query(
+            "UPDATE items SET failures = ?, retry_at = ?, last_failure_note = ?,
+                    lease_note = COALESCE(?, lease_note),
+                    lease_note_holder = CASE WHEN ? IS NULL THEN lease_note_holder ELSE lease_holder END,
+                    lease_note_lease_id = CASE WHEN ? IS NULL THEN lease_note_lease_id ELSE lease_id END
+             WHERE id = ? RETURNING labels",
+        )
+        .bind(failures)
+        .bind(micros(retry_at))
+        .bind(&req.note)
+        .bind(&req.note)
+        .bind(&req.note)
+        .bind(&req.note)
+        .bind(locked.id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        Self::end_lease(&mut tx, locked.id, LeaseEnd::Failed, now).await?;
+        let data = shared::event::failed(&lease, failures, retry_at, req.note.as_deref());
+        Self::event(&mut tx, ws.id, EventKind::LeaseFailed, &r, Some(req.actor), now, data).await?;
+        let mut labels: Vec<String> =
+            serde_json::from_str(row.get("labels")).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let quarantined = lease::should_quarantine(failures, threshold, &labels);
+        if quarantined {
+            labels.push(NEEDS_HUMAN.to_string());
+            sqlx::query("UPDATE items SET labels = ? WHERE id = ?")
+                .bind(serde_json::to_string(&labels).expect("labels serialize"))
+                .bind(locked.id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            let data = shared::event::quarantined_failures(failures);
+            Self::event(&mut tx, ws.id, EventKind::ItemQuarantined, &r, None, now, data).await?;
+        }
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(FailOutcome { item, quarantined })
     }
 
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
@@ -1078,7 +1171,7 @@ impl Store for SqliteStore {
         let rows = sqlx::query(
             "SELECT i.id, i.workspace_id, i.prefix, i.number, i.deleted_at, w.quarantine_after_expiries, i.lease_holder,
                     i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
-                    i.lease_expires_at, i.lease_ttl_seconds
+                    i.lease_expires_at, i.lease_ttl_seconds, i.lease_id
              FROM items i JOIN workspaces w ON w.id = i.workspace_id
              WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at <= ? ORDER BY i.lease_expires_at LIMIT 500",
         )
@@ -1099,17 +1192,24 @@ impl Store for SqliteStore {
         Ok(rows.len() as u64)
     }
 
-    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>> {
-        let rows = sqlx::query(
+    async fn events_where(
+        &self,
+        ws: &Workspace,
+        after: i64,
+        limit: u32,
+        filter: &EventFilter,
+    ) -> StoreResult<Vec<Event>> {
+        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
             "SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data FROM events e LEFT JOIN users u ON u.id = e.actor_id
-             WHERE e.workspace_id = ? AND e.id > ? ORDER BY e.id LIMIT ?",
-        )
-        .bind(ws.id)
-        .bind(after)
-        .bind(i64::from(limit.clamp(1, 1000)))
-        .fetch_all(&self.reader)
-        .await
-        .map_err(db)?;
+             WHERE e.workspace_id = ",
+        );
+        qb.push_bind(ws.id).push(" AND e.id > ").push_bind(after);
+        if let Some(r) = &filter.item_ref {
+            qb.push(" AND e.item_ref = ").push_bind(r.to_string());
+        }
+        push_in(&mut qb, "e.type", filter.kinds.iter().map(|k| k.as_str().to_string()));
+        qb.push(" ORDER BY e.id LIMIT ").push_bind(i64::from(limit.clamp(1, 1000)));
+        let rows = qb.build().fetch_all(&self.reader).await.map_err(db)?;
         rows.iter()
             .map(|row| {
                 Ok(Event {
@@ -1139,13 +1239,23 @@ impl SqliteStore {
     ) -> StoreResult<ClaimOutcome> {
         let claimant =
             Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: req.session_id.as_deref() };
-        match lease::decide_claim(&locked.slot, &claimant, ttl, now) {
+        let next_id: i64 = sqlx::query_scalar("SELECT next_lease_id FROM workspaces WHERE id = ?")
+            .bind(ws.id)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+        match lease::decide_claim(&locked.slot, &claimant, ttl, req.refresh, next_id, now) {
             ClaimDecision::Held(l) => Err(StoreError::held(l, now)),
             ClaimDecision::Refresh(l) => {
                 Self::write_lease(conn, locked.id, &l, req.note.as_deref()).await?;
                 Ok(ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None })
             }
             ClaimDecision::Grant { lease: l, .. } => {
+                sqlx::query("UPDATE workspaces SET next_lease_id = next_lease_id + 1 WHERE id = ?")
+                    .bind(ws.id)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db)?;
                 let prev = sqlx::query("SELECT lease_note, lease_note_holder FROM items WHERE id = ?")
                     .bind(locked.id)
                     .fetch_one(&mut *conn)
@@ -1153,7 +1263,7 @@ impl SqliteStore {
                     .map_err(db)?;
                 Self::write_lease(conn, locked.id, &l, req.note.as_deref()).await?;
                 let data = shared::event::claimed(&l);
-                Self::event(conn, ws.id, "lease.claimed", r, Some(req.actor), now, data).await?;
+                Self::event(conn, ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
                 Ok(ClaimOutcome {
                     lease: l,
                     refreshed: false,
@@ -1177,15 +1287,21 @@ impl SqliteStore {
         old: &Lease,
         now: Timestamp,
     ) -> StoreResult<bool> {
+        // L18: the expired lease becomes the last lease, ended at its expiry.
         let row = sqlx::query(
-            "UPDATE items SET lease_expiries = lease_expiries + 1 WHERE id = ? RETURNING lease_expiries, labels",
+            "UPDATE items SET lease_expiries = lease_expiries + 1,
+                    last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
+                    last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
+                    last_lease_ended_at = lease_expires_at, last_lease_ended = 'expired',
+                    last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END
+             WHERE id = ? RETURNING lease_expiries, labels",
         )
         .bind(id)
         .fetch_one(&mut *conn)
         .await
         .map_err(db)?;
         let data = shared::event::expired(&old.holder, old.epoch, old.expires_at);
-        Self::event(conn, ws, "lease.expired", r, None, now, data).await?;
+        Self::event(conn, ws, EventKind::LeaseExpired, r, None, now, data).await?;
         let expiries: i64 = row.get("lease_expiries");
         let mut labels: Vec<String> =
             serde_json::from_str(row.get("labels")).map_err(|e| StoreError::Internal(e.to_string()))?;
@@ -1199,8 +1315,27 @@ impl SqliteStore {
             .execute(&mut *conn)
             .await
             .map_err(db)?;
-        Self::event(conn, ws, "item.quarantined", r, None, now, shared::event::quarantined(expiries)).await?;
+        Self::event(conn, ws, EventKind::ItemQuarantined, r, None, now, shared::event::quarantined(expiries)).await?;
         Ok(true)
+    }
+
+    /// L18: ends the recorded lease `how`, at `at`: it becomes the item's
+    /// last lease (with the note written under it), and is forgotten.
+    async fn end_lease(conn: &mut SqliteConnection, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE items SET last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
+                    last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
+                    last_lease_ended_at = ?, last_lease_ended = ?,
+                    last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END
+             WHERE id = ?",
+        )
+        .bind(micros(at))
+        .bind(how.as_str())
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        Self::clear_lease(conn, id).await
     }
 
     /// Forgets an ended lease; the epoch counter and the last note stay.
@@ -1232,13 +1367,13 @@ impl SqliteStore {
         ws: &Workspace,
         actor: Actor,
         item_ref: &str,
-        lease_epoch: Option<i64>,
+        fence: LeaseHandle,
         deleted: bool,
     ) -> StoreResult<Item> {
         let r = parse_ref("ref", item_ref)?;
         let (mut tx, now) = self.begin().await?;
         let locked = Self::lock_item(&mut tx, ws, &r).await?;
-        lease::check_fence(&locked.slot, lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
+        lease::check_fence(&locked.slot, fence, now).map_err(|live| StoreError::lost(live, now))?;
         let old = Self::load_item(&mut tx, locked.id, now).await?;
         if locked.deleted == deleted {
             return Ok(old);
@@ -1253,7 +1388,7 @@ impl SqliteStore {
             .map_err(db)?;
         let new = Self::load_item(&mut tx, locked.id, now).await?;
         Self::add_version(&mut tx, locked.id, actor, new.changes_since(Some(&old)), now).await?;
-        let kind = if deleted { "item.deleted" } else { "item.restored" };
+        let kind = if deleted { EventKind::ItemDeleted } else { EventKind::ItemRestored };
         Self::event(&mut tx, ws.id, kind, &r, Some(actor), now, serde_json::json!({})).await?;
         tx.commit().await.map_err(db)?;
         Ok(new)
@@ -1283,6 +1418,16 @@ fn push_frontier(qb: &mut QueryBuilder<Sqlite>, ws: &Workspace, f: &ValidFrontie
     qb.push(" WHERE i.workspace_id = ").push_bind(ws.id);
     qb.push(" AND i.deleted_at IS NULL AND i.status = 'open'");
     qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= ").push_bind(micros(now)).push(")");
+    // L14, L16: deferred and backing-off items wait.
+    qb.push(" AND (i.not_before IS NULL OR i.not_before <= ").push_bind(micros(now)).push(")");
+    qb.push(" AND (i.retry_at IS NULL OR i.retry_at <= ").push_bind(micros(now)).push(")");
+    for r in &f.exclude {
+        qb.push(" AND NOT (i.prefix = ")
+            .push_bind(r.prefix.clone())
+            .push(" AND i.number = ")
+            .push_bind(r.number)
+            .push(")");
+    }
     qb.push(
         " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
            WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",
@@ -1298,14 +1443,19 @@ fn push_frontier(qb: &mut QueryBuilder<Sqlite>, ws: &Workspace, f: &ValidFrontie
         qb.push(" AND i.priority >= ").push_bind(p.rank());
     }
     if let Some(p) = &f.parent {
-        qb.push(" AND i.parent_id = (SELECT id FROM items WHERE workspace_id = ")
-            .push_bind(ws.id)
-            .push(" AND prefix = ")
-            .push_bind(p.prefix.clone())
-            .push(" AND number = ")
-            .push_bind(p.number)
-            .push(")");
+        push_parent(qb, ws, p);
     }
     qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ")
         .push_bind(i64::from(limit.clamp(1, LIST_LIMIT_MAX)));
+}
+
+/// ` AND` the item is a child of `p`.
+fn push_parent(qb: &mut QueryBuilder<Sqlite>, ws: &Workspace, p: &ItemRef) {
+    qb.push(" AND i.parent_id = (SELECT id FROM items WHERE workspace_id = ")
+        .push_bind(ws.id)
+        .push(" AND prefix = ")
+        .push_bind(p.prefix.clone())
+        .push(" AND number = ")
+        .push_bind(p.number)
+        .push(")");
 }

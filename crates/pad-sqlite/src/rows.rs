@@ -1,6 +1,6 @@
 //! Row mapping: SQLite rows to the domain types.
 
-use pad_core::lease::LeaseSlot;
+use pad_core::lease::{self, LastLease, LeaseEnd, LeaseSlot};
 use pad_core::{
     Item, ItemRef, Lease, Principal, Priority, Role, Status, Timestamp, TokenInfo, TokenScope, User, Workspace,
     WorkspaceSettings,
@@ -26,11 +26,16 @@ pub const ITEM_SELECT: &str =
     "SELECT i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
         i.created_at, i.updated_at, i.deleted_at,
         i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
-        i.lease_expires_at, i.lease_ttl_seconds,
+        i.lease_expires_at, i.lease_ttl_seconds, i.lease_id, i.lease_note, i.lease_note_lease_id,
+        i.not_before, i.failures, i.retry_at, i.last_failure_note,
+        i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
+        i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note,
         p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
         (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = i.id) AS comments_count,
         (SELECT json_group_array(b.prefix || '-' || b.number) FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
-          WHERE ib.item_id = i.id) AS blocked_by
+          WHERE ib.item_id = i.id) AS blocked_by,
+        (SELECT json_group_array(b.prefix || '-' || b.number) FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
+          WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled')) AS blocked_by_open
     FROM items i
     LEFT JOIN items p ON p.id = i.parent_id
     LEFT JOIN users a ON a.id = i.assignee_id
@@ -42,6 +47,8 @@ pub fn lease_slot(row: &SqliteRow) -> StoreResult<LeaseSlot> {
     let current = match holder {
         None => None,
         Some(holder) => Some(Lease {
+            // Leases granted before handles existed have none: 0 matches no request.
+            lease_id: row.get::<Option<i64>, _>("lease_id").unwrap_or(0),
             holder,
             session_id: row.get("lease_session_id"),
             epoch: last_epoch,
@@ -55,16 +62,48 @@ pub fn lease_slot(row: &SqliteRow) -> StoreResult<LeaseSlot> {
     Ok(LeaseSlot { current, last_epoch })
 }
 
+fn refs(row: &SqliteRow, column: &str) -> StoreResult<Vec<ItemRef>> {
+    let refs: Vec<String> = serde_json::from_str(row.get(column)).map_err(|e| corrupt("blockers", e))?;
+    let mut refs = refs
+        .iter()
+        .map(|b| b.parse::<ItemRef>().map_err(|e| corrupt("blocker ref", e)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    refs.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
+    Ok(refs)
+}
+
+fn opt_ts(row: &SqliteRow, column: &str) -> StoreResult<Option<Timestamp>> {
+    row.get::<Option<i64>, _>(column).map(ts).transpose()
+}
+
+/// L18: the recorded last lease, or the lease itself once it has expired.
+fn last_lease(row: &SqliteRow, slot: &LeaseSlot, now: Timestamp) -> StoreResult<Option<LastLease>> {
+    let recorded = match row.get::<Option<String>, _>("last_lease_ended") {
+        None => None,
+        Some(ended) => Some(LastLease {
+            lease_id: row.get::<Option<i64>, _>("last_lease_id").unwrap_or(0),
+            epoch: row.get("last_lease_epoch"),
+            holder: row.get("last_lease_holder"),
+            session_id: row.get("last_lease_session_id"),
+            acquired_at: ts(row.get("last_lease_acquired_at"))?,
+            ended_at: ts(row.get("last_lease_ended_at"))?,
+            ended: ended.parse::<LeaseEnd>().map_err(|e| corrupt("last lease", e))?,
+            note: row.get("last_lease_note"),
+        }),
+    };
+    let note_lease: Option<i64> = row.get("lease_note_lease_id");
+    let current_note = match (&slot.current, note_lease) {
+        (Some(l), Some(id)) if l.lease_id == id => row.get::<Option<String>, _>("lease_note"),
+        _ => None,
+    };
+    Ok(lease::last_lease(slot, current_note.as_deref(), recorded, now))
+}
+
 pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
     let parent = row
         .get::<Option<String>, _>("parent_prefix")
         .map(|prefix| ItemRef { prefix, number: row.get("parent_number") });
-    let blocked: Vec<String> = serde_json::from_str(row.get("blocked_by")).map_err(|e| corrupt("blockers", e))?;
-    let mut blocked_by = blocked
-        .iter()
-        .map(|b| b.parse::<ItemRef>().map_err(|e| corrupt("blocker ref", e)))
-        .collect::<StoreResult<Vec<_>>>()?;
-    blocked_by.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
+    let slot = lease_slot(row)?;
     Ok(Item {
         item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
         kind: row.get("kind"),
@@ -74,7 +113,8 @@ pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
         priority: Priority::from_rank(row.get("priority")).ok_or_else(|| corrupt("priority", "out of range"))?,
         labels: serde_json::from_str(row.get("labels")).map_err(|e| corrupt("labels", e))?,
         parent,
-        blocked_by,
+        blocked_by: refs(row, "blocked_by")?,
+        blocked_by_open: refs(row, "blocked_by_open")?,
         assignee: row.get("assignee_email"),
         created_by: row.get("creator_email"),
         created_at: ts(row.get("created_at"))?,
@@ -82,7 +122,12 @@ pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
         deleted_at: row.get::<Option<i64>, _>("deleted_at").map(ts).transpose()?,
         comments_count: row.get("comments_count"),
         // L5: an expired lease reads as absent.
-        lease: lease_slot(row)?.live(now).cloned(),
+        lease: slot.live(now).cloned(),
+        not_before: opt_ts(row, "not_before")?,
+        failures: row.get("failures"),
+        retry_at: opt_ts(row, "retry_at")?,
+        last_failure_note: row.get("last_failure_note"),
+        last_lease: last_lease(row, &slot, now)?,
     })
 }
 
@@ -101,6 +146,9 @@ pub fn workspace_from_row(row: &SqliteRow) -> StoreResult<Workspace> {
             default_ttl_seconds: n("default_ttl_seconds")?,
             max_ttl_seconds: n("max_ttl_seconds")?,
             quarantine_after_expiries: n("quarantine_after_expiries")?,
+            retry_backoff_base_seconds: n("retry_backoff_base_seconds")?,
+            retry_backoff_max_seconds: n("retry_backoff_max_seconds")?,
+            quarantine_after_failures: n("quarantine_after_failures")?,
         },
     })
 }

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use pad_core::{FrontierFilter, Item, ItemFilter, ItemPatch, NEEDS_HUMAN, NewItem, Priority, Role, Status, Workspace};
 
-use crate::{Actor, ClaimRequest, ReleaseRequest, RenewRequest, Store, StoreError};
+use pad_core::lease::{LeaseEnd, LeaseHandle};
+
+use crate::{Actor, ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest, Store, StoreError};
 
 /// A fresh, empty store for one test, and whatever keeps it alive (a temp
 /// directory, a scratch database) until the test ends.
@@ -65,7 +67,19 @@ macro_rules! conformance_suite {
             scoped_tokens_and_the_live_token_cap,
             bootstrap_is_whole_and_once,
             sessions_end_on_sign_out_revocation_and_expiry,
-            removing_a_member_revokes_their_scoped_tokens
+            removing_a_member_revokes_their_scoped_tokens,
+            l14_fail_counts_backs_off_and_hands_the_note_over,
+            l14_fail_with_a_stale_handle_is_lost_and_changes_nothing,
+            l14_failures_quarantine_at_the_threshold,
+            l15_complete_sets_status_and_releases_in_one_step,
+            l15_complete_on_an_expired_lease_is_lost,
+            l16_not_before_defers_claim_next_and_frontier,
+            l17_lease_ids_name_one_grant_in_the_workspace,
+            l17_claim_without_refresh_is_contention,
+            l18_last_lease_shows_how_each_lease_ended,
+            l11_claim_next_skips_excluded_refs,
+            items_list_by_parent_and_open_blockers,
+            events_filter_by_ref_and_type
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -110,15 +124,48 @@ impl Fixture {
     }
 
     pub fn claim(&self, holder: &str, ttl: i64) -> ClaimRequest {
-        ClaimRequest { actor: self.owner, holder: holder.into(), session_id: None, ttl_seconds: Some(ttl), note: None }
+        ClaimRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            session_id: None,
+            ttl_seconds: Some(ttl),
+            note: None,
+            refresh: true,
+        }
     }
 
     pub fn renew(&self, holder: &str, epoch: i64) -> RenewRequest {
-        RenewRequest { actor: self.owner, holder: holder.into(), epoch, ttl_seconds: None, note: None }
+        RenewRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            handle: LeaseHandle::epoch(epoch),
+            ttl_seconds: None,
+            note: None,
+        }
     }
 
     pub fn release(&self, holder: &str) -> ReleaseRequest {
-        ReleaseRequest { actor: self.owner, holder: holder.into(), epoch: None, force: false, reason: None }
+        ReleaseRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            handle: LeaseHandle::default(),
+            force: false,
+            reason: None,
+        }
+    }
+
+    pub fn complete(&self, holder: &str, handle: LeaseHandle) -> CompleteRequest {
+        CompleteRequest { actor: self.owner, holder: holder.into(), handle, status: pad_core::Status::Done }
+    }
+
+    pub fn fail(&self, holder: &str, handle: LeaseHandle, note: Option<&str>) -> FailRequest {
+        FailRequest {
+            actor: self.owner,
+            holder: holder.into(),
+            handle,
+            note: note.map(str::to_string),
+            max_failures: None,
+        }
     }
 
     async fn get(&self, r: &str) -> Item {
@@ -281,11 +328,11 @@ pub async fn l6_release_is_idempotent_and_refuses_others(store: Arc<dyn Store>) 
     let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
     assert_eq!(held_by(f.store.release(&f.ws, "TASK-1", &f.release("runner-b")).await.unwrap_err()), "runner-a");
     let mut wrong_epoch = f.release("runner-a");
-    wrong_epoch.epoch = Some(l.epoch + 5);
+    wrong_epoch.handle = LeaseHandle::epoch(l.epoch + 5);
     assert!(matches!(f.store.release(&f.ws, "TASK-1", &wrong_epoch).await, Err(StoreError::LeaseLost { .. })));
     assert!(f.get("TASK-1").await.lease.is_some());
     let mut ours = f.release("runner-a");
-    ours.epoch = Some(l.epoch);
+    ours.handle = LeaseHandle::epoch(l.epoch);
     let out = f.store.release(&f.ws, "TASK-1", &ours).await.unwrap();
     assert!(out.released);
     assert_eq!(f.get("TASK-1").await.lease, None);
@@ -385,7 +432,7 @@ pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        f.store.delete_item(&f.ws, f.owner, "TASK-1", Some(l.epoch)).await,
+        f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::epoch(l.epoch)).await,
         Err(StoreError::LeaseLost { .. })
     ));
     let now = f.get("TASK-1").await;
@@ -401,7 +448,7 @@ pub async fn epochs_are_never_reused(store: Arc<dyn Store>) {
         let l = f.store.claim(&f.ws, "TASK-1", &f.claim(&format!("w{expected}"), 60)).await.unwrap().lease;
         assert_eq!(l.epoch, expected);
         let mut rel = f.release(&l.holder);
-        rel.epoch = Some(l.epoch);
+        rel.handle = LeaseHandle::epoch(l.epoch);
         assert!(f.store.release(&f.ws, "TASK-1", &rel).await.unwrap().released);
     }
 }
@@ -449,7 +496,7 @@ pub async fn refs_are_never_reused(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.item("b").await;
-    f.store.delete_item(&f.ws, f.owner, "TASK-2", None).await.unwrap();
+    f.store.delete_item(&f.ws, f.owner, "TASK-2", LeaseHandle::default()).await.unwrap();
     assert_eq!(f.item("c").await.item_ref.to_string(), "TASK-3");
     // Numbering is per workspace.
     let other = f.store.create_workspace("other", "Other", f.owner).await.unwrap();
@@ -567,7 +614,7 @@ pub async fn items_soft_delete_and_restore(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     f.item("two").await;
-    let deleted = f.store.delete_item(&f.ws, f.owner, "TASK-1", None).await.unwrap();
+    let deleted = f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::default()).await.unwrap();
     assert!(deleted.deleted_at.is_some());
     let refs: Vec<_> = f
         .store
@@ -1053,7 +1100,7 @@ pub async fn events_record_changes_in_order(store: Arc<dyn Store>) {
     f.store.renew(&f.ws, "TASK-1", &f.renew("w", l.epoch)).await.unwrap();
     f.store.add_comment(&f.ws, f.owner, "TASK-1", "hi").await.unwrap();
     f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
-    f.store.delete_item(&f.ws, f.owner, "TASK-1", None).await.unwrap();
+    f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::default()).await.unwrap();
     f.store.restore_item(&f.ws, f.owner, "TASK-1").await.unwrap();
     assert_eq!(
         event_types(&f).await,
@@ -1092,4 +1139,367 @@ pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
     let types = event_types(&f).await;
     assert_eq!(types.iter().filter(|t| *t == "lease.expired").count(), 1, "{types:?}");
     assert_eq!(types.last().map(String::as_str), Some("lease.claimed"));
+}
+
+fn lost(e: StoreError) {
+    assert!(matches!(e, StoreError::LeaseLost { .. }), "expected lease_lost, got {e:?}");
+}
+
+async fn events_of(f: &Fixture, kind: pad_core::EventKind) -> Vec<pad_core::Event> {
+    let filter = pad_core::EventFilter { item_ref: None, kinds: vec![kind] };
+    f.store.events_where(&f.ws, 0, 1000, &filter).await.unwrap()
+}
+
+/// L14: a failure ends the lease, counts, keeps the note for the next
+/// claimant, and keeps the item from claim-next and the frontier until
+/// `retry_at`; a claim by ref still works.
+pub async fn l14_fail_counts_backs_off_and_hands_the_note_over(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("flaky").await;
+    f.item("other").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
+    let out = f.store.fail(&f.ws, "TASK-1", &f.fail("runner-a", LeaseHandle::epoch(l.epoch), Some("disk full"))).await;
+    let out = out.unwrap();
+    assert!(!out.quarantined);
+    let item = f.get("TASK-1").await;
+    assert_eq!(out.item, item);
+    assert_eq!((item.failures, item.lease.as_ref()), (1, None));
+    assert_eq!(item.last_failure_note.as_deref(), Some("disk full"));
+    let now = f.store.now().await.unwrap();
+    let wait = item.retry_at.expect("retry_at is set") - now;
+    assert!(wait > chrono::Duration::seconds(25) && wait <= chrono::Duration::seconds(30), "{wait}");
+    let last = item.last_lease.expect("the failed lease is the last lease");
+    assert_eq!((last.ended, last.epoch, last.lease_id), (LeaseEnd::Failed, l.epoch, l.lease_id));
+    assert_eq!(last.note.as_deref(), Some("disk full"));
+    // Lease is not content (L9): no version, `updated_at` unchanged.
+    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 1);
+    assert_eq!(item.updated_at, f.get("TASK-1").await.updated_at);
+    assert_eq!(refs(&f.store.frontier(&f.ws, &FrontierFilter::default(), 10).await.unwrap()), ["TASK-2"]);
+    let (next, _) = f.store.claim_next(&f.ws, &FrontierFilter::default(), &f.claim("b", 60)).await.unwrap().unwrap();
+    assert_eq!(next.item_ref.to_string(), "TASK-2");
+    assert!(f.store.claim_next(&f.ws, &FrontierFilter::default(), &f.claim("c", 60)).await.unwrap().is_none());
+    let again = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap();
+    assert_eq!(again.previous_note.as_deref(), Some("disk full"));
+    assert_eq!(again.previous_holder.as_deref(), Some("runner-a"));
+    // The second failure doubles the wait.
+    let l2 = again.lease;
+    let out =
+        f.store.fail(&f.ws, "TASK-1", &f.fail("runner-b", LeaseHandle::lease_id(l2.lease_id), None)).await.unwrap();
+    assert_eq!(out.item.failures, 2);
+    let wait = out.item.retry_at.unwrap() - f.store.now().await.unwrap();
+    assert!(wait > chrono::Duration::seconds(55) && wait <= chrono::Duration::seconds(60), "{wait}");
+    assert_eq!(out.item.last_failure_note, None);
+    let failed = events_of(&f, pad_core::EventKind::LeaseFailed).await;
+    assert_eq!(failed.len(), 2);
+    assert_eq!((failed[0].data["note"].as_str(), failed[0].data["failures"].as_i64()), (Some("disk full"), Some(1)));
+}
+
+/// L14 bad input: a stale epoch, another item's lease id, another holder,
+/// or no handle at all: refused, and nothing changed.
+pub async fn l14_fail_with_a_stale_handle_is_lost_and_changes_nothing(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.item("b").await;
+    let a = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let b = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    let before = f.get("TASK-1").await;
+    let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
+    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::epoch(a.epoch + 1), Some("x"))).await.unwrap_err());
+    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::lease_id(b.lease_id), None)).await.unwrap_err());
+    let mixed = LeaseHandle { epoch: Some(a.epoch), lease_id: Some(b.lease_id) };
+    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", mixed, None)).await.unwrap_err());
+    assert_eq!(
+        held_by(f.store.fail(&f.ws, "TASK-1", &f.fail("v", LeaseHandle::epoch(a.epoch), None)).await.unwrap_err()),
+        "w"
+    );
+    let e = f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::default(), None)).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Validation(v) if v.field == "epoch"), "{e:?}");
+    let mut zero = f.fail("w", LeaseHandle::epoch(a.epoch), None);
+    zero.max_failures = Some(0);
+    let e = f.store.fail(&f.ws, "TASK-1", &zero).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Validation(v) if v.field == "max_failures"), "{e:?}");
+    assert_eq!(f.get("TASK-1").await, before);
+    assert_eq!(f.store.events_after(&f.ws, 0, 1000).await.unwrap().len(), events);
+    // Released, the old handle is lost too.
+    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
+    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::lease_id(a.lease_id), None)).await.unwrap_err());
+    assert_eq!(f.get("TASK-1").await.failures, 0);
+}
+
+/// L14: at the threshold (here a per-request `max_failures`) the item is
+/// quarantined with `needs-human` and an event that says why; a claim by
+/// ref still works during the backoff.
+pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("doomed").await;
+    for round in 1..=2 {
+        let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+        let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
+        req.max_failures = Some(2);
+        let out = f.store.fail(&f.ws, "TASK-1", &req).await.unwrap();
+        assert_eq!(out.quarantined, round == 2, "round {round}");
+    }
+    let item = f.get("TASK-1").await;
+    assert!(item.labels.iter().any(|l| l == NEEDS_HUMAN), "{:?}", item.labels);
+    let q = events_of(&f, pad_core::EventKind::ItemQuarantined).await;
+    assert_eq!(q.len(), 1);
+    assert!(q[0].data["reason"].as_str().unwrap().contains("failed 2 times"), "{}", q[0].data);
+    // The workspace default (3) applies without an override.
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let out = f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::epoch(l.epoch), None)).await.unwrap();
+    assert!(!out.quarantined, "already labelled");
+    assert_eq!(out.item.failures, 3);
+}
+
+/// L15: status and release in one step: one version for the status change,
+/// events `item.updated` then `lease.released` (ended: completed).
+pub async fn l15_complete_sets_status_and_releases_in_one_step(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.item("b").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let after = f.store.events_after(&f.ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let item = f.store.complete(&f.ws, "TASK-1", &f.complete("w", LeaseHandle::lease_id(l.lease_id))).await.unwrap();
+    assert_eq!((item.status, item.lease.as_ref()), (Status::Done, None));
+    assert_eq!(item, f.get("TASK-1").await);
+    let last = item.last_lease.unwrap();
+    assert_eq!((last.ended, last.lease_id, last.holder.as_str()), (LeaseEnd::Completed, l.lease_id, "w"));
+    let versions = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[0].changes["status"]["to"], "done");
+    let events = f.store.events_after(&f.ws, after, 100).await.unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["item.updated", "lease.released"]);
+    assert_eq!(events[1].data["ended"], "completed");
+    // Another status, by epoch; an already-ended lease is lost.
+    let l = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    let mut cancel = f.complete("w", LeaseHandle::epoch(l.epoch));
+    cancel.status = Status::Cancelled;
+    assert_eq!(f.store.complete(&f.ws, "TASK-2", &cancel).await.unwrap().status, Status::Cancelled);
+    lost(f.store.complete(&f.ws, "TASK-2", &cancel).await.unwrap_err());
+}
+
+/// L15 bad input: an expired lease cannot be completed; nothing changes.
+pub async fn l15_complete_on_an_expired_lease_is_lost(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap().lease;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    lost(f.store.complete(&f.ws, "TASK-1", &f.complete("w", LeaseHandle::epoch(l.epoch))).await.unwrap_err());
+    let item = f.get("TASK-1").await;
+    assert_eq!(item.status, Status::Open);
+    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 1);
+    // A live lease of another item, named by its own handle, does not help.
+    f.item("b").await;
+    let b = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    lost(f.store.complete(&f.ws, "TASK-1", &f.complete("w", LeaseHandle::lease_id(b.lease_id))).await.unwrap_err());
+    assert_eq!(f.get("TASK-1").await.status, Status::Open);
+}
+
+/// L16: `not_before` keeps an item off claim-next and the frontier until
+/// then; `null` clears it; a past time does not defer.
+pub async fn l16_not_before_defers_claim_next_and_frontier(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let now = f.store.now().await.unwrap();
+    let later = now + chrono::Duration::hours(1);
+    let new = |title: &str, at| NewItem { title: title.into(), not_before: Some(at), ..Default::default() };
+    let deferred = f.store.create_item(&f.ws, f.owner, &new("later", later)).await.unwrap();
+    assert_eq!(deferred.not_before, Some(later));
+    f.store.create_item(&f.ws, f.owner, &new("past", now - chrono::Duration::seconds(1))).await.unwrap();
+    let all = FrontierFilter::default();
+    assert_eq!(refs(&f.store.frontier(&f.ws, &all, 10).await.unwrap()), ["TASK-2"]);
+    let (got, _) = f.store.claim_next(&f.ws, &all, &f.claim("w", 60)).await.unwrap().unwrap();
+    assert_eq!(got.item_ref.to_string(), "TASK-2");
+    assert!(f.store.claim_next(&f.ws, &all, &f.claim("w", 60)).await.unwrap().is_none());
+    // Clearing it is a content change with a version.
+    let clear = ItemPatch { not_before: Some(None), ..Default::default() };
+    let item = f.store.update_item(&f.ws, f.owner, "TASK-1", &clear).await.unwrap();
+    assert_eq!(item.not_before, None);
+    assert!(f.store.history(&f.ws, "TASK-1").await.unwrap()[0].changes.get("not_before").is_some());
+    assert_eq!(refs(&f.store.frontier(&f.ws, &all, 10).await.unwrap()), ["TASK-1"]);
+    let defer = ItemPatch { not_before: Some(Some(later)), ..Default::default() };
+    f.store.update_item(&f.ws, f.owner, "TASK-1", &defer).await.unwrap();
+    assert!(f.store.frontier(&f.ws, &all, 10).await.unwrap().is_empty());
+    // A claim by ref is not deferred: a person asked for that item.
+    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
+}
+
+/// L17: every grant has its own lease id in the workspace; renew, release
+/// and fenced writes accept it, and another item's or an ended lease's id
+/// is `lease_lost`.
+pub async fn l17_lease_ids_name_one_grant_in_the_workspace(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.item("b").await;
+    let a = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let b = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    assert_eq!((a.epoch, b.epoch), (1, 1));
+    assert_ne!(a.lease_id, b.lease_id);
+    // A refresh keeps the handle.
+    let refreshed = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
+    assert!(refreshed.refreshed);
+    assert_eq!(refreshed.lease.lease_id, a.lease_id);
+    let by_id = |id| RenewRequest { handle: LeaseHandle::lease_id(id), ..f.renew("w", 0) };
+    // Item A's handle does not renew item B, though both are at epoch 1.
+    lost(f.store.renew(&f.ws, "TASK-2", &by_id(a.lease_id)).await.unwrap_err());
+    assert_eq!(f.store.renew(&f.ws, "TASK-2", &by_id(b.lease_id)).await.unwrap().lease_id, b.lease_id);
+    // Fenced writes.
+    let fenced = |id| ItemPatch { title: Some("x".into()), lease_id: Some(id), ..Default::default() };
+    lost(f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(b.lease_id)).await.unwrap_err());
+    assert_eq!(f.get("TASK-1").await.title, "a");
+    f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(a.lease_id)).await.unwrap();
+    let both_wrong = ItemPatch { lease_epoch: Some(1), ..fenced(b.lease_id) };
+    lost(f.store.update_item(&f.ws, f.owner, "TASK-1", &both_wrong).await.unwrap_err());
+    lost(f.store.delete_item(&f.ws, f.owner, "TASK-2", LeaseHandle::lease_id(a.lease_id)).await.unwrap_err());
+    assert_eq!(f.get("TASK-2").await.deleted_at, None);
+    // Release by handle; the handle then names an ended lease.
+    let release = |id| ReleaseRequest { handle: LeaseHandle::lease_id(id), ..f.release("w") };
+    lost(f.store.release(&f.ws, "TASK-1", &release(b.lease_id)).await.unwrap_err());
+    assert!(f.store.release(&f.ws, "TASK-1", &release(a.lease_id)).await.unwrap().released);
+    lost(f.store.renew(&f.ws, "TASK-1", &by_id(a.lease_id)).await.unwrap_err());
+    let again = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    assert!(again.lease_id != a.lease_id && again.lease_id != b.lease_id);
+    lost(f.store.renew(&f.ws, "TASK-1", &by_id(a.lease_id)).await.unwrap_err());
+    // Unique across many grants.
+    let mut seen = HashSet::from([a.lease_id, b.lease_id, again.lease_id]);
+    for _ in 0..5 {
+        f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
+        assert!(seen.insert(f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease.lease_id));
+    }
+}
+
+/// L17: `refresh: false` makes even the live holder's claim `lease_held`.
+pub async fn l17_claim_without_refresh_is_contention(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let once = ClaimRequest { refresh: false, ..f.claim("w", 60) };
+    assert_eq!(held_by(f.store.claim(&f.ws, "TASK-1", &once).await.unwrap_err()), "w");
+    assert_eq!(f.get("TASK-1").await.lease, Some(l.clone()));
+    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
+    let granted = f.store.claim(&f.ws, "TASK-1", &once).await.unwrap();
+    assert!(!granted.refreshed);
+    assert_eq!(granted.lease.epoch, 2);
+}
+
+/// L18: the last lease after a release, a break and an expiry, with the
+/// note written under it; an expiry reads as ended at `expires_at` before
+/// and after anything records it.
+pub async fn l18_last_lease_shows_how_each_lease_ended(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    assert_eq!(f.get("TASK-1").await.last_lease, None);
+    let mut claim = f.claim("w", 60);
+    claim.session_id = Some("s1".into());
+    claim.note = Some("step 1".into());
+    let l = f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap().lease;
+    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
+    let last = f.get("TASK-1").await.last_lease.unwrap();
+    assert_eq!((last.ended, last.lease_id, last.epoch), (LeaseEnd::Released, l.lease_id, 1));
+    assert_eq!((last.holder.as_str(), last.session_id.as_deref(), last.acquired_at), ("w", Some("s1"), l.acquired_at));
+    assert_eq!(last.note.as_deref(), Some("step 1"));
+    // A lease that wrote no note shows none, not its predecessor's.
+    f.store.claim(&f.ws, "TASK-1", &f.claim("v", 60)).await.unwrap();
+    // While a lease is live, the previous ending still shows.
+    assert_eq!(f.get("TASK-1").await.last_lease.unwrap().lease_id, l.lease_id);
+    let mut force = f.release("owner-tool");
+    force.force = true;
+    force.reason = Some("stuck".into());
+    f.store.release(&f.ws, "TASK-1", &force).await.unwrap();
+    let last = f.get("TASK-1").await.last_lease.unwrap();
+    assert_eq!((last.ended, last.holder.as_str(), last.note.as_deref()), (LeaseEnd::Broken, "v", None));
+    // Expiry, with no reaper: derived at once, the same once recorded.
+    let e = f.store.claim(&f.ws, "TASK-1", &f.claim("x", 1)).await.unwrap().lease;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let derived = f.get("TASK-1").await.last_lease.unwrap();
+    assert_eq!((derived.ended, derived.ended_at, derived.lease_id), (LeaseEnd::Expired, e.expires_at, e.lease_id));
+    assert_eq!(f.store.observe_expiries().await.unwrap(), 1);
+    assert_eq!(f.get("TASK-1").await.last_lease.unwrap(), derived);
+    // A grant over an unrecorded expiry records it too.
+    let y = f.store.claim(&f.ws, "TASK-1", &f.claim("y", 1)).await.unwrap().lease;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("z", 60)).await.unwrap();
+    let last = f.get("TASK-1").await.last_lease.unwrap();
+    assert_eq!((last.ended, last.ended_at, last.holder.as_str()), (LeaseEnd::Expired, y.expires_at, "y"));
+}
+
+/// L11: claim-next passes over excluded refs.
+pub async fn l11_claim_next_skips_excluded_refs(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.item("b").await;
+    let skip_first = FrontierFilter { exclude: vec!["task-1".into()], ..Default::default() };
+    assert_eq!(refs(&f.store.frontier(&f.ws, &skip_first, 10).await.unwrap()), ["TASK-2"]);
+    let (got, _) = f.store.claim_next(&f.ws, &skip_first, &f.claim("w", 60)).await.unwrap().unwrap();
+    assert_eq!(got.item_ref.to_string(), "TASK-2");
+    assert!(f.store.claim_next(&f.ws, &skip_first, &f.claim("w", 60)).await.unwrap().is_none());
+    // No churn: the excluded item was never claimed.
+    assert_eq!(f.get("TASK-1").await.last_lease, None);
+    assert_eq!(events_of(&f, pad_core::EventKind::LeaseClaimed).await.len(), 1);
+    let bad = FrontierFilter { exclude: vec!["nope".into()], ..Default::default() };
+    let e = f.store.frontier(&f.ws, &bad, 10).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Validation(v) if v.field == "exclude[0]"), "{e:?}");
+}
+
+/// `parent` on list, `blocked_by_open`, and atomic blocker edits.
+pub async fn items_list_by_parent_and_open_blockers(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("epic").await;
+    for title in ["child 1", "child 2"] {
+        let new = NewItem { title: title.into(), parent: Some("TASK-1".into()), ..Default::default() };
+        f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
+    }
+    f.item("loose").await;
+    let children = ItemFilter { parent: Some("TASK-1".parse().unwrap()), ..Default::default() };
+    let page = f.store.list_items(&f.ws, &children, 50, None).await.unwrap();
+    assert_eq!(refs(&page.items), ["TASK-2", "TASK-3"]);
+    let add = |refs: &[&str]| ItemPatch {
+        add_blocked_by: refs.iter().map(|r| r.to_string()).collect(),
+        ..Default::default()
+    };
+    f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["TASK-2"])).await.unwrap();
+    let item = f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["task-3", "TASK-2"])).await.unwrap();
+    assert_eq!(item.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-2", "TASK-3"]);
+    assert_eq!(item.blocked_by_open, item.blocked_by);
+    let l = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    f.store.complete(&f.ws, "TASK-2", &f.complete("w", LeaseHandle::epoch(l.epoch))).await.unwrap();
+    let item = f.get("TASK-4").await;
+    assert_eq!(item.blocked_by_open.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-3"]);
+    let remove = ItemPatch { remove_blocked_by: vec!["TASK-3".into()], ..Default::default() };
+    let item = f.store.update_item(&f.ws, f.owner, "TASK-4", &remove).await.unwrap();
+    assert_eq!(item.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-2"]);
+    assert!(item.blocked_by_open.is_empty());
+    let e = f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["TASK-4"])).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Validation(v) if v.field == "add_blocked_by"), "{e:?}");
+    let e = f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["TASK-99"])).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Validation(_)), "{e:?}");
+    assert_eq!(f.get("TASK-4").await.blocked_by.len(), 1);
+}
+
+/// `events?ref=&type=`.
+pub async fn events_filter_by_ref_and_type(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("a").await;
+    f.item("b").await;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
+    f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap();
+    f.store.release(&f.ws, "TASK-2", &f.release("w")).await.unwrap();
+    let r = |s: &str| Some(s.parse().unwrap());
+    let only = |item_ref, kinds| pad_core::EventFilter { item_ref, kinds };
+    let f = &f;
+    let kinds = |filter| async move {
+        let events = f.store.events_where(&f.ws, 0, 100, &filter).await.unwrap();
+        events.iter().map(|e| format!("{} {}", e.item_ref.clone().unwrap_or_default(), e.kind)).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        kinds(only(r("task-2"), vec![])).await,
+        ["TASK-2 item.created", "TASK-2 lease.claimed", "TASK-2 lease.released"]
+    );
+    use pad_core::EventKind::{LeaseClaimed, LeaseReleased};
+    assert_eq!(kinds(only(None, vec![LeaseClaimed])).await, ["TASK-1 lease.claimed", "TASK-2 lease.claimed"]);
+    assert_eq!(
+        kinds(only(r("TASK-2"), vec![LeaseClaimed, LeaseReleased])).await,
+        ["TASK-2 lease.claimed", "TASK-2 lease.released"]
+    );
+    assert!(kinds(only(r("TASK-9"), vec![])).await.is_empty());
 }

@@ -9,13 +9,17 @@ pub mod shared;
 pub mod conformance;
 
 use async_trait::async_trait;
+use pad_core::lease::LeaseHandle;
 use pad_core::{
-    Comment, Event, FrontierFilter, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page, Principal, Role,
-    Timestamp, TokenInfo, User, Version, Workspace,
+    Comment, Event, EventFilter, FrontierFilter, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page,
+    Principal, Role, Timestamp, TokenInfo, User, Version, Workspace,
 };
 
 pub use error::{StoreError, StoreResult};
-pub use requests::{ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest};
+pub use requests::{
+    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ReleaseOutcome,
+    ReleaseRequest, RenewRequest,
+};
 
 /// The authenticated caller of a store operation: who wrote the history
 /// version, comment or lease.
@@ -113,14 +117,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Page<Item>>;
     /// A content change: one history version, `updated_at` moves on.
     async fn update_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, patch: &ItemPatch) -> StoreResult<Item>;
-    /// Soft delete, fenced by `lease_epoch` when given (L10).
-    async fn delete_item(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        item_ref: &str,
-        lease_epoch: Option<i64>,
-    ) -> StoreResult<Item>;
+    /// Soft delete, fenced by epoch and/or lease id when given (L10, L17).
+    async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item>;
     async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
     /// History versions, newest first.
     async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>>;
@@ -134,6 +132,15 @@ pub trait Store: Send + Sync + 'static {
     async fn renew(&self, ws: &Workspace, item_ref: &str, req: &RenewRequest) -> StoreResult<Lease>;
     /// L6, L7 (break with `force`, which the caller has authorized).
     async fn release(&self, ws: &Workspace, item_ref: &str, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome>;
+
+    /// L15: sets the status and ends the caller's live lease in one
+    /// transaction: one history version (if the status changed), then
+    /// `item.updated` and `lease.released`; `last_lease` says `completed`.
+    async fn complete(&self, ws: &Workspace, item_ref: &str, req: &CompleteRequest) -> StoreResult<Item>;
+
+    /// L14: ends the caller's live lease as failed, counts the failure, keeps
+    /// the note, sets `retry_at`, and quarantines at the threshold.
+    async fn fail(&self, ws: &Workspace, item_ref: &str, req: &FailRequest) -> StoreResult<FailOutcome>;
 
     /// L11: ready items (open, unblocked, no live lease), highest priority
     /// first, then oldest.
@@ -155,5 +162,16 @@ pub trait Store: Send + Sync + 'static {
     async fn observe_expiries(&self) -> StoreResult<u64>;
 
     /// Events of `ws` with id greater than `after`, oldest first.
-    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>>;
+    async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>> {
+        self.events_where(ws, after, limit, &EventFilter::default()).await
+    }
+
+    /// Like [`events_after`](Self::events_after), only the events `filter` matches.
+    async fn events_where(
+        &self,
+        ws: &Workspace,
+        after: i64,
+        limit: u32,
+        filter: &EventFilter,
+    ) -> StoreResult<Vec<Event>>;
 }

@@ -1,10 +1,10 @@
 //! Inputs and outputs of the lease operations, with the one validation that
 //! every backend runs before it writes.
 
-use pad_core::lease::{InvalidTtl, Ttl};
+use pad_core::lease::{InvalidTtl, LeaseHandle, Ttl};
 use pad_core::model::validate_name;
 use pad_core::validate::{self, Lines};
-use pad_core::{Lease, WorkspaceSettings};
+use pad_core::{Item, Lease, Status, WorkspaceSettings};
 
 use crate::{Actor, StoreError};
 
@@ -20,13 +20,16 @@ pub struct ClaimRequest {
     pub ttl_seconds: Option<i64>,
     /// L12 handoff note.
     pub note: Option<String>,
+    /// L17: `false` answers even the live holder with `lease_held`.
+    pub refresh: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenewRequest {
     pub actor: Actor,
     pub holder: String,
-    pub epoch: i64,
+    /// Epoch and/or lease id (L17); at least one.
+    pub handle: LeaseHandle,
     /// `None` keeps the lease's TTL.
     pub ttl_seconds: Option<i64>,
     pub note: Option<String>,
@@ -36,11 +39,44 @@ pub struct RenewRequest {
 pub struct ReleaseRequest {
     pub actor: Actor,
     pub holder: String,
-    pub epoch: Option<i64>,
+    /// When given, must name the live lease (L6, L17).
+    pub handle: LeaseHandle,
     /// Break another worker's lease; the server allows it to owners only.
     pub force: bool,
     pub reason: Option<String>,
 }
+
+/// L15: complete an item under its lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompleteRequest {
+    pub actor: Actor,
+    pub holder: String,
+    /// Epoch and/or lease id (L17); at least one.
+    pub handle: LeaseHandle,
+    pub status: Status,
+}
+
+/// L14: report a failed attempt under a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailRequest {
+    pub actor: Actor,
+    pub holder: String,
+    /// Epoch and/or lease id (L17); at least one.
+    pub handle: LeaseHandle,
+    pub note: Option<String>,
+    /// Overrides the workspace's `quarantine_after_failures`.
+    pub max_failures: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailOutcome {
+    pub item: Item,
+    /// This failure quarantined the item.
+    pub quarantined: bool,
+}
+
+/// The largest `max_failures` a fail request may carry.
+pub const MAX_FAILURES_LIMIT: u32 = 1000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimOutcome {
@@ -82,9 +118,40 @@ impl ClaimRequest {
     }
 }
 
+fn handle_given(h: &LeaseHandle) -> Result<(), StoreError> {
+    if h.is_empty() {
+        return Err(StoreError::invalid("epoch", "the lease's epoch or lease_id is required"));
+    }
+    Ok(())
+}
+
+impl CompleteRequest {
+    pub fn validate(&self) -> Result<(), StoreError> {
+        validate_name("holder", &self.holder)?;
+        handle_given(&self.handle)
+    }
+}
+
+impl FailRequest {
+    /// The quarantine threshold this failure is judged against.
+    pub fn validate(&self, settings: &WorkspaceSettings) -> Result<u32, StoreError> {
+        validate_name("holder", &self.holder)?;
+        handle_given(&self.handle)?;
+        note(&self.note)?;
+        match self.max_failures {
+            Some(n) if n == 0 || n > MAX_FAILURES_LIMIT => {
+                Err(StoreError::invalid("max_failures", format!("must be from 1 to {MAX_FAILURES_LIMIT} (got {n})")))
+            }
+            Some(n) => Ok(n),
+            None => Ok(settings.quarantine_after_failures),
+        }
+    }
+}
+
 impl RenewRequest {
     pub fn validate(&self, settings: &WorkspaceSettings) -> Result<Option<Ttl>, StoreError> {
         validate_name("holder", &self.holder)?;
+        handle_given(&self.handle)?;
         note(&self.note)?;
         Ok(self.ttl_seconds.map(|s| resolve_ttl(Some(s), settings)).transpose()?)
     }

@@ -2,6 +2,7 @@
 //! these, so they decide — and describe what they did — the same way; only
 //! the SQL differs between backends.
 
+use pad_core::lease::LeaseEnd;
 use pad_core::lease::{self, LeaseSlot};
 use pad_core::model::{ValidPatch, validate_label};
 use pad_core::validate::{self, Lines};
@@ -39,7 +40,7 @@ pub fn plan_update(
     patch: &ValidPatch,
     now: Timestamp,
 ) -> StoreResult<Option<(Item, Map<String, Value>)>> {
-    lease::check_fence(slot, patch.lease_epoch, now).map_err(|live| StoreError::lost(live, now))?;
+    lease::check_fence(slot, patch.fence, now).map_err(|live| StoreError::lost(live, now))?;
     if let Some(expected) = patch.expected_updated_at
         && expected != old.updated_at
     {
@@ -48,6 +49,14 @@ pub fn plan_update(
     let new = old.patched(patch)?;
     let changes = new.changes_since(Some(old));
     Ok((!changes.is_empty()).then_some((new, changes)))
+}
+
+/// A refused complete or fail (L14, L15) as the store's error.
+pub fn end_refused(e: lease::EndRefusal, now: Timestamp) -> StoreError {
+    match e {
+        lease::EndRefusal::Lost(live) => StoreError::lost(live, now),
+        lease::EndRefusal::Held(l) => StoreError::held(l, now),
+    }
 }
 
 pub fn unknown_kind(kind: &str) -> StoreError {
@@ -71,12 +80,33 @@ pub mod event {
     }
 
     pub fn claimed(l: &Lease) -> Value {
-        json!({ "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "expires_at": l.expires_at })
+        json!({
+            "holder": l.holder, "session_id": l.session_id, "epoch": l.epoch, "lease_id": l.lease_id,
+            "expires_at": l.expires_at,
+        })
     }
 
-    /// `lease.released` and `lease.broken`.
-    pub fn ended(l: &Lease, reason: Option<&str>) -> Value {
-        json!({ "holder": l.holder, "epoch": l.epoch, "reason": reason })
+    /// `lease.released` and `lease.broken`; `ended` says how (L18).
+    pub fn ended(l: &Lease, ended: LeaseEnd, reason: Option<&str>) -> Value {
+        json!({ "holder": l.holder, "epoch": l.epoch, "lease_id": l.lease_id, "reason": reason, "ended": ended })
+    }
+
+    /// `lease.failed` (L14).
+    pub fn failed(l: &Lease, failures: i64, retry_at: Timestamp, note: Option<&str>) -> Value {
+        json!({
+            "holder": l.holder, "epoch": l.epoch, "lease_id": l.lease_id,
+            "failures": failures, "retry_at": retry_at, "note": note,
+        })
+    }
+
+    /// `item.quarantined` by failures (L14).
+    pub fn quarantined_failures(failures: i64) -> Value {
+        json!({
+            "failures": failures,
+            "reason": format!(
+                "it failed {failures} times; labelled {NEEDS_HUMAN} so autonomous workers skip it"
+            ),
+        })
     }
 
     pub fn expired(holder: &str, epoch: i64, expired_at: Timestamp) -> Value {

@@ -121,6 +121,10 @@ pub enum ItemCommand {
     Renew(RenewArgs),
     /// Give a lease back (owners may --force another's)
     Release(ReleaseArgs),
+    /// Set the status (default done) and end your lease, in one fenced step
+    Complete(CompleteArgs),
+    /// Report a failed attempt: ends your lease, counts the failure, defers the item
+    Fail(FailArgs),
     /// Claim the best ready item (priority, then age) and print its lease
     ClaimNext(ClaimNextArgs),
     /// Ready items, best first: open, unblocked, unleased
@@ -168,6 +172,9 @@ pub struct CreateArgs {
     /// A member's email
     #[arg(long, value_name = "EMAIL")]
     pub assignee: Option<String>,
+    /// Defer: claim-next and the frontier skip the item until this RFC 3339 time
+    #[arg(long, value_name = "TIME")]
+    pub not_before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Debug, Args)]
@@ -192,6 +199,9 @@ pub struct ListArgs {
     /// Text in the title or body
     #[arg(long, value_name = "TEXT")]
     pub search: Option<String>,
+    /// Only children of this item
+    #[arg(long, value_name = "REF")]
+    pub parent: Option<ItemRef>,
     /// Page size (the server caps it)
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
@@ -230,6 +240,18 @@ pub struct UpdateArgs {
     /// Replace the blockers with these (repeatable)
     #[arg(long, value_name = "REF")]
     pub blocked_by: Vec<ItemRef>,
+    /// Add a blocker (repeatable)
+    #[arg(long, value_name = "REF")]
+    pub add_blocked_by: Vec<ItemRef>,
+    /// Remove a blocker (repeatable)
+    #[arg(long, value_name = "REF")]
+    pub remove_blocked_by: Vec<ItemRef>,
+    /// Defer: claim-next and the frontier skip the item until this RFC 3339 time
+    #[arg(long, value_name = "TIME", conflicts_with = "clear_not_before")]
+    pub not_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// Remove the deferral
+    #[arg(long)]
+    pub clear_not_before: bool,
     #[arg(long, value_name = "EMAIL", conflicts_with = "unassign")]
     pub assignee: Option<String>,
     /// Remove the assignee
@@ -241,6 +263,9 @@ pub struct UpdateArgs {
     /// Refuse (exit 7) unless the live lease has this epoch
     #[arg(long, value_name = "N")]
     pub lease_epoch: Option<i64>,
+    /// Refuse (exit 7) unless the live lease has this lease id
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<i64>,
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +275,51 @@ pub struct DeleteArgs {
     /// Refuse (exit 7) unless the live lease has this epoch
     #[arg(long, value_name = "N")]
     pub lease_epoch: Option<i64>,
+    /// Refuse (exit 7) unless the live lease has this lease id
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<i64>,
+}
+
+/// The lease a fenced lease call names: its epoch, its lease id, or both
+/// (then both must match).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = true)]
+pub struct LeaseHandleArgs {
+    /// The epoch your claim returned
+    #[arg(long, value_name = "N")]
+    pub epoch: Option<i64>,
+    /// The lease id your claim returned
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub handle: LeaseHandleArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// The status to set: done, cancelled, open, in-progress [default: done]
+    #[arg(long)]
+    pub status: Option<Status>,
+}
+
+#[derive(Debug, Args)]
+pub struct FailArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub handle: LeaseHandleArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// What went wrong, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Quarantine at this many failures instead of the workspace's setting
+    #[arg(long, value_name = "N")]
+    pub max_failures: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -353,15 +423,17 @@ pub struct ClaimArgs {
     /// Progress note, shown to the next claimant
     #[arg(long)]
     pub note: Option<String>,
+    /// Refuse (exit 7) even if you already hold the lease, instead of refreshing it
+    #[arg(long)]
+    pub no_refresh: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct RenewArgs {
     #[command(flatten)]
     pub item: RefArg,
-    /// The epoch your claim returned
-    #[arg(long, value_name = "N")]
-    pub epoch: i64,
+    #[command(flatten)]
+    pub handle: LeaseHandleArgs,
     #[command(flatten)]
     pub holder: HolderArg,
     /// [default: the lease's own TTL]
@@ -381,6 +453,9 @@ pub struct ReleaseArgs {
     /// Refuse (exit 7) unless the live lease has this epoch
     #[arg(long, value_name = "N")]
     pub epoch: Option<i64>,
+    /// Refuse (exit 7) unless the live lease has this lease id
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<i64>,
     /// Break another worker's lease (workspace owners)
     #[arg(long, requires = "reason")]
     pub force: bool,
@@ -425,6 +500,9 @@ pub struct FilterArgs {
     /// Skip items labelled `needs-human`, as autonomous workers should
     #[arg(long)]
     pub autonomous: bool,
+    /// Skip these items (repeatable or comma-separated)
+    #[arg(long = "exclude", value_name = "REF", value_delimiter = ',')]
+    pub exclude: Vec<ItemRef>,
 }
 
 #[derive(Debug, Args)]

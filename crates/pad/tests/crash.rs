@@ -93,6 +93,7 @@ mod checker {
 
     fn lease(holder: &str, epoch: i64, acquired: i64, expires: i64) -> Lease {
         Lease {
+            lease_id: epoch,
             holder: holder.into(),
             session_id: None,
             epoch,

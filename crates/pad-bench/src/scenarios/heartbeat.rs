@@ -45,7 +45,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
                     if deadline.passed() {
                         break 'outer;
                     }
-                    let body = RenewBody { epoch, holder: Some(HOLDER.into()), ttl_seconds: None, note: None };
+                    let body = RenewBody { epoch: Some(epoch), holder: Some(HOLDER.into()), ..RenewBody::default() };
                     samples.time(client.renew(&slug, &task_ref(n), &body)).await?;
                 }
             }

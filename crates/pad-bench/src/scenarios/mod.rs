@@ -15,17 +15,30 @@ use pad_store::{Actor, ClaimRequest, ReleaseRequest};
 pub const TTL_SECONDS: i64 = 3600;
 
 pub fn claim_body(holder: &str) -> ClaimBody {
-    ClaimBody { holder: Some(holder.into()), session_id: None, ttl_seconds: Some(TTL_SECONDS.into()), note: None }
+    ClaimBody { holder: Some(holder.into()), ttl_seconds: Some(TTL_SECONDS.into()), ..ClaimBody::default() }
 }
 
 pub fn release_body(holder: &str) -> ReleaseBody {
-    ReleaseBody { holder: Some(holder.into()), epoch: None, force: false, reason: None }
+    ReleaseBody { holder: Some(holder.into()), ..ReleaseBody::default() }
 }
 
 pub fn claim_request(actor: Actor, holder: &str) -> ClaimRequest {
-    ClaimRequest { actor, holder: holder.into(), session_id: None, ttl_seconds: Some(TTL_SECONDS), note: None }
+    ClaimRequest {
+        actor,
+        holder: holder.into(),
+        session_id: None,
+        ttl_seconds: Some(TTL_SECONDS),
+        note: None,
+        refresh: true,
+    }
 }
 
 pub fn release_request(actor: Actor, holder: &str) -> ReleaseRequest {
-    ReleaseRequest { actor, holder: holder.into(), epoch: None, force: false, reason: None }
+    ReleaseRequest {
+        actor,
+        holder: holder.into(),
+        handle: pad_core::lease::LeaseHandle::default(),
+        force: false,
+        reason: None,
+    }
 }

@@ -18,7 +18,6 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
 use pad_core::api::{ErrorCode, EventPage};
 use pad_core::{Action, Event};
-use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -34,16 +33,7 @@ pub const POLL: Duration = Duration::from_millis(250);
 pub const RECHECK: Duration = Duration::from_secs(2);
 const PAGE: u32 = 500;
 
-#[derive(Debug, Default, Deserialize, Serialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct EventsQuery {
-    /// Events with a greater id; 0 (the default) is from the start.
-    #[serde(default)]
-    pub after: Option<i64>,
-    #[serde(default)]
-    pub limit: Option<u32>,
-}
+pub use pad_core::api::EventsQuery;
 
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/events", tag = "events",
     params(("ws" = String, Path), EventsQuery),
@@ -54,7 +44,8 @@ pub async fn page(
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<axum::Json<EventPage>> {
     ctx.require(Action::Read)?;
-    let events = s.store.events_after(&ctx.ws, q.after.unwrap_or(0), q.limit.unwrap_or(100).min(1000)).await?;
+    let filter = q.filter().map_err(pad_store::StoreError::from)?;
+    let events = s.store.events_where(&ctx.ws, q.after.unwrap_or(0), q.limit.unwrap_or(100).min(1000), &filter).await?;
     Ok(axum::Json(EventPage { events }))
 }
 

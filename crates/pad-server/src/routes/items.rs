@@ -59,7 +59,8 @@ pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemP
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
 pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQuery>) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
-    Ok(axum::Json(s.store.delete_item(&ctx.ws, ctx.actor(), ctx.param("ref"), q.lease_epoch).await?))
+    let fence = pad_core::lease::LeaseHandle { epoch: q.lease_epoch, lease_id: q.lease_id };
+    Ok(axum::Json(s.store.delete_item(&ctx.ws, ctx.actor(), ctx.param("ref"), fence).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/restore", tag = "items",

@@ -2,12 +2,13 @@
 
 use axum::extract::State;
 use pad_core::Action;
+use pad_core::Status;
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, ErrorEnvelope, FrontierList, FrontierQuery,
-    ReleaseBody, ReleaseResponse, RenewBody, RenewResponse,
+    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, ErrorEnvelope,
+    FailBody, FailResponse, FrontierList, FrontierQuery, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse,
 };
-use pad_core::lease::Ttl;
-use pad_store::{ClaimRequest, ReleaseRequest, RenewRequest};
+use pad_core::lease::{LeaseHandle, Ttl};
+use pad_store::{ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest};
 
 use crate::AppState;
 use crate::error::ApiResult;
@@ -25,6 +26,7 @@ fn claim_request(
     session_id: Option<String>,
     ttl_seconds: Option<serde_json::Value>,
     note: Option<String>,
+    refresh: Option<bool>,
 ) -> ApiResult<ClaimRequest> {
     Ok(ClaimRequest {
         actor: ctx.actor(),
@@ -32,6 +34,7 @@ fn claim_request(
         session_id,
         ttl_seconds: ttl(ttl_seconds)?,
         note,
+        refresh: refresh.unwrap_or(true),
     })
 }
 
@@ -45,7 +48,7 @@ pub async fn claim(
     Json(body): Json<ClaimBody>,
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
-    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note)?;
+    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh)?;
     let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
     inc(if out.refreshed { &s.metrics.refreshes } else { &s.metrics.claims });
     Ok(axum::Json(ClaimResponse {
@@ -70,7 +73,7 @@ pub async fn renew(
     let req = RenewRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
-        epoch: body.epoch,
+        handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
         ttl_seconds: ttl(body.ttl_seconds)?,
         note: body.note,
     };
@@ -95,7 +98,7 @@ pub async fn release(
     let req = ReleaseRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
-        epoch: body.epoch,
+        handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
         force: body.force,
         reason: body.reason,
     };
@@ -107,6 +110,56 @@ pub async fn release(
         item_ref: ctx.param("ref").to_ascii_uppercase(),
         released: out.released,
         reason: out.reason.to_string(),
+    }))
+}
+
+/// Set the status (default `done`) and end our lease in one fenced step (L15).
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/complete", tag = "leases",
+    params(("ws" = String, Path), ("ref" = String, Path)), request_body = CompleteBody,
+    responses((status = 200, body = CompleteResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: the lease named is not the live one (expired, released, re-granted, or another item's); lease_held: another worker's"), (status = "default", body = ErrorEnvelope)))]
+pub async fn complete(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<CompleteBody>,
+) -> ApiResult<axum::Json<CompleteResponse>> {
+    // A status change is an item write as well as a lease end.
+    ctx.require(Action::Write)?;
+    ctx.require(Action::Lease)?;
+    let req = CompleteRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(body.holder),
+        handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
+        status: body.status.unwrap_or(Status::Done),
+    };
+    let item = s.store.complete(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
+    inc(&s.metrics.releases);
+    Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item }))
+}
+
+/// Report a failed attempt (L14): ends our lease, counts the failure, defers
+/// the item's next hand-out, quarantines at the threshold.
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/fail", tag = "leases",
+    params(("ws" = String, Path), ("ref" = String, Path)), request_body = FailBody,
+    responses((status = 200, body = FailResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: the lease named is not the live one; lease_held: another worker's"), (status = "default", body = ErrorEnvelope)))]
+pub async fn fail(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<FailBody>,
+) -> ApiResult<axum::Json<FailResponse>> {
+    ctx.require(Action::Lease)?;
+    let req = FailRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(body.holder),
+        handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
+        note: body.note,
+        max_failures: body.max_failures,
+    };
+    let out = s.store.fail(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
+    inc(&s.metrics.releases);
+    Ok(axum::Json(FailResponse {
+        item_ref: out.item.item_ref.to_string(),
+        item: out.item,
+        quarantined: out.quarantined,
     }))
 }
 
@@ -134,7 +187,7 @@ pub async fn claim_next(
     Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
-    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note)?;
+    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None)?;
     let answer = match s.store.claim_next(&ctx.ws, &body.filter, &req).await? {
         Some((item, out)) => {
             inc(&s.metrics.claim_next_hits);

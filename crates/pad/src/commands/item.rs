@@ -42,7 +42,7 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
         }
         ItemCommand::Delete(args) => {
             let r = &args.item.item_ref;
-            let query = DeleteQuery { lease_epoch: args.lease_epoch };
+            let query = DeleteQuery { lease_epoch: args.lease_epoch, lease_id: args.lease_id };
             let item = client.delete_item(ws, &r.to_string(), &query).await.map_err(about(r))?;
             ctx.emit(&item, |i| format!("Deleted {0} (undo with `pad item restore {0}`)\n", i.item_ref))
         }
@@ -71,6 +71,8 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
         ItemCommand::Claim(args) => lease::claim(ctx, &client, args).await,
         ItemCommand::Renew(args) => lease::renew(ctx, &client, args).await,
         ItemCommand::Release(args) => lease::release(ctx, &client, args).await,
+        ItemCommand::Complete(args) => lease::complete(ctx, &client, args).await,
+        ItemCommand::Fail(args) => lease::fail(ctx, &client, args).await,
         ItemCommand::ClaimNext(args) => lease::claim_next(ctx, &client, args).await,
         ItemCommand::Frontier(args) => {
             let query = FrontierQuery { limit: args.limit, ..lease::frontier_query(&lease::filter(args.filter)) };
@@ -93,6 +95,7 @@ fn new_item(a: CreateArgs) -> Result<NewItem, CliError> {
         parent: a.parent.map(|r| r.to_string()),
         blocked_by: a.blocked_by.iter().map(ToString::to_string).collect(),
         assignee: a.assignee,
+        not_before: a.not_before,
     })
 }
 
@@ -114,6 +117,7 @@ fn list_query(a: ListArgs) -> ListQuery {
         assignee: a.assignee,
         leased: a.leased.then_some(true),
         q: a.search,
+        parent: a.parent.map(|r| r.to_string()),
         limit: a.limit,
         cursor: a.cursor,
     }
@@ -131,12 +135,16 @@ fn patch(a: UpdateArgs) -> Result<ItemPatch, CliError> {
         remove_labels: a.remove_labels,
         parent: if a.clear_parent { Some(None) } else { a.parent.map(|r| Some(r.to_string())) },
         blocked_by: (!a.blocked_by.is_empty()).then(|| a.blocked_by.iter().map(ToString::to_string).collect()),
+        add_blocked_by: a.add_blocked_by.iter().map(ToString::to_string).collect(),
+        remove_blocked_by: a.remove_blocked_by.iter().map(ToString::to_string).collect(),
         assignee: if a.unassign { Some(None) } else { a.assignee.map(Some) },
+        not_before: if a.clear_not_before { Some(None) } else { a.not_before.map(Some) },
         expected_updated_at: a.expected_updated_at,
         lease_epoch: a.lease_epoch,
+        lease_id: a.lease_id,
     };
     // The guards alone change nothing; say so instead of writing a no-op.
-    let guards_only = ItemPatch { expected_updated_at: None, lease_epoch: None, ..patch.clone() };
+    let guards_only = ItemPatch { expected_updated_at: None, lease_epoch: None, lease_id: None, ..patch.clone() };
     if guards_only == ItemPatch::default() {
         return Err(CliError::usage("nothing to update: give at least one field, like --status done"));
     }
@@ -179,6 +187,27 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
             "Lease",
             &format!("{} (expires in {})", l.holder, in_words(seconds_until(l.expires_at, now))),
         );
+    }
+    if let Some(l) = &i.last_lease {
+        field_line(
+            &mut out,
+            "Last",
+            &format!("{} {} at {} (epoch {}, lease {})", l.holder, l.ended, timestamp(l.ended_at), l.epoch, l.lease_id),
+        );
+        if let Some(note) = &l.note {
+            field_line(&mut out, "Note", note);
+        }
+    }
+    if i.failures > 0 {
+        field_line(&mut out, "Failures", &i.failures.to_string());
+    }
+    if let Some(note) = i.last_failure_note.as_ref().filter(|_| i.failures > 0) {
+        field_line(&mut out, "Failed", note);
+    }
+    for (name, at) in [("Retry at", i.retry_at), ("Deferred", i.not_before)] {
+        if let Some(at) = at.filter(|at| *at > now) {
+            field_line(&mut out, name, &format!("{} (in {})", timestamp(at), in_words(seconds_until(at, now))));
+        }
     }
     if !i.body.trim().is_empty() {
         out.push('\n');
@@ -246,7 +275,14 @@ mod tests {
             updated_at: t,
             deleted_at: None,
             comments_count: 2,
+            blocked_by_open: vec![],
+            not_before: None,
+            failures: 0,
+            retry_at: None,
+            last_failure_note: None,
+            last_lease: None,
             lease: leased.then(|| Lease {
+                lease_id: 1,
                 holder: "runner-a".into(),
                 session_id: None,
                 epoch: 1,
@@ -293,6 +329,7 @@ mod tests {
             assignee: None,
             leased: true,
             search: None,
+            parent: None,
             limit: Some(5),
             cursor: None,
         };

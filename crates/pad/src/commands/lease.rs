@@ -4,11 +4,11 @@
 
 use chrono::Utc;
 use pad_client::Client;
-use pad_core::api::{ClaimBody, ClaimNextBody, FrontierQuery, ReleaseBody, RenewBody};
+use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, FrontierQuery, ReleaseBody, RenewBody};
 use pad_core::{FrontierFilter, ItemRef, Lease};
 
 use super::{Ctx, about};
-use crate::cli::{ClaimArgs, ClaimNextArgs, FilterArgs, ReleaseArgs, RenewArgs};
+use crate::cli::{ClaimArgs, ClaimNextArgs, CompleteArgs, FailArgs, FilterArgs, ReleaseArgs, RenewArgs};
 use crate::error::{CliError, EXIT_NOT_FOUND};
 use crate::output::{in_words, seconds_until, timestamp};
 
@@ -19,6 +19,7 @@ pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliEr
         session_id: a.session,
         ttl_seconds: a.ttl.seconds().map(Into::into),
         note: a.note,
+        refresh: a.no_refresh.then_some(false),
     };
     let claimed = client.claim(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
     ctx.emit(&claimed, |c| {
@@ -35,7 +36,8 @@ pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliEr
 pub async fn renew(ctx: &Ctx, client: &Client, a: RenewArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
     let body = RenewBody {
-        epoch: a.epoch,
+        epoch: a.handle.epoch,
+        lease_id: a.handle.lease_id,
         holder: a.holder.holder,
         ttl_seconds: a.ttl.seconds().map(Into::into),
         note: a.note,
@@ -46,13 +48,47 @@ pub async fn renew(ctx: &Ctx, client: &Client, a: RenewArgs) -> Result<(), CliEr
 
 pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
-    let body = ReleaseBody { holder: a.holder.holder, epoch: a.epoch, force: a.force, reason: a.reason };
+    let body =
+        ReleaseBody { holder: a.holder.holder, epoch: a.epoch, lease_id: a.lease_id, force: a.force, reason: a.reason };
     let released = client.release(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
     // Nothing to release is not a failure (L6): exit 0 either way.
     ctx.emit(&released, |rel| match (rel.released, rel.reason.as_str()) {
         (true, "broken") => format!("Lease broken on {r}\n"),
         (true, _) => "Lease released\n".to_string(),
         (false, _) => "No live lease\n".to_string(),
+    })
+}
+
+/// L15: `Completed TASK-1 (done); lease 7 ended`.
+pub async fn complete(ctx: &Ctx, client: &Client, a: CompleteArgs) -> Result<(), CliError> {
+    let r = &a.item.item_ref;
+    let body =
+        CompleteBody { epoch: a.handle.epoch, lease_id: a.handle.lease_id, holder: a.holder.holder, status: a.status };
+    let done = client.complete(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
+    ctx.emit(&done, |d| format!("Completed {} ({}); lease released\n", d.item_ref, d.item.status))
+}
+
+/// L14: `Failed TASK-1 (failure 2); retry after … (in 1m)`.
+pub async fn fail(ctx: &Ctx, client: &Client, a: FailArgs) -> Result<(), CliError> {
+    let r = &a.item.item_ref;
+    let body = FailBody {
+        epoch: a.handle.epoch,
+        lease_id: a.handle.lease_id,
+        holder: a.holder.holder,
+        note: a.note,
+        max_failures: a.max_failures,
+    };
+    let failed = client.fail(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
+    ctx.emit(&failed, |f| {
+        let mut out = format!("Failed {} (failure {})", f.item_ref, f.item.failures);
+        if let Some(at) = f.item.retry_at {
+            out.push_str(&format!("; retry after {} (in {})", timestamp(at), in_words(seconds_until(at, Utc::now()))));
+        }
+        out.push('\n');
+        if f.quarantined {
+            out.push_str(&format!("Quarantined {}: labelled needs-human\n", f.item_ref));
+        }
+        out
     })
 }
 
@@ -99,6 +135,7 @@ pub fn filter(f: FilterArgs) -> FrontierFilter {
         min_priority: f.min_priority,
         parent: f.parent.map(|r| r.to_string()),
         autonomous: f.autonomous,
+        exclude: f.exclude.iter().map(ToString::to_string).collect(),
     }
 }
 
@@ -112,6 +149,7 @@ pub fn frontier_query(f: &FrontierFilter) -> FrontierQuery {
         min_priority: f.min_priority,
         parent: f.parent.clone(),
         autonomous: f.autonomous.then_some(true),
+        exclude: joined(&f.exclude),
         limit: None,
     }
 }

@@ -56,6 +56,7 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         session_id: Some(a.session.unwrap_or_else(new_session_id)),
         ttl_seconds: worker.ttl_seconds.map(Into::into),
         note: a.note,
+        refresh: None,
     };
     let at = Instant::now();
     let claimed = worker.client.claim(worker.ws, &r.to_string(), &body).await.map_err(about(&r))?;
@@ -151,6 +152,7 @@ async fn next_item(
             session_id: session_id.clone(),
             ttl_seconds: ttl_seconds.clone(),
             note: None,
+            refresh: None,
         };
         let at = Instant::now();
         match w.client.claim(w.ws, &item.item_ref.to_string(), &body).await {
@@ -291,7 +293,7 @@ async fn keep_alive(w: &Worker<'_>, g: &Granted) -> CliError {
     let r = g.item_ref.to_string();
     let ttl = Duration::from_secs(g.lease.ttl_seconds.into());
     let period = ttl / 3;
-    let body = RenewBody { epoch: g.lease.epoch, holder: Some(g.lease.holder.clone()), ttl_seconds: None, note: None };
+    let body = RenewBody { epoch: Some(g.lease.epoch), holder: Some(g.lease.holder.clone()), ..RenewBody::default() };
     let mut expires = g.at + ttl;
     let mut next = g.at + period;
     let mut failure = None;

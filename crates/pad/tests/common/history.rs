@@ -188,7 +188,12 @@ impl Recorder {
     }
 
     pub async fn renew(&self, c: &Client, ws: &str, worker: &str, item: &str, epoch: i64, ttl: u32) -> Outcome {
-        let body = RenewBody { epoch, holder: Some(worker.into()), ttl_seconds: Some(ttl.into()), note: None };
+        let body = RenewBody {
+            epoch: Some(epoch),
+            holder: Some(worker.into()),
+            ttl_seconds: Some(ttl.into()),
+            ..Default::default()
+        };
         let op = Op::Renew { item: item.into(), epoch, ttl };
         self.run(worker, op, c.renew(ws, item, &body), |a| Outcome::Lease {
             item: a.item_ref,
