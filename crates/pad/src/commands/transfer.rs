@@ -167,6 +167,7 @@ fn from_export(text: &str) -> Result<Vec<Planned>, CliError> {
                 parent: None,
                 blocked_by: vec![],
                 assignee: item.assignee,
+                not_before: item.not_before,
             },
             status: item.status,
             parent: item.parent.map(|p| p.to_string()),
