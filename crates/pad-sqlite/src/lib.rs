@@ -23,8 +23,8 @@ use pad_core::{
     ValidFrontierFilter, Version, Workspace,
 };
 use pad_store::{
-    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ReleaseOutcome, ReleaseRequest,
-    RenewRequest, Store, StoreError, StoreResult, shared,
+    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, ReleaseOutcome,
+    ReleaseRequest, RenewRequest, Store, StoreError, StoreResult, shared,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
@@ -1166,10 +1166,10 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn observe_expiries(&self) -> StoreResult<u64> {
+    async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {
         let (mut tx, now) = self.begin().await?;
         let rows = sqlx::query(
-            "SELECT i.id, i.workspace_id, i.prefix, i.number, i.deleted_at, w.quarantine_after_expiries, i.lease_holder,
+            "SELECT i.id, i.workspace_id, w.slug, i.prefix, i.number, i.deleted_at, w.quarantine_after_expiries, i.lease_holder,
                     i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
                     i.lease_expires_at, i.lease_ttl_seconds, i.lease_id
              FROM items i JOIN workspaces w ON w.id = i.workspace_id
@@ -1179,17 +1179,36 @@ impl Store for SqliteStore {
         .fetch_all(&mut *tx)
         .await
         .map_err(db)?;
+        let mut observed = Vec::with_capacity(rows.len());
         for row in &rows {
             let slot = rows::lease_slot(row)?;
             let old = slot.current.as_ref().expect("selected rows hold a lease");
             let r = ItemRef { prefix: row.get("prefix"), number: row.get("number") };
             let threshold = u32::try_from(row.get::<i64, _>("quarantine_after_expiries")).unwrap_or(0);
             let id: i64 = row.get("id");
-            Self::record_expiry(&mut tx, row.get("workspace_id"), threshold, id, &r, old, now).await?;
+            let quarantined =
+                Self::record_expiry(&mut tx, row.get("workspace_id"), threshold, id, &r, old, now).await?;
             Self::clear_lease(&mut tx, id).await?;
+            observed.push(ObservedExpiry {
+                workspace: row.get("slug"),
+                held: old.expires_at - old.acquired_at,
+                quarantined,
+            });
         }
         tx.commit().await.map_err(db)?;
-        Ok(rows.len() as u64)
+        Ok(observed)
+    }
+
+    async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>> {
+        let rows = sqlx::query(
+            "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
+             WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > ? GROUP BY w.slug ORDER BY w.slug",
+        )
+        .bind(micros(self.clock.read()))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db)?;
+        Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
     }
 
     async fn events_where(

@@ -1129,10 +1129,15 @@ pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap();
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 0, "a live lease is not expired");
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0, "a live lease is not expired");
+    assert_eq!(f.store.live_leases().await.unwrap(), [(f.ws.slug.clone(), 1)]);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 1);
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 0);
+    assert!(f.store.live_leases().await.unwrap().is_empty(), "an expired lease is not live, recorded or not");
+    let observed = f.store.observe_expiries().await.unwrap();
+    assert_eq!(observed.len(), 1);
+    assert_eq!((observed[0].workspace.as_str(), observed[0].quarantined), (f.ws.slug.as_str(), false));
+    assert_eq!(observed[0].held, chrono::Duration::seconds(1));
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0);
     assert!(!f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap().released);
     let l = f.store.claim(&f.ws, "TASK-1", &f.claim("v", 60)).await.unwrap().lease;
     assert_eq!(l.epoch, 2);
@@ -1413,7 +1418,7 @@ pub async fn l18_last_lease_shows_how_each_lease_ended(store: Arc<dyn Store>) {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let derived = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((derived.ended, derived.ended_at, derived.lease_id), (LeaseEnd::Expired, e.expires_at, e.lease_id));
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 1);
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
     assert_eq!(f.get("TASK-1").await.last_lease.unwrap(), derived);
     // A grant over an unrecorded expiry records it too.
     let y = f.store.claim(&f.ws, "TASK-1", &f.claim("y", 1)).await.unwrap().lease;

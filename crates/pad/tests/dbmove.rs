@@ -119,6 +119,7 @@ async fn fill(c: &Client) -> Filled {
         session_id: Some(format!("{holder}-session")),
         ttl_seconds: Some(ttl.into()),
         note: note.map(str::to_string),
+        ..Default::default()
     };
     c.claim(WS, &refs[4], &claim("short-lived", 1, None)).await.unwrap();
     c.claim(WS, &refs[6], &claim("released", 600, None)).await.unwrap();
@@ -152,7 +153,7 @@ async fn check_moved(
         }
         other => panic!("another holder got past the live lease: {other:?}"),
     }
-    let renew = RenewBody { epoch: f.live_epoch, holder: Some("worker-1".into()), ..Default::default() };
+    let renew = RenewBody { epoch: Some(f.live_epoch), holder: Some("worker-1".into()), ..Default::default() };
     let renewed = owner.renew(WS, &f.live_ref, &renew).await.unwrap();
     assert_eq!((renewed.lease.epoch, renewed.lease.holder.as_str()), (f.live_epoch, "worker-1"));
 
