@@ -1189,6 +1189,37 @@ impl Store for PgStore {
         Ok(item)
     }
 
+    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        let mut tx = self.begin().await?;
+        let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
+        let now = locked.now;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        let expiries: i64 = sqlx::query_scalar("SELECT lease_expiries FROM items WHERE id = $1")
+            .bind(locked.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let Some((new, changes)) = shared::plan_requeue(&old, expiries) else { return Ok(old) };
+        let at: Timestamp = sqlx::query_scalar(
+            "UPDATE items SET labels = $2, lease_expiries = 0, failures = 0, retry_at = NULL,
+                    updated_at = GREATEST($3, updated_at + interval '1 microsecond'), version = version + 1
+             WHERE id = $1 RETURNING updated_at",
+        )
+        .bind(locked.id)
+        .bind(&new.labels)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        let data = shared::event::updated(&changes);
+        Self::add_version(&mut tx, locked.id, actor, changes, at).await?;
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(actor), at, data).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
     async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item> {
         self.set_deleted(ws, actor, item_ref, fence, true).await
     }

@@ -133,6 +133,7 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/items/{ref}/release", post(leases::release))
         .route("/workspaces/{ws}/items/{ref}/complete", post(leases::complete))
         .route("/workspaces/{ws}/items/{ref}/fail", post(leases::fail))
+        .route("/workspaces/{ws}/items/{ref}/requeue", post(leases::requeue))
         .route("/workspaces/{ws}/frontier", get(leases::frontier))
         .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
         .route("/workspaces/{ws}/events", get(events::page))

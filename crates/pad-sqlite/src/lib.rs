@@ -895,6 +895,35 @@ impl Store for SqliteStore {
         Ok(item)
     }
 
+    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        let expiries: i64 = sqlx::query_scalar("SELECT lease_expiries FROM items WHERE id = ?")
+            .bind(locked.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let Some((new, changes)) = shared::plan_requeue(&old, expiries) else { return Ok(old) };
+        sqlx::query(
+            "UPDATE items SET labels = ?, lease_expiries = 0, failures = 0, retry_at = NULL, updated_at = ?,
+                    version = version + 1 WHERE id = ?",
+        )
+        .bind(serde_json::to_string(&new.labels).expect("labels serialize"))
+        .bind(micros(now))
+        .bind(locked.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let data = shared::event::updated(&changes);
+        Self::add_version(&mut tx, locked.id, actor, changes, now).await?;
+        Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(actor), now, data).await?;
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
     async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item> {
         self.set_deleted(ws, actor, item_ref, fence, true).await
     }

@@ -79,7 +79,8 @@ macro_rules! conformance_suite {
             l18_last_lease_shows_how_each_lease_ended,
             l11_claim_next_skips_excluded_refs,
             items_list_by_parent_and_open_blockers,
-            events_filter_by_ref_and_type
+            events_filter_by_ref_and_type,
+            requeue_clears_quarantine_counts_and_backoff
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -1254,6 +1255,37 @@ pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
     let out = f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::epoch(l.epoch), None)).await.unwrap();
     assert!(!out.quarantined, "already labelled");
     assert_eq!(out.item.failures, 3);
+}
+
+/// Requeue (docs/leases.md): `needs-human`, the failure and expiry counts and
+/// the backoff go in one recorded version; a second requeue changes nothing.
+pub async fn requeue_clears_quarantine_counts_and_backoff(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("doomed").await;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
+    req.max_failures = Some(1);
+    let out = f.store.fail(&f.ws, "TASK-1", &req).await.unwrap();
+    assert!(out.quarantined && out.item.retry_at.is_some());
+    let versions = f.store.history(&f.ws, "TASK-1").await.unwrap().len();
+
+    let item = f.store.requeue(&f.ws, f.owner, "task-1").await.unwrap();
+    assert!(!item.labels.iter().any(|l| l == NEEDS_HUMAN), "{:?}", item.labels);
+    assert_eq!((item.failures, item.retry_at), (0, None));
+    assert_eq!(item, f.get("TASK-1").await);
+    assert_eq!(item.last_failure_note.as_deref(), Some("exit 1"), "the note stays for the next worker");
+    let history = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    assert_eq!(history.len(), versions + 1);
+    let last = history.iter().max_by_key(|v| v.version).unwrap();
+    assert_eq!(last.changes["requeued"], serde_json::json!({ "expiries": 1, "failures": 1 }), "{}", last.changes);
+    assert_eq!(last.actor, "owner@example.com");
+    // Nothing left to clear: the expiry count went too.
+    assert_eq!(f.store.requeue(&f.ws, f.owner, "TASK-1").await.unwrap(), item);
+    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), versions + 1);
+    assert!(matches!(f.store.requeue(&f.ws, f.owner, "TASK-99").await, Err(StoreError::NotFound { .. })));
 }
 
 /// L15: status and release in one step: one version for the status change,

@@ -120,6 +120,12 @@ pub trait Store: Send + Sync + 'static {
     /// Soft delete, fenced by epoch and/or lease id when given (L10, L17).
     async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item>;
     async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
+
+    /// Puts a quarantined item back in the queue (docs/leases.md, "Requeue"):
+    /// removes `needs-human`, clears the expiry and failure counts and the
+    /// failure backoff, in one step recorded in history. Leaves any lease
+    /// alone; with nothing to clear it changes nothing.
+    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
     /// History versions, newest first.
     async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>>;
     async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &str, body: &str) -> StoreResult<Comment>;

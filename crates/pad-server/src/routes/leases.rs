@@ -178,6 +178,16 @@ pub async fn fail(
     }))
 }
 
+/// Put a quarantined item back in the queue (docs/leases.md, "Requeue"):
+/// owners only, as an override of what the workers reported.
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/requeue", tag = "leases",
+    params(("ws" = String, Path), ("ref" = String, Path)),
+    responses((status = 200, body = pad_core::Item), (status = 403, body = ErrorEnvelope, description = "forbidden: only owners requeue"), (status = "default", body = ErrorEnvelope)))]
+pub async fn requeue(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<pad_core::Item>> {
+    ctx.require(Action::BreakLease)?;
+    Ok(axum::Json(s.store.requeue(&ctx.ws, ctx.actor(), ctx.param("ref")).await?))
+}
+
 /// Feeds the hold-time histogram from the lease an end just recorded (L18).
 fn held(s: &AppState, ctx: &Ctx, last: Option<&pad_core::lease::LastLease>) {
     if let Some(l) = last {
