@@ -10,7 +10,7 @@ import { duration, secondsLeft } from './lease.js';
 const HOUR_MS = 60 * 60 * 1000;
 const MINUTES = 60;
 const PAGE = 1000;
-/** At most this many events are read for the charts (10 pages). */
+/** At most this many events of the last hour are read for the charts (10 pages). */
 const MAX_EVENTS = 10 * PAGE;
 const CHART_TYPES = ['lease.released', 'lease.expired', 'lease.failed', 'item.quarantined'];
 const NEEDS_HUMAN = 'needs-human';
@@ -28,11 +28,38 @@ async function allItems(ws, query) {
   return out;
 }
 
-/** The chart events of the last hour, oldest first (the log is read from its start, filtered by type). */
+/** The first chart event after event id `after`, or null. */
+async function firstAfter(ws, after) {
+  const { events } = await api('GET', wsPath(ws, `/events?after=${after}&limit=1&type=${CHART_TYPES.join(',')}`));
+  return events[0] ?? null;
+}
+
+/**
+ * The chart events of the last hour, oldest first. Event ids grow with time,
+ * so the hour's first event is found by a binary search over `after` (a few
+ * dozen one-event reads however long the log), then read forward.
+ */
 async function recentEvents(ws) {
   const since = serverNow() - HOUR_MS;
+  const recent = (e) => e === null || Date.parse(e.at) >= since;
+  // Invariant: the first event after `lo` is older than the hour; after `hi`, not.
+  let lo = -1;
+  let hi = 0;
+  if (!recent(await firstAfter(ws, 0))) {
+    lo = 0;
+    hi = 1;
+    while (!recent(await firstAfter(ws, hi))) {
+      lo = hi;
+      hi *= 2;
+    }
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (recent(await firstAfter(ws, mid))) hi = mid;
+      else lo = mid;
+    }
+  }
   const out = [];
-  let after = 0;
+  let after = hi;
   for (let read = 0; read < MAX_EVENTS; read += PAGE) {
     const { events } = await api('GET', wsPath(ws, `/events?after=${after}&limit=${PAGE}&type=${CHART_TYPES.join(',')}`));
     for (const e of events) if (Date.parse(e.at) >= since) out.push(e);
