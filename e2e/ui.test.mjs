@@ -353,6 +353,84 @@ test('filters narrow the list (leased, status, kind, label)', async () => {
   assert.equal(await page.locator('#f-label').inputValue(), 'ci');
 });
 
+/** Signs out and back in with `token`, landing on the items list. */
+async function signInAs(token) {
+  await page.locator('#signout').click();
+  await page.getByLabel('API token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Items' }).waitFor();
+}
+
+const fleetItem = (scope, ref) => page.locator(`${scope} .fleet-item[data-ref="${ref}"]`);
+
+test('fleet: a claim from the CLI appears under its holder with a countdown; expiry removes it', async () => {
+  await page.locator('#fleet-link').click();
+  await page.getByRole('heading', { name: 'Fleet' }).waitFor();
+  assert.match(page.url(), /#\/ws\/default\/fleet$/);
+  await markDocument();
+  const expiredChart = page.locator('.fleet-chart[data-chart="expired"]');
+  const expiriesBefore = Number(await expiredChart.getAttribute('data-total'));
+  const ref = await pad('item', 'create', 'Fleet job', '--kind', 'chore');
+  await pad('item', 'claim', ref, '--holder', 'fleet-w1', '--ttl', '4s', '--note', 'warming caches');
+  const held = fleetItem('.fleet-holder[data-holder="fleet-w1"]', ref);
+  await held.waitFor();
+  assert.equal(await page.locator('.fleet-holder[data-holder="fleet-w1"] .holder-name').textContent(), 'fleet-w1');
+  assert.match(await held.locator('.countdown').textContent(), /^[1-4]s$/);
+  // A long lease too, so the screenshots show a holder.
+  await pad('item', 'claim', 'TASK-1', '--holder', 'runner-a', '--ttl', '30m');
+  await fleetItem('.fleet-holder[data-holder="runner-a"]', 'TASK-1').waitFor();
+  // Expiry (L5): gone with no event needed and no reload.
+  await held.waitFor({ state: 'detached', timeout: 8000 });
+  await page.locator('.fleet-holder[data-holder="fleet-w1"]').waitFor({ state: 'detached' });
+  // The expiry reaches the last-hour chart over the live stream.
+  await page.locator(`.fleet-chart[data-chart="expired"][data-total="${expiriesBefore + 1}"]`).waitFor({ timeout: 5000 });
+  await assertNoReload();
+});
+
+test('fleet: a quarantined item is listed with its reason; an editor cannot requeue it, an owner can', async () => {
+  const ref = await pad('item', 'create', 'Flaky migration', '--kind', 'bug');
+  const claimed = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'fleet-w2'));
+  await pad('item', 'fail', ref, '--holder', 'fleet-w2', '--epoch', String(claimed.lease.epoch),
+    '--note', 'segfault in step 3', '--max-failures', '1');
+  const queued = fleetItem('.fleet-queue', ref);
+  await queued.waitFor();
+  assert.match(await queued.locator('.fleet-note').textContent(), /failed 1 times.*segfault in step 3/);
+  await page.locator('.fleet-chart[data-chart="failed"][data-total="1"]').waitFor();
+  await page.locator('.fleet-chart[data-chart="quarantined"][data-total="1"]').waitFor();
+  await shot('fleet-desktop', DESKTOP);
+  await shot('fleet-phone', PHONE);
+
+  // An editor sees the queue without the button, and the server refuses the requeue.
+  await pad('member', 'add', 'fleet-editor@example.com', '--role', 'editor');
+  const minted = JSON.parse(await pad('--format', 'json', 'token', 'create', 'fleet-editor', '--email', 'fleet-editor@example.com'));
+  await signInAs(minted.token);
+  await page.locator('#fleet-link').click();
+  await queued.waitFor();
+  assert.equal(await queued.getByRole('button', { name: 'Requeue' }).count(), 0);
+  const status = await page.evaluate(async (r) => {
+    const csrf = document.cookie.split(';').map((c) => c.trim().split('=')).find(([k]) => k === 'pad_csrf')?.[1] ?? '';
+    const resp = await fetch(`/api/v1/workspaces/default/items/${r}/requeue`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf }, body: '{}',
+    });
+    return resp.status;
+  }, ref);
+  assert.equal(status, 403);
+  assert.match(await pad('--format', 'json', 'item', 'show', ref), /needs-human/);
+
+  // The owner's one click puts it back in the queue, recorded in history.
+  await signInAs(TOKEN);
+  await page.locator('#fleet-link').click();
+  await markDocument();
+  await queued.getByRole('button', { name: 'Requeue' }).click();
+  await queued.waitFor({ state: 'detached' });
+  const item = JSON.parse(await pad('--format', 'json', 'item', 'show', ref));
+  const shown = item.item ?? item;
+  assert.deepEqual([shown.labels, shown.failures], [[], 0]);
+  assert.match(await pad('--format', 'json', 'item', 'history', ref), /requeued/);
+  await assertNoReload();
+  await page.locator('.fleet-queue .empty').waitFor();
+});
+
 test('keyboard: the sign-out button is reachable and signs out', async () => {
   await page.locator('#signout').focus();
   await page.keyboard.press('Enter');

@@ -31,8 +31,8 @@ use pad_core::{
     ValidFrontierFilter, Version, Workspace,
 };
 use pad_store::{
-    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ReleaseOutcome, ReleaseRequest,
-    RenewRequest, Store, StoreError, StoreResult, shared,
+    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, ReleaseOutcome,
+    ReleaseRequest, RenewRequest, Store, StoreError, StoreResult, shared,
 };
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
@@ -268,7 +268,7 @@ const EXPIRE: &str = concat!(
 /// expiry is recorded exactly once across instances.
 const OBSERVE_EXPIRED: &str = concat!(
     "WITH expired AS MATERIALIZED (
-        SELECT id, lease_holder, lease_epoch, lease_expires_at FROM items
+        SELECT id, lease_holder, lease_epoch, lease_acquired_at, lease_expires_at FROM items
         WHERE lease_holder IS NOT NULL AND lease_expires_at <= now()
         ORDER BY lease_expires_at LIMIT 500
         FOR UPDATE SKIP LOCKED
@@ -280,8 +280,8 @@ const OBSERVE_EXPIRED: &str = concat!(
     "
     FROM expired e, workspaces w
     WHERE i.id = e.id AND w.id = i.workspace_id
-    RETURNING i.id, i.workspace_id, i.prefix, i.number, e.lease_holder, e.lease_epoch, e.lease_expires_at,
-        i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now"
+    RETURNING i.id, i.workspace_id, w.slug, i.prefix, i.number, e.lease_holder, e.lease_epoch,
+        e.lease_acquired_at, e.lease_expires_at, i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now"
 );
 
 /// Event ids must become visible in id order, or a reader paging by
@@ -1271,6 +1271,37 @@ impl Store for PgStore {
         Ok(item)
     }
 
+    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        let mut tx = self.begin().await?;
+        let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
+        let now = locked.now;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        let expiries: i64 = sqlx::query_scalar("SELECT lease_expiries FROM items WHERE id = $1")
+            .bind(locked.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let Some((new, changes)) = shared::plan_requeue(&old, expiries) else { return Ok(old) };
+        let at: Timestamp = sqlx::query_scalar(
+            "UPDATE items SET labels = $2, lease_expiries = 0, failures = 0, retry_at = NULL,
+                    updated_at = GREATEST($3, updated_at + interval '1 microsecond'), version = version + 1
+             WHERE id = $1 RETURNING updated_at",
+        )
+        .bind(locked.id)
+        .bind(&new.labels)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        let data = shared::event::updated(&changes);
+        Self::add_version(&mut tx, locked.id, actor, changes, at).await?;
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(actor), at, data).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
     async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item> {
         self.set_deleted(ws, actor, item_ref, fence, true).await
     }
@@ -1581,9 +1612,10 @@ impl Store for PgStore {
         }
     }
 
-    async fn observe_expiries(&self) -> StoreResult<u64> {
+    async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {
         let mut tx = self.begin().await?;
         let rows = sqlx::query(OBSERVE_EXPIRED).fetch_all(&mut *tx).await.map_err(db)?;
+        let mut observed = Vec::with_capacity(rows.len());
         for row in &rows {
             let expiry = Expiry {
                 ws: row.get("workspace_id"),
@@ -1596,10 +1628,27 @@ impl Store for PgStore {
                 expiries: row.get("lease_expiries"),
                 labels: row.get("labels"),
             };
-            Self::record_expiry(&mut tx, &expiry, row.get("db_now")).await?;
+            let quarantined = Self::record_expiry(&mut tx, &expiry, row.get("db_now")).await?;
+            let acquired: Timestamp = row.get("lease_acquired_at");
+            observed.push(ObservedExpiry {
+                workspace: row.get("slug"),
+                held: expiry.expired_at - acquired,
+                quarantined,
+            });
         }
         tx.commit().await.map_err(db)?;
-        Ok(rows.len() as u64)
+        Ok(observed)
+    }
+
+    async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>> {
+        let rows = sqlx::query(
+            "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
+             WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > now() GROUP BY w.slug ORDER BY w.slug",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
     }
 
     async fn events_where(

@@ -159,6 +159,7 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/items/{ref}/release", post(leases::release))
         .route("/workspaces/{ws}/items/{ref}/complete", post(leases::complete))
         .route("/workspaces/{ws}/items/{ref}/fail", post(leases::fail))
+        .route("/workspaces/{ws}/items/{ref}/requeue", post(leases::requeue))
         .route("/workspaces/{ws}/frontier", get(leases::frontier))
         .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
         .route("/workspaces/{ws}/events", get(events::page))
@@ -176,7 +177,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(|| async { axum::Json(openapi::spec()) }))
-        .route("/metrics", get(|State(s): State<AppState>| async move { s.metrics.render() }))
+        .route("/metrics", get(metrics_text))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(ErrorCode::MethodNotAllowed, "this route does not take that method")
@@ -260,15 +261,28 @@ pub async fn serve_state(
     result
 }
 
+/// `/metrics`: the live-lease gauge is read from the store at scrape time, so
+/// every instance reports the same figure.
+async fn metrics_text(State(s): State<AppState>) -> String {
+    let live = s.store.live_leases().await.inspect_err(|e| tracing::warn!(error = %e, "could not count live leases"));
+    s.metrics.render(live.ok().as_deref())
+}
+
 async fn observe_expiries(s: AppState) {
     let mut tick = tokio::time::interval(EXPIRY_OBSERVER_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         match s.store.observe_expiries().await {
-            Ok(0) => {}
-            Ok(n) => {
-                s.metrics.expiries.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            Ok(observed) if observed.is_empty() => {}
+            Ok(observed) => {
+                for e in &observed {
+                    s.metrics.count(&e.workspace, metrics::LeaseCount::Expiry);
+                    if e.quarantined {
+                        s.metrics.count(&e.workspace, metrics::LeaseCount::Quarantine);
+                    }
+                    s.metrics.held(&e.workspace, e.held);
+                }
                 let _ = s.writes.send(());
             }
             Err(e) => tracing::warn!(error = %e, "could not record expired leases"),

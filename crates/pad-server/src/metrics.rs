@@ -1,30 +1,126 @@
-//! `/metrics` in the Prometheus text format. A handful of counters and one
-//! latency histogram: a few atomics, no registry needed.
+//! `/metrics` in the Prometheus text format (docs/operations.md, "Metrics").
+//! Lease counters and histograms are labelled by workspace slug; a mutex
+//! around a small map is enough at lease-call rates, so no registry crate.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Upper bounds of the request-latency buckets, in seconds.
+/// Upper bounds of the request- and claim-latency buckets, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
+/// Upper bounds of the lease hold-time buckets, in seconds (1 s to 4 h).
+const HOLD_BUCKETS: [f64; 11] = [1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 14400.0];
+
+/// What happened to a lease, one counter each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseCount {
+    Claim,
+    Refresh,
+    Conflict,
+    Renewal,
+    Release,
+    Completion,
+    Failure,
+    Expiry,
+    Quarantine,
+    ClaimNextHit,
+    ClaimNextMiss,
+}
+
+impl LeaseCount {
+    const ALL: [LeaseCount; 11] = [
+        LeaseCount::Claim,
+        LeaseCount::Refresh,
+        LeaseCount::Conflict,
+        LeaseCount::Renewal,
+        LeaseCount::Release,
+        LeaseCount::Completion,
+        LeaseCount::Failure,
+        LeaseCount::Expiry,
+        LeaseCount::Quarantine,
+        LeaseCount::ClaimNextHit,
+        LeaseCount::ClaimNextMiss,
+    ];
+
+    fn name_and_help(self) -> (&'static str, &'static str) {
+        match self {
+            LeaseCount::Claim => ("pad_lease_claims_total", "Leases granted (claim and claim-next)."),
+            LeaseCount::Refresh => ("pad_lease_refreshes_total", "Claims that refreshed the caller's own lease."),
+            LeaseCount::Conflict => {
+                ("pad_lease_conflicts_total", "Lease requests refused with lease_held or lease_lost.")
+            }
+            LeaseCount::Renewal => ("pad_lease_renewals_total", "Leases renewed."),
+            LeaseCount::Release => ("pad_lease_releases_total", "Leases released or broken."),
+            LeaseCount::Completion => ("pad_lease_completions_total", "Leases ended by complete."),
+            LeaseCount::Failure => ("pad_lease_failures_total", "Leases ended by fail."),
+            LeaseCount::Expiry => ("pad_lease_expiries_total", "Expired leases recorded by this instance's observer."),
+            LeaseCount::Quarantine => {
+                ("pad_lease_quarantines_total", "Items labelled needs-human by a failure or an observed expiry.")
+            }
+            LeaseCount::ClaimNextHit => ("pad_claim_next_hits_total", "claim-next calls that granted an item."),
+            LeaseCount::ClaimNextMiss => ("pad_claim_next_misses_total", "claim-next calls that found nothing ready."),
+        }
+    }
+}
+
+/// A histogram's cumulative bucket counts, sum and count.
+#[derive(Default, Clone)]
+struct Histogram {
+    buckets: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, bounds: &[f64], secs: f64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; bounds.len()];
+        }
+        for (bound, bucket) in bounds.iter().zip(&mut self.buckets) {
+            if secs <= *bound {
+                *bucket += 1;
+            }
+        }
+        self.sum += secs;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str, bounds: &[f64]) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, bound) in bounds.iter().enumerate() {
+            let n = self.buckets.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {n}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", self.count);
+        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}_sum{braces} {}\n{name}_count{braces} {}", self.sum, self.count);
+    }
+}
+
+#[derive(Default)]
+struct WorkspaceLeases {
+    counts: [u64; LeaseCount::ALL.len()],
+    hold: Histogram,
+    claim_latency: Histogram,
+}
 
 #[derive(Default)]
 pub struct Metrics {
-    pub claims: AtomicU64,
-    pub refreshes: AtomicU64,
-    pub conflicts: AtomicU64,
-    pub renewals: AtomicU64,
-    pub releases: AtomicU64,
-    pub expiries: AtomicU64,
-    pub claim_next_hits: AtomicU64,
-    pub claim_next_misses: AtomicU64,
+    leases: Mutex<BTreeMap<String, WorkspaceLeases>>,
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_micros: AtomicU64,
 }
 
-pub fn inc(c: &AtomicU64) {
+fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A label value escaped as the text format requires.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 impl Metrics {
@@ -39,29 +135,63 @@ impl Metrics {
         self.latency_sum_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
 
+    fn with(&self, ws: &str, f: impl FnOnce(&mut WorkspaceLeases)) {
+        let mut map = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        f(map.entry(ws.to_string()).or_default());
+    }
+
+    pub fn count(&self, ws: &str, what: LeaseCount) {
+        self.with(ws, |w| w.counts[what as usize] += 1);
+    }
+
+    /// How long a lease was held, from its grant to its end.
+    pub fn held(&self, ws: &str, held: chrono::Duration) {
+        let secs = held.num_milliseconds().max(0) as f64 / 1000.0;
+        self.with(ws, |w| w.hold.observe(&HOLD_BUCKETS, secs));
+    }
+
+    /// How long the store took to answer a claim or claim-next.
+    pub fn claim_latency(&self, ws: &str, took: Duration) {
+        self.with(ws, |w| w.claim_latency.observe(&BUCKETS, took.as_secs_f64()));
+    }
+
     /// Counts a lease request the store refused as contention.
-    pub fn refused(&self, e: &pad_store::StoreError) {
+    pub fn refused(&self, ws: &str, e: &pad_store::StoreError) {
         if matches!(e, pad_store::StoreError::LeaseHeld { .. } | pad_store::StoreError::LeaseLost { .. }) {
-            inc(&self.conflicts);
+            self.count(ws, LeaseCount::Conflict);
         }
     }
 
-    pub fn render(&self) -> String {
+    /// The exposition; `live` is the store's live-lease count per workspace,
+    /// `None` when it could not be read (the gauge is then left out).
+    pub fn render(&self, live: Option<&[(String, u64)]>) -> String {
         let mut out = String::new();
-        let counters = [
-            ("pad_lease_claims_total", "Leases granted.", &self.claims),
-            ("pad_lease_refreshes_total", "Claims that refreshed the caller's own lease.", &self.refreshes),
-            ("pad_lease_conflicts_total", "Lease requests refused with lease_held or lease_lost.", &self.conflicts),
-            ("pad_lease_renewals_total", "Leases renewed.", &self.renewals),
-            ("pad_lease_releases_total", "Leases released or broken.", &self.releases),
-            ("pad_lease_expiries_total", "Expired leases observed by this instance's timer.", &self.expiries),
-            ("pad_claim_next_hits_total", "claim-next calls that granted an item.", &self.claim_next_hits),
-            ("pad_claim_next_misses_total", "claim-next calls that found nothing ready.", &self.claim_next_misses),
-        ];
-        for (name, help, value) in counters {
-            let _ =
-                writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+        let map = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        for what in LeaseCount::ALL {
+            let (name, help) = what.name_and_help();
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (ws, w) in map.iter() {
+                let _ = writeln!(out, "{name}{{workspace=\"{}\"}} {}", label(ws), w.counts[what as usize]);
+            }
         }
+        if let Some(live) = live {
+            let name = "pad_leases_live";
+            let _ = writeln!(out, "# HELP {name} Unexpired leases in the store now.\n# TYPE {name} gauge");
+            for (ws, n) in live {
+                let _ = writeln!(out, "{name}{{workspace=\"{}\"}} {n}", label(ws));
+            }
+        }
+        let name = "pad_lease_hold_seconds";
+        let _ = writeln!(out, "# HELP {name} How long leases were held, grant to end.\n# TYPE {name} histogram");
+        for (ws, w) in map.iter() {
+            w.hold.render(&mut out, name, &format!("workspace=\"{}\"", label(ws)), &HOLD_BUCKETS);
+        }
+        let name = "pad_lease_claim_duration_seconds";
+        let _ = writeln!(out, "# HELP {name} Store time of claim and claim-next calls.\n# TYPE {name} histogram");
+        for (ws, w) in map.iter() {
+            w.claim_latency.render(&mut out, name, &format!("workspace=\"{}\"", label(ws)), &BUCKETS);
+        }
+        drop(map);
         let name = "pad_http_request_duration_seconds";
         let _ = writeln!(out, "# HELP {name} HTTP request latency.\n# TYPE {name} histogram");
         for (bound, bucket) in BUCKETS.iter().zip(&self.latency_buckets) {
@@ -72,5 +202,27 @@ impl Metrics {
         let sum = self.latency_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_histograms_render_by_workspace() {
+        let m = Metrics::default();
+        m.count("acme", LeaseCount::Claim);
+        m.count("acme", LeaseCount::Claim);
+        m.count("b\"x", LeaseCount::Quarantine);
+        m.held("acme", chrono::Duration::seconds(20));
+        let text = m.render(Some(&[("acme".into(), 3)]));
+        assert!(text.contains("pad_lease_claims_total{workspace=\"acme\"} 2\n"), "{text}");
+        assert!(text.contains("pad_lease_quarantines_total{workspace=\"b\\\"x\"} 1\n"), "{text}");
+        assert!(text.contains("pad_leases_live{workspace=\"acme\"} 3\n"), "{text}");
+        assert!(text.contains("pad_lease_hold_seconds_bucket{workspace=\"acme\",le=\"15\"} 0\n"), "{text}");
+        assert!(text.contains("pad_lease_hold_seconds_bucket{workspace=\"acme\",le=\"30\"} 1\n"), "{text}");
+        assert!(text.contains("pad_lease_hold_seconds_sum{workspace=\"acme\"} 20\n"), "{text}");
+        assert!(!m.render(None).contains("pad_leases_live{"), "no gauge when the store could not be read");
     }
 }

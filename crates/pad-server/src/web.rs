@@ -38,6 +38,7 @@ static FILES: &[(&str, &str, &str)] = &[
     ("live.js", JS, include_str!("../web/live.js")),
     ("views.js", JS, include_str!("../web/views.js")),
     ("forms.js", JS, include_str!("../web/forms.js")),
+    ("fleet.js", JS, include_str!("../web/fleet.js")),
 ];
 
 /// `GET /` and `GET /assets/{file}`.

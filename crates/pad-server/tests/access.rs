@@ -280,3 +280,37 @@ async fn sign_out_ends_the_session_and_the_cookie_is_not_the_token() {
         assert_eq!(s.get(&s.owner, "/api/v1/me").await.status, 200, "{}: the token itself lives on", b.name);
     }
 }
+
+/// Requeue (docs/leases.md, "Requeue") is an owner's override: an editor
+/// gets 403 and the item stays quarantined; the owner's requeue clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_owners_requeue_a_quarantined_item() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let editor = s.member("default", "editor@example.com", "editor").await;
+        let item = s.post(&editor, &format!("{DEFAULT}/items"), json!({"title": "flaky"})).await;
+        let r = item.body["ref"].as_str().unwrap().to_string();
+        let claimed = s.post(&editor, &format!("{DEFAULT}/items/{r}/claim"), json!({"holder": "w"})).await;
+        let epoch = claimed.body["lease"]["epoch"].clone();
+        let failed = s
+            .post(
+                &editor,
+                &format!("{DEFAULT}/items/{r}/fail"),
+                json!({"holder": "w", "epoch": epoch, "max_failures": 1}),
+            )
+            .await;
+        assert_eq!(failed.body["quarantined"], true, "{}: {:?}", b.name, failed.body);
+        let refused = s.post(&editor, &format!("{DEFAULT}/items/{r}/requeue"), json!({})).await;
+        assert_eq!(
+            (refused.status.as_u16(), refused.body["error"]["code"].clone()),
+            (403, json!("forbidden")),
+            "{}",
+            b.name
+        );
+        let still = s.get(&editor, &format!("{DEFAULT}/items/{r}")).await;
+        assert_eq!(still.body["labels"], json!(["needs-human"]), "{}", b.name);
+        let requeued = s.post(&s.owner, &format!("{DEFAULT}/items/{r}/requeue"), json!({})).await;
+        assert_eq!(requeued.status, 200, "{}: {:?}", b.name, requeued.body);
+        assert_eq!((requeued.body["labels"].clone(), requeued.body["failures"].clone()), (json!([]), json!(0)));
+    }
+}

@@ -55,6 +55,7 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         ("POST", p) if p == format!("{item}/release") => (Editor, Some(json!({"holder": "matrix"}))),
         ("POST", p) if p == format!("{item}/complete") => (Editor, Some(json!({"epoch": 1, "holder": "matrix"}))),
         ("POST", p) if p == format!("{item}/fail") => (Editor, Some(json!({"epoch": 1, "holder": "matrix"}))),
+        ("POST", p) if p == format!("{item}/requeue") => (Owner, None),
         ("POST", p) if p == format!("{ws}/claim-next") => (Editor, Some(json!({"holder": "matrix", "ttl_seconds": 5}))),
         // Creating a token for oneself is anyone's; for another member, owners'.
         ("POST", p) if p == format!("{ws}/tokens") => (Owner, Some(json!({"name": "m", "email": "owner@localhost"}))),

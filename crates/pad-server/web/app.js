@@ -3,9 +3,11 @@
 //
 // Routes:  #/ws/{ws}/items[?status=…&kind=…&label=…&leased=…&q=…]
 //          #/ws/{ws}/items/{ref}   #/ws/{ws}/items/{ref}/edit   #/ws/{ws}/new
+//          #/ws/{ws}/fleet (fleet.js)
 
 import { api, ApiError } from './api.js';
 import { h, replace, toast } from './dom.js';
+import { fleetView } from './fleet.js';
 import { itemFormView } from './forms.js';
 import { startTicker } from './lease.js';
 import { Live } from './live.js';
@@ -100,7 +102,13 @@ function route() {
   const ctx = { ws, workspace: state.workspaces.find((w) => w.slug === ws), me: state.me, fail };
   const [, , page, ref, sub] = parts;
   document.title = 'pad';
-  if (page === 'new') mount(itemFormView(ctx, null));
+  const fleetLink = document.getElementById('fleet-link');
+  fleetLink.href = `#/ws/${encodeURIComponent(ws)}/fleet`;
+  fleetLink.toggleAttribute('aria-current', page === 'fleet');
+  if (page === 'fleet') {
+    document.title = `Fleet · ${ws} · pad`;
+    mount(fleetView(ctx));
+  } else if (page === 'new') mount(itemFormView(ctx, null));
   else if (page === 'items' && ref && sub === 'edit') mount(itemFormView(ctx, ref));
   else if (page === 'items' && ref) mount(itemView(ctx, ref));
   else {

@@ -8,7 +8,7 @@ import { api, enc, wsPath } from './api.js';
 // The event types of docs/api.md, Events: the stream names each SSE event by its type.
 const TYPES = [
   'item.created', 'item.updated', 'item.deleted', 'item.restored', 'item.quarantined',
-  'comment.created', 'lease.claimed', 'lease.released', 'lease.broken', 'lease.expired',
+  'comment.created', 'lease.claimed', 'lease.released', 'lease.broken', 'lease.expired', 'lease.failed',
 ];
 
 const PAGE = 1000;

@@ -23,8 +23,8 @@ use pad_core::{
     ValidFrontierFilter, Version, Workspace,
 };
 use pad_store::{
-    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ReleaseOutcome, ReleaseRequest,
-    RenewRequest, Store, StoreError, StoreResult, shared,
+    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, ReleaseOutcome,
+    ReleaseRequest, RenewRequest, Store, StoreError, StoreResult, shared,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
@@ -921,6 +921,35 @@ impl Store for SqliteStore {
         Ok(item)
     }
 
+    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item> {
+        let r = parse_ref("ref", item_ref)?;
+        let (mut tx, now) = self.begin().await?;
+        let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
+        let old = Self::load_item(&mut tx, locked.id, now).await?;
+        let expiries: i64 = sqlx::query_scalar("SELECT lease_expiries FROM items WHERE id = ?")
+            .bind(locked.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let Some((new, changes)) = shared::plan_requeue(&old, expiries) else { return Ok(old) };
+        sqlx::query(
+            "UPDATE items SET labels = ?, lease_expiries = 0, failures = 0, retry_at = NULL, updated_at = ?,
+                    version = version + 1 WHERE id = ?",
+        )
+        .bind(serde_json::to_string(&new.labels).expect("labels serialize"))
+        .bind(micros(now))
+        .bind(locked.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let data = shared::event::updated(&changes);
+        Self::add_version(&mut tx, locked.id, actor, changes, now).await?;
+        Self::event(&mut tx, ws.id, EventKind::ItemUpdated, &r, Some(actor), now, data).await?;
+        let item = Self::load_item(&mut tx, locked.id, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(item)
+    }
+
     async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item> {
         self.set_deleted(ws, actor, item_ref, fence, true).await
     }
@@ -1192,10 +1221,10 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn observe_expiries(&self) -> StoreResult<u64> {
+    async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {
         let (mut tx, now) = self.begin().await?;
         let rows = sqlx::query(
-            "SELECT i.id, i.workspace_id, i.prefix, i.number, i.deleted_at, w.quarantine_after_expiries, i.lease_holder,
+            "SELECT i.id, i.workspace_id, w.slug, i.prefix, i.number, i.deleted_at, w.quarantine_after_expiries, i.lease_holder,
                     i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
                     i.lease_expires_at, i.lease_ttl_seconds, i.lease_id
              FROM items i JOIN workspaces w ON w.id = i.workspace_id
@@ -1205,17 +1234,36 @@ impl Store for SqliteStore {
         .fetch_all(&mut *tx)
         .await
         .map_err(db)?;
+        let mut observed = Vec::with_capacity(rows.len());
         for row in &rows {
             let slot = rows::lease_slot(row)?;
             let old = slot.current.as_ref().expect("selected rows hold a lease");
             let r = ItemRef { prefix: row.get("prefix"), number: row.get("number") };
             let threshold = u32::try_from(row.get::<i64, _>("quarantine_after_expiries")).unwrap_or(0);
             let id: i64 = row.get("id");
-            Self::record_expiry(&mut tx, row.get("workspace_id"), threshold, id, &r, old, now).await?;
+            let quarantined =
+                Self::record_expiry(&mut tx, row.get("workspace_id"), threshold, id, &r, old, now).await?;
             Self::clear_lease(&mut tx, id).await?;
+            observed.push(ObservedExpiry {
+                workspace: row.get("slug"),
+                held: old.expires_at - old.acquired_at,
+                quarantined,
+            });
         }
         tx.commit().await.map_err(db)?;
-        Ok(rows.len() as u64)
+        Ok(observed)
+    }
+
+    async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>> {
+        let rows = sqlx::query(
+            "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
+             WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > ? GROUP BY w.slug ORDER BY w.slug",
+        )
+        .bind(micros(self.clock.read()))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db)?;
+        Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
     }
 
     async fn events_where(

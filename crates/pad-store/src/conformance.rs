@@ -83,7 +83,8 @@ macro_rules! conformance_suite {
             l11_claim_next_skips_excluded_refs,
             items_list_by_parent_and_open_blockers,
             events_filter_by_ref_and_type,
-            events_are_gap_free_under_concurrent_writers
+            events_are_gap_free_under_concurrent_writers,
+            requeue_clears_quarantine_counts_and_backoff
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -1312,10 +1313,15 @@ pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap();
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 0, "a live lease is not expired");
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0, "a live lease is not expired");
+    assert_eq!(f.store.live_leases().await.unwrap(), [(f.ws.slug.clone(), 1)]);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 1);
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 0);
+    assert!(f.store.live_leases().await.unwrap().is_empty(), "an expired lease is not live, recorded or not");
+    let observed = f.store.observe_expiries().await.unwrap();
+    assert_eq!(observed.len(), 1);
+    assert_eq!((observed[0].workspace.as_str(), observed[0].quarantined), (f.ws.slug.as_str(), false));
+    assert_eq!(observed[0].held, chrono::Duration::seconds(1));
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0);
     assert!(!f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap().released);
     let l = f.store.claim(&f.ws, "TASK-1", &f.claim("v", 60)).await.unwrap().lease;
     assert_eq!(l.epoch, 2);
@@ -1432,6 +1438,37 @@ pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
     let out = f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::epoch(l.epoch), None)).await.unwrap();
     assert!(!out.quarantined, "already labelled");
     assert_eq!(out.item.failures, 3);
+}
+
+/// Requeue (docs/leases.md): `needs-human`, the failure and expiry counts and
+/// the backoff go in one recorded version; a second requeue changes nothing.
+pub async fn requeue_clears_quarantine_counts_and_backoff(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("doomed").await;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
+    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
+    req.max_failures = Some(1);
+    let out = f.store.fail(&f.ws, "TASK-1", &req).await.unwrap();
+    assert!(out.quarantined && out.item.retry_at.is_some());
+    let versions = f.store.history(&f.ws, "TASK-1").await.unwrap().len();
+
+    let item = f.store.requeue(&f.ws, f.owner, "task-1").await.unwrap();
+    assert!(!item.labels.iter().any(|l| l == NEEDS_HUMAN), "{:?}", item.labels);
+    assert_eq!((item.failures, item.retry_at), (0, None));
+    assert_eq!(item, f.get("TASK-1").await);
+    assert_eq!(item.last_failure_note.as_deref(), Some("exit 1"), "the note stays for the next worker");
+    let history = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    assert_eq!(history.len(), versions + 1);
+    let last = history.iter().max_by_key(|v| v.version).unwrap();
+    assert_eq!(last.changes["requeued"], serde_json::json!({ "expiries": 1, "failures": 1 }), "{}", last.changes);
+    assert_eq!(last.actor, "owner@example.com");
+    // Nothing left to clear: the expiry count went too.
+    assert_eq!(f.store.requeue(&f.ws, f.owner, "TASK-1").await.unwrap(), item);
+    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), versions + 1);
+    assert!(matches!(f.store.requeue(&f.ws, f.owner, "TASK-99").await, Err(StoreError::NotFound { .. })));
 }
 
 /// L15: status and release in one step: one version for the status change,
@@ -1596,7 +1633,7 @@ pub async fn l18_last_lease_shows_how_each_lease_ended(store: Arc<dyn Store>) {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let derived = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((derived.ended, derived.ended_at, derived.lease_id), (LeaseEnd::Expired, e.expires_at, e.lease_id));
-    assert_eq!(f.store.observe_expiries().await.unwrap(), 1);
+    assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
     assert_eq!(f.get("TASK-1").await.last_lease.unwrap(), derived);
     // A grant over an unrecorded expiry records it too.
     let y = f.store.claim(&f.ws, "TASK-1", &f.claim("y", 1)).await.unwrap().lease;

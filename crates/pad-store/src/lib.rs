@@ -17,8 +17,8 @@ use pad_core::{
 
 pub use error::{StoreError, StoreResult};
 pub use requests::{
-    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ReleaseOutcome,
-    ReleaseRequest, RenewRequest,
+    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ObservedExpiry,
+    ReleaseOutcome, ReleaseRequest, RenewRequest,
 };
 
 /// The authenticated caller of a store operation: who wrote the history
@@ -120,6 +120,12 @@ pub trait Store: Send + Sync + 'static {
     /// Soft delete, fenced by epoch and/or lease id when given (L10, L17).
     async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item>;
     async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
+
+    /// Puts a quarantined item back in the queue (docs/leases.md, "Requeue"):
+    /// removes `needs-human`, clears the expiry and failure counts and the
+    /// failure backoff, in one step recorded in history. Leaves any lease
+    /// alone; with nothing to clear it changes nothing.
+    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
     /// History versions, newest first.
     async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>>;
     async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &str, body: &str) -> StoreResult<Comment>;
@@ -157,9 +163,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// L5/L13: records every lease that has expired but not yet been
     /// observed: one `lease.expired` event each, the expiry count, and
-    /// quarantine. Never changes what any read sees of a lease. Returns how
-    /// many it recorded.
-    async fn observe_expiries(&self) -> StoreResult<u64>;
+    /// quarantine. Never changes what any read sees of a lease. Returns what
+    /// it recorded, one entry per expired lease (for the lease metrics).
+    async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>>;
+
+    /// The number of live (unexpired) leases in each workspace that has any,
+    /// by workspace slug: the `pad_leases_live` gauge, read at scrape time.
+    async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>>;
 
     /// Events of `ws` with id greater than `after`, oldest first.
     async fn events_after(&self, ws: &Workspace, after: i64, limit: u32) -> StoreResult<Vec<Event>> {

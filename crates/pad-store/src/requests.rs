@@ -68,6 +68,17 @@ pub struct FailRequest {
     pub max_failures: Option<u32>,
 }
 
+/// One expiry the observer recorded (L5/L13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedExpiry {
+    /// The workspace's slug.
+    pub workspace: String,
+    /// How long the lease was held: from its grant to its expiry.
+    pub held: chrono::Duration,
+    /// This expiry quarantined the item (L13).
+    pub quarantined: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailOutcome {
     pub item: Item,

@@ -51,6 +51,23 @@ pub fn plan_update(
     Ok((!changes.is_empty()).then_some((new, changes)))
 }
 
+/// A requeue (docs/leases.md, "Requeue"): the item without `needs-human`,
+/// failures and backoff cleared; `None` when there is nothing to clear. The
+/// history entry names the counts it cleared under `requeued`.
+pub fn plan_requeue(old: &Item, expiries: i64) -> Option<(Item, Map<String, Value>)> {
+    let quarantined = old.labels.iter().any(|l| l == NEEDS_HUMAN);
+    if !quarantined && expiries == 0 && old.failures == 0 && old.retry_at.is_none() {
+        return None;
+    }
+    let mut new = old.clone();
+    new.labels.retain(|l| l != NEEDS_HUMAN);
+    new.failures = 0;
+    new.retry_at = None;
+    let mut changes = new.changes_since(Some(old));
+    changes.insert("requeued".into(), json!({ "expiries": expiries, "failures": old.failures }));
+    Some((new, changes))
+}
+
 /// A refused complete or fail (L14, L15) as the store's error.
 pub fn end_refused(e: lease::EndRefusal, now: Timestamp) -> StoreError {
     match e {

@@ -13,7 +13,7 @@ use pad_store::{ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, Rene
 use crate::AppState;
 use crate::error::ApiResult;
 use crate::extract::{Ctx, Json, Query};
-use crate::metrics::inc;
+use crate::metrics::LeaseCount;
 
 fn ttl(v: Option<serde_json::Value>) -> ApiResult<Option<i64>> {
     v.map(|v| Ttl::from_json(&v)).transpose().map_err(|e| pad_store::StoreError::InvalidTtl(e).into())
@@ -49,8 +49,11 @@ pub async fn claim(
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
     let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh)?;
-    let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
-    inc(if out.refreshed { &s.metrics.refreshes } else { &s.metrics.claims });
+    let started = std::time::Instant::now();
+    let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await;
+    s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
+    let out = out.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    s.metrics.count(&ctx.ws.slug, if out.refreshed { LeaseCount::Refresh } else { LeaseCount::Claim });
     Ok(axum::Json(ClaimResponse {
         item_ref: ctx.param("ref").to_ascii_uppercase(),
         lease: out.lease,
@@ -77,8 +80,9 @@ pub async fn renew(
         ttl_seconds: ttl(body.ttl_seconds)?,
         note: body.note,
     };
-    let lease = s.store.renew(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
-    inc(&s.metrics.renewals);
+    let lease =
+        s.store.renew(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    s.metrics.count(&ctx.ws.slug, LeaseCount::Renewal);
     Ok(axum::Json(RenewResponse { item_ref: ctx.param("ref").to_ascii_uppercase(), lease }))
 }
 
@@ -102,9 +106,13 @@ pub async fn release(
         force: body.force,
         reason: body.reason,
     };
-    let out = s.store.release(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
+    let out =
+        s.store.release(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     if out.released {
-        inc(&s.metrics.releases);
+        s.metrics.count(&ctx.ws.slug, LeaseCount::Release);
+    }
+    if let Some(ended) = &out.lease {
+        s.metrics.held(&ctx.ws.slug, chrono::Utc::now() - ended.acquired_at);
     }
     Ok(axum::Json(ReleaseResponse {
         item_ref: ctx.param("ref").to_ascii_uppercase(),
@@ -131,8 +139,10 @@ pub async fn complete(
         handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
         status: body.status.unwrap_or(Status::Done),
     };
-    let item = s.store.complete(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
-    inc(&s.metrics.releases);
+    let item =
+        s.store.complete(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    s.metrics.count(&ctx.ws.slug, LeaseCount::Completion);
+    held(&s, &ctx, item.last_lease.as_ref());
     Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item }))
 }
 
@@ -154,13 +164,35 @@ pub async fn fail(
         note: body.note,
         max_failures: body.max_failures,
     };
-    let out = s.store.fail(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(e))?;
-    inc(&s.metrics.releases);
+    let out =
+        s.store.fail(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    s.metrics.count(&ctx.ws.slug, LeaseCount::Failure);
+    if out.quarantined {
+        s.metrics.count(&ctx.ws.slug, LeaseCount::Quarantine);
+    }
+    held(&s, &ctx, out.item.last_lease.as_ref());
     Ok(axum::Json(FailResponse {
         item_ref: out.item.item_ref.to_string(),
         item: out.item,
         quarantined: out.quarantined,
     }))
+}
+
+/// Put a quarantined item back in the queue (docs/leases.md, "Requeue"):
+/// owners only, as an override of what the workers reported.
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/requeue", tag = "leases",
+    params(("ws" = String, Path), ("ref" = String, Path)),
+    responses((status = 200, body = pad_core::Item), (status = 403, body = ErrorEnvelope, description = "forbidden: only owners requeue"), (status = "default", body = ErrorEnvelope)))]
+pub async fn requeue(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<pad_core::Item>> {
+    ctx.require(Action::BreakLease)?;
+    Ok(axum::Json(s.store.requeue(&ctx.ws, ctx.actor(), ctx.param("ref")).await?))
+}
+
+/// Feeds the hold-time histogram from the lease an end just recorded (L18).
+fn held(s: &AppState, ctx: &Ctx, last: Option<&pad_core::lease::LastLease>) {
+    if let Some(l) = last {
+        s.metrics.held(&ctx.ws.slug, l.ended_at - l.acquired_at);
+    }
 }
 
 /// Ready work (L11): open, unblocked, unleased; best first.
@@ -188,9 +220,13 @@ pub async fn claim_next(
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
     let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None)?;
-    let answer = match s.store.claim_next(&ctx.ws, &body.filter, &req).await? {
+    let started = std::time::Instant::now();
+    let answer = s.store.claim_next(&ctx.ws, &body.filter, &req).await;
+    s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
+    let answer = match answer? {
         Some((item, out)) => {
-            inc(&s.metrics.claim_next_hits);
+            s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextHit);
+            s.metrics.count(&ctx.ws.slug, LeaseCount::Claim);
             ClaimNextResponse {
                 item: Some(item),
                 lease: Some(out.lease),
@@ -199,7 +235,7 @@ pub async fn claim_next(
             }
         }
         None => {
-            inc(&s.metrics.claim_next_misses);
+            s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextMiss);
             ClaimNextResponse { item: None, lease: None, previous_note: None, previous_holder: None }
         }
     };
