@@ -28,6 +28,10 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 /// hang a script forever.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Idle connections are dropped before the server's 10 s bound on an idle
+/// keep-alive connection (docs/api.md, Limits), so a request never races the
+/// server closing the connection it was sent on.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// An event stream has no total deadline; silence this long (the server
 /// sends a keep-alive every 15 s) means the connection is dead.
 const STREAM_READ_TIMEOUT: Duration = Duration::from_secs(45);
@@ -59,6 +63,7 @@ impl Client {
         let builder = || {
             reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
                 .user_agent(concat!("pad/", env!("CARGO_PKG_VERSION")))
         };
         let http = builder().timeout(REQUEST_TIMEOUT).build().map_err(ClientError::from_transport)?;
