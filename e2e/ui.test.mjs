@@ -315,6 +315,22 @@ test('the item page shows each blocker with its status and title', async () => {
   await shot('item-blockers-phone', PHONE);
 });
 
+test('the item page shows failures, the last failure note and how the last lease ended', async () => {
+  const ref = await pad('item', 'create', 'Flaky job');
+  const claimed = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'worker-9', '--note', 'halfway through'));
+  await pad('item', 'fail', ref, '--epoch', String(claimed.lease.epoch), '--holder', 'worker-9', '--note', 'disk full on /tmp');
+  await page.goto(`${URL}/#/ws/default/items/${ref}`);
+  const details = page.locator('.details');
+  await details.getByText('Failures').waitFor();
+  const value = (name) => details.locator('dt', { hasText: name }).locator('xpath=following-sibling::dd[1]');
+  assert.match(await value('Failures').textContent(), /^1 · retry /);
+  assert.equal(await value('Last failure').textContent(), 'disk full on /tmp');
+  const last = await value('Last lease').textContent();
+  assert.match(last, /^worker-9 · failed .* · epoch 1disk full on \/tmp$/);
+  await shot('item-failed-desktop', DESKTOP);
+  await shot('item-failed-phone', PHONE);
+});
+
 test('the assignee is shown as a person, not as @email', async () => {
   await pad('item', 'update', 'TASK-1', '--assignee', 'owner@localhost');
   await page.goto(`${URL}/#/ws/default/items`);
@@ -388,6 +404,8 @@ test('fleet: a claim from the CLI appears under its holder with a countdown; exp
 });
 
 test('fleet: a quarantined item is listed with its reason; an editor cannot requeue it, an owner can', async () => {
+  // Earlier tests may have failed items too: count from what the chart shows now.
+  const failedBefore = Number(await page.locator('.fleet-chart[data-chart="failed"]').getAttribute('data-total'));
   const ref = await pad('item', 'create', 'Flaky migration', '--kind', 'bug');
   const claimed = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'fleet-w2'));
   await pad('item', 'fail', ref, '--holder', 'fleet-w2', '--epoch', String(claimed.lease.epoch),
@@ -395,7 +413,7 @@ test('fleet: a quarantined item is listed with its reason; an editor cannot requ
   const queued = fleetItem('.fleet-queue', ref);
   await queued.waitFor();
   assert.match(await queued.locator('.fleet-note').textContent(), /failed 1 times.*segfault in step 3/);
-  await page.locator('.fleet-chart[data-chart="failed"][data-total="1"]').waitFor();
+  await page.locator(`.fleet-chart[data-chart="failed"][data-total="${failedBefore + 1}"]`).waitFor();
   await page.locator('.fleet-chart[data-chart="quarantined"][data-total="1"]').waitFor();
   await shot('fleet-desktop', DESKTOP);
   await shot('fleet-phone', PHONE);

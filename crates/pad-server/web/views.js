@@ -242,6 +242,13 @@ export function listView(ctx, params) {
 
 // ---------------------------------------------------------------- one item
 
+/** `holder · how it ended · when`, then its note: the handoff a new holder reads (L18). */
+function lastLease(l) {
+  return h('span', { class: 'last-lease' },
+    h('strong', {}, l.holder), ` · ${l.ended} `, ago(l.ended_at), ` · epoch ${l.epoch}`,
+    l.note ? [h('br'), h('span', { class: 'note' }, l.note)] : null);
+}
+
 export function itemView(ctx, ref) {
   const head = h('div', { class: 'item-head' });
   const lease = h('div', { class: 'lease-slot', 'aria-live': 'polite' });
@@ -314,7 +321,14 @@ export function itemView(ctx, ref) {
         row('Parent', item.parent ? linked(item.parent) : null),
         row('Blocked by', item.blocked_by.length ? h('span', { class: 'refs' }, item.blocked_by.map(linked)) : null),
         row('Created', [time(item.created_at), h('br'), h('span', { class: 'muted' }, `by ${item.created_by}`)]),
-        row('Updated', ago(item.updated_at))),
+        row('Updated', ago(item.updated_at)),
+        // What workers left behind (docs/leases.md L14, L16, L18): shown only
+        // when there is something, so a fresh item's card stays short.
+        item.failures ? row('Failures', [String(item.failures),
+          item.retry_at ? h('span', { class: 'muted' }, ' · retry ', time(item.retry_at)) : null]) : null,
+        item.not_before ? row('Not before', time(item.not_before)) : null,
+        item.last_failure_note ? row('Last failure', h('span', { class: 'note' }, item.last_failure_note)) : null,
+        item.last_lease ? row('Last lease', lastLease(item.last_lease)) : null),
     );
 
     // The one place HTML goes in: the server rendered the markdown and
