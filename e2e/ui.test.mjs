@@ -318,8 +318,11 @@ test('the item page shows each blocker with its status and title', async () => {
 test('the item page shows failures, the last failure note and how the last lease ended', async () => {
   const ref = await pad('item', 'create', 'Flaky job');
   const claimed = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'worker-9', '--note', 'halfway through'));
-  await pad('item', 'fail', ref, '--epoch', String(claimed.lease.epoch), '--holder', 'worker-9', '--note', 'disk full on /tmp');
   await page.goto(`${URL}/#/ws/default/items/${ref}`);
+  // The live lease's note is shown under its Lease line.
+  await page.locator('.lease-note', { hasText: 'Progress: halfway through' }).waitFor();
+  await pad('item', 'fail', ref, '--epoch', String(claimed.lease.epoch), '--holder', 'worker-9', '--note', 'disk full on /tmp');
+  await page.locator('.lease-note').waitFor({ state: 'detached' });
   const details = page.locator('.details');
   await details.getByText('Failures').waitFor();
   const value = (name) => details.locator('dt', { hasText: name }).locator('xpath=following-sibling::dd[1]');

@@ -355,6 +355,10 @@ pub struct Item {
     pub comments_count: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
+    /// L12: the note the live lease's holder wrote (claim, refresh or renew),
+    /// present only while that lease is live: progress anyone can read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_note: Option<String>,
     /// L16: claim-next and the frontier skip the item until then.
     #[serde(default)]
     pub not_before: Option<DateTime<Utc>>,

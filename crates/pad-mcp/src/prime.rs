@@ -60,6 +60,9 @@ pub struct HeldLease {
     pub session_id: Option<String>,
     pub expires_at: DateTime<Utc>,
     pub expires_in_seconds: i64,
+    /// The progress note written under this lease, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,6 +129,7 @@ fn held_by(items: &[Item], holder: &str, now: DateTime<Utc>) -> Vec<HeldLease> {
                 session_id: lease.session_id.clone(),
                 expires_at: lease.expires_at,
                 expires_in_seconds: lease.expires_in_seconds(now),
+                note: item.lease_note.clone(),
             })
         })
         .collect()
@@ -180,6 +184,9 @@ impl Prime {
                     in_words(l.expires_in_seconds),
                     l.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 ));
+                if let Some(note) = &l.note {
+                    line(format!("  note: {note}"));
+                }
             }
             if self.leases.len() > LEASES_SHOWN {
                 line(format!("- and {} more (pad_item_list with leased: true)", self.leases.len() - LEASES_SHOWN));
@@ -234,6 +241,7 @@ mod tests {
                 session_id: None,
                 expires_at: now,
                 expires_in_seconds: 840,
+                note: Some("parser ported, tests next".into()),
             }],
             ready: (1..=5)
                 .map(|n| ReadyItem {
@@ -258,6 +266,7 @@ mod tests {
         assert!(many.to_markdown().contains("- and 30 more"));
         let text = prime().to_markdown();
         assert!(text.contains("- TASK-1 \"Port the parser\": epoch 2, expires in 14m"), "{text}");
+        assert!(text.contains("  note: parser ported, tests next\n"), "{text}");
         assert!(text.contains("holder `claude@box-1a2b3c`"), "{text}");
         assert!(text.contains("never claim these): 3. Failing (retried later): 2."), "{text}");
         assert_eq!(text.matches("- `pad_").count(), 5);

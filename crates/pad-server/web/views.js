@@ -300,7 +300,9 @@ export function itemView(ctx, ref) {
         h('a', { class: 'button', href: `${itemHref(ctx.ws, item.ref)}/edit` }, 'Edit')),
       h('div', { class: 'badges' }, statusBadge(item.status), priorityBadge(item.priority), labelChips(item.labels)),
     );
-    replace(lease, item.lease ? leaseLine(item.lease) : null);
+    // The live lease and its holder's progress note (docs/leases.md L12).
+    replace(lease, item.lease ? leaseLine(item.lease) : null,
+      item.lease && item.lease_note ? h('p', { class: 'lease-note' }, 'Progress: ', item.lease_note) : null);
 
     const link = (r) => h('a', { href: itemHref(ctx.ws, r), class: 'ref' }, r);
     // A parent or blocker with its status and title, so whether it still

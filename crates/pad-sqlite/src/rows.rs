@@ -76,8 +76,22 @@ fn opt_ts(row: &SqliteRow, column: &str) -> StoreResult<Option<Timestamp>> {
     row.get::<Option<i64>, _>(column).map(ts).transpose()
 }
 
+/// L12: the note written under the lease now in the slot (live or not).
+fn current_note(row: &SqliteRow, slot: &LeaseSlot) -> Option<String> {
+    let note_lease: Option<i64> = row.get("lease_note_lease_id");
+    match (&slot.current, note_lease) {
+        (Some(l), Some(id)) if l.lease_id == id => row.get::<Option<String>, _>("lease_note"),
+        _ => None,
+    }
+}
+
 /// L18: the recorded last lease, or the lease itself once it has expired.
-fn last_lease(row: &SqliteRow, slot: &LeaseSlot, now: Timestamp) -> StoreResult<Option<LastLease>> {
+fn last_lease(
+    row: &SqliteRow,
+    slot: &LeaseSlot,
+    current_note: Option<&str>,
+    now: Timestamp,
+) -> StoreResult<Option<LastLease>> {
     let recorded = match row.get::<Option<String>, _>("last_lease_ended") {
         None => None,
         Some(ended) => Some(LastLease {
@@ -91,12 +105,7 @@ fn last_lease(row: &SqliteRow, slot: &LeaseSlot, now: Timestamp) -> StoreResult<
             note: row.get("last_lease_note"),
         }),
     };
-    let note_lease: Option<i64> = row.get("lease_note_lease_id");
-    let current_note = match (&slot.current, note_lease) {
-        (Some(l), Some(id)) if l.lease_id == id => row.get::<Option<String>, _>("lease_note"),
-        _ => None,
-    };
-    Ok(lease::last_lease(slot, current_note.as_deref(), recorded, now))
+    Ok(lease::last_lease(slot, current_note, recorded, now))
 }
 
 pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
@@ -104,6 +113,7 @@ pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
         .get::<Option<String>, _>("parent_prefix")
         .map(|prefix| ItemRef { prefix, number: row.get("parent_number") });
     let slot = lease_slot(row)?;
+    let note = current_note(row, &slot);
     Ok(Item {
         item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
         kind: row.get("kind"),
@@ -123,11 +133,12 @@ pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
         comments_count: row.get("comments_count"),
         // L5: an expired lease reads as absent.
         lease: slot.live(now).cloned(),
+        lease_note: slot.live(now).and(note.clone()),
         not_before: opt_ts(row, "not_before")?,
         failures: row.get("failures"),
         retry_at: opt_ts(row, "retry_at")?,
         last_failure_note: row.get("last_failure_note"),
-        last_lease: last_lease(row, &slot, now)?,
+        last_lease: last_lease(row, &slot, note.as_deref(), now)?,
     })
 }
 

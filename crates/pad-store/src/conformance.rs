@@ -1174,14 +1174,21 @@ pub async fn l12_handoff_note_reaches_the_next_claimant(store: Arc<dyn Store>) {
     let mut renew = f.renew("runner-a", first.lease.epoch);
     renew.note = Some("migrated 3 of 7 tables".into());
     f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap();
+    // While the lease lives, its note is readable on the item.
+    assert_eq!(f.get("TASK-1").await.lease_note.as_deref(), Some("migrated 3 of 7 tables"));
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Expired: no live lease, so no live note (the handoff below still has it).
+    assert_eq!(f.get("TASK-1").await.lease_note, None);
     let second = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap();
+    assert_eq!(f.get("TASK-1").await.lease_note, None, "a new grant starts without a note");
     assert_eq!(second.previous_note.as_deref(), Some("migrated 3 of 7 tables"));
     assert_eq!(second.previous_holder.as_deref(), Some("runner-a"));
     let mut refresh = f.claim("runner-b", 60);
     refresh.note = Some("resumed at table 4".into());
     f.store.claim(&f.ws, "TASK-1", &refresh).await.unwrap();
+    assert_eq!(f.get("TASK-1").await.lease_note.as_deref(), Some("resumed at table 4"));
     f.store.release(&f.ws, "TASK-1", &f.release("runner-b")).await.unwrap();
+    assert_eq!(f.get("TASK-1").await.lease_note, None);
     let third = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-c", 60)).await.unwrap();
     assert_eq!(third.previous_note.as_deref(), Some("resumed at table 4"));
     assert_eq!(third.previous_holder.as_deref(), Some("runner-b"));

@@ -273,6 +273,9 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
             "Lease",
             &format!("{} (expires in {})", l.holder, in_words(seconds_until(l.expires_at, now))),
         );
+        if let Some(note) = &i.lease_note {
+            field_line(&mut out, "Progress", note);
+        }
     }
     if let Some(l) = &i.last_lease {
         field_line(
@@ -367,6 +370,7 @@ mod tests {
             retry_at: None,
             last_failure_note: None,
             last_lease: None,
+            lease_note: leased.then(|| "3 of 7 done".into()),
             lease: leased.then(|| Lease {
                 lease_id: 1,
                 holder: "runner-a".into(),
@@ -385,7 +389,10 @@ mod tests {
     fn show_puts_the_lease_under_assigned_only_when_live() {
         let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
         let text = render_show(&item(true), now);
-        assert!(text.contains("Assigned: a@example.com\nLease:    runner-a (expires in 14m)\n"), "{text}");
+        assert!(
+            text.contains("Assigned: a@example.com\nLease:    runner-a (expires in 14m)\nProgress: 3 of 7 done\n"),
+            "{text}"
+        );
         assert!(text.contains("Blockers: BUG-2\nComments: 2\n"), "{text}");
         assert!(!render_show(&item(false), now).contains("Lease:"));
     }
