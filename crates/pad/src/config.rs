@@ -227,8 +227,10 @@ pub fn resolve(
     Ok(Settings { credentials_path, profile, stored, url, workspace, token, project_holder, withheld_for })
 }
 
-/// Same scheme, host, port and path (ignoring a trailing slash).
-fn same_server(a: &Url, b: &Url) -> bool {
+/// Same scheme, host, port and path (ignoring a trailing slash): the one rule
+/// for whether a stored profile's token may be sent to a URL (README,
+/// Configuration), used by every command and by `pad wit`'s binding.
+pub(crate) fn same_server(a: &Url, b: &Url) -> bool {
     let key = |u: &Url| {
         (u.scheme().to_string(), u.host_str().map(str::to_ascii_lowercase), u.port_or_known_default(), {
             u.path().trim_end_matches('/').to_string()

@@ -151,7 +151,8 @@ pub fn connect(global: &GlobalArgs) -> Result<Connection, CliError> {
     } else if let Some(token) = env("PAD_TOKEN") {
         token
     } else {
-        let stored = settings.stored.as_ref().filter(|p| Url::parse(&p.url).is_ok_and(|u| same_origin(&u, &url)));
+        let stored =
+            settings.stored.as_ref().filter(|p| Url::parse(&p.url).is_ok_and(|u| crate::config::same_server(&u, &url)));
         match stored {
             Some(profile) => profile.token.clone(),
             None => {
@@ -167,10 +168,6 @@ pub fn connect(global: &GlobalArgs) -> Result<Connection, CliError> {
     };
     let client = Client::new(url, token).map_err(|e| CliError::config(e.to_string()))?;
     Ok(Connection { client, workspace, binding })
-}
-
-fn same_origin(a: &Url, b: &Url) -> bool {
-    a.scheme() == b.scheme() && a.host_str() == b.host_str() && a.port_or_known_default() == b.port_or_known_default()
 }
 
 #[cfg(test)]
@@ -225,8 +222,9 @@ mod tests {
     #[test]
     fn profile_tokens_stay_on_their_server() {
         let u = |s: &str| Url::parse(s).unwrap();
-        assert!(same_origin(&u("http://127.0.0.1:7777"), &u("http://127.0.0.1:7777/")));
-        assert!(!same_origin(&u("http://127.0.0.1:7777"), &u("http://127.0.0.1:7778")));
-        assert!(!same_origin(&u("http://a"), &u("https://a")));
+        let same = crate::config::same_server;
+        assert!(same(&u("http://127.0.0.1:7777"), &u("http://127.0.0.1:7777/")));
+        assert!(!same(&u("http://127.0.0.1:7777"), &u("http://127.0.0.1:7778")));
+        assert!(!same(&u("http://a"), &u("https://a")));
     }
 }
