@@ -626,8 +626,16 @@ test('priority and assignee filters, and sorting by a column header (kept in the
   assert.equal(await page.locator('th.c-priority').getAttribute('aria-sort'), 'descending');
   await shot('list-sorted-desktop', DESKTOP);
   await shot('list-sorted-phone', PHONE);
-  // On a phone the headers stay as sort buttons.
+  // On a phone the filters fold behind one button, which says how many are on.
   await page.setViewportSize(PHONE);
+  assert.equal(await page.locator('#f-status').isVisible(), false);
+  const toggle = page.getByRole('button', { name: 'Filters · 1 on' });
+  await toggle.click();
+  assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
+  await page.locator('#f-status').waitFor();
+  await shot('list-filters-open-phone', PHONE);
+  await page.setViewportSize(PHONE);
+  // On a phone the headers stay as sort buttons.
   await page.getByRole('button', { name: 'Title' }).click();
   await waitForRefs([high, low, crit, med]);
   await page.setViewportSize(DESKTOP);

@@ -122,6 +122,7 @@ export function listView(ctx, params) {
   const control = (id, label, input) => h('div', { class: 'filter' }, h('label', { for: id }, label), input);
   const onFilter = (key) => (ev) => {
     filters[key] = ev.target.value.trim();
+    toggleText();
     syncHash();
     reload();
   };
@@ -143,10 +144,22 @@ export function listView(ctx, params) {
       assignee.value = filters.assignee;
     })
     .catch(() => {});
+  // On a phone the filters other than search fold behind this button (app.css).
+  const toggle = h('button', { type: 'button', class: 'button small filters-toggle', 'aria-expanded': 'false', 'aria-controls': 'filters',
+    onclick: () => {
+      const open = bar.classList.toggle('open');
+      toggle.setAttribute('aria-expanded', String(open));
+    } });
+  const toggleText = () => {
+    const n = LIST_FILTERS.filter((k) => k !== 'q' && filters[k]).length;
+    toggle.textContent = n ? `Filters · ${n} on` : 'Filters';
+  };
+  toggleText();
   const bar = h(
     'form',
-    { class: 'filters', role: 'search', 'aria-label': 'Filter items', onsubmit: (e) => e.preventDefault() },
+    { class: 'filters', id: 'filters', role: 'search', 'aria-label': 'Filter items', onsubmit: (e) => e.preventDefault() },
     control('f-q', 'Search', h('input', { id: 'f-q', type: 'search', placeholder: 'Title or body', value: filters.q, ...typed('q') })),
+    toggle,
     control('f-status', 'Status', select({ id: 'f-status', onchange: onFilter('status') },
       [{ value: '', label: 'Any status' }, ...STATUSES.map((s) => ({ value: s, label: pretty(s) }))], filters.status)),
     control('f-priority', 'Priority', select({ id: 'f-priority', onchange: onFilter('priority') },
