@@ -218,6 +218,9 @@ test('the item page shows the Lease: line live and the rendered markdown', async
 });
 
 test('comments can be added and show up', async () => {
+  // An empty comment is refused in words, not with the API's `body:` prefix.
+  await page.getByRole('button', { name: 'Comment' }).click();
+  await page.locator('#comment-error').filter({ hasText: 'Comment must not be empty' }).waitFor();
   await page.getByLabel('Add a comment').fill('Image builds in 4 minutes.\nPush is next.');
   await page.getByRole('button', { name: 'Comment' }).click();
   await page.locator('.comment-body').filter({ hasText: 'Image builds in 4 minutes.' }).waitFor();
@@ -528,8 +531,10 @@ test('an editor can delete and restore an item but sees no Break button, and the
   await shot('deleted-item-phone', PHONE);
   const shown = async () => { const j = JSON.parse(await pad('--format', 'json', 'item', 'show', ref)); return j.item ?? j; };
   assert.notEqual((await shown()).deleted_at ?? null, null);
+  await page.locator('.history .changes li', { hasText: /^deleted$/ }).waitFor();
   await page.getByRole('button', { name: 'Restore' }).click();
   await page.locator('#deleted-badge').waitFor({ state: 'detached' });
+  await page.locator('.history .changes li', { hasText: /^restored$/ }).waitFor();
   await page.getByRole('button', { name: 'Delete' }).waitFor();
   assert.equal((await shown()).deleted_at ?? null, null);
 });

@@ -12,8 +12,8 @@ const RANK = { viewer: 0, editor: 1, owner: 2 };
 /** Whether the caller's role in the open workspace is at least `min`. */
 export const can = (ctx, min) => (RANK[ctx.workspace?.role] ?? -1) >= RANK[min];
 
-/** An API refusal in words a person reads ("Reason must not be empty"). */
-function words(e, fieldLabels = {}) {
+/** An API refusal in words a person reads ("Reason must not be empty"), `fieldLabels` naming the fields. */
+export function words(e, fieldLabels = {}) {
   if (!(e instanceof ApiError)) return String(e);
   if (e.status === 403) return 'Your role in this workspace does not allow that.';
   const field = String(e.details?.field ?? '');

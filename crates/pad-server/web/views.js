@@ -2,7 +2,7 @@
 // `{ el, onEvent(event), refresh() }`; app.js mounts it and forwards live
 // events, and the view decides whether an event concerns what it shows.
 
-import { can, itemButtons, leaseControls } from './actions.js';
+import { can, itemButtons, leaseControls, words } from './actions.js';
 import { api, ApiError, itemPath, wsPath } from './api.js';
 import { ago, h, replace, select, time, toast } from './dom.js';
 import { leaseLine, leaseMarker } from './lease.js';
@@ -484,6 +484,8 @@ export function itemView(ctx, ref) {
   function renderHistory(versions) {
     const change = (field, { from, to }) => {
       if (field === 'body') return h('li', {}, h('span', { class: 'field-name' }, 'body'), ' edited');
+      // A soft delete or restore (docs/api.md), said as such rather than as a timestamp.
+      if (field === 'deleted_at') return h('li', {}, to ? 'deleted' : 'restored');
       const show = (v) => (v == null || v === '' || (Array.isArray(v) && !v.length) ? '∅' : Array.isArray(v) ? v.join(', ') : String(v));
       return h('li', {}, h('span', { class: 'field-name' }, field), ' ', h('span', { class: 'from' }, show(from)), ' → ', h('span', { class: 'to' }, show(to)));
     };
@@ -534,7 +536,7 @@ export function itemView(ctx, ref) {
       refetch();
     } catch (e) {
       ctx.fail(e, () => {
-        commentError.textContent = e.message;
+        commentError.textContent = words(e, { body: 'Comment' });
         commentInput.setAttribute('aria-invalid', 'true');
         commentInput.focus();
       });
