@@ -658,6 +658,13 @@ test('keyboard: j/k move the selection, Enter opens, / searches, c creates; not 
   await page.keyboard.press('k');
   await page.locator(`tr.is-selected[data-ref="${high}"]`).waitFor();
   assert.equal(await page.locator('tr.is-selected').count(), 1);
+  // A live re-read of the list (another user's comment) keeps the selection and the focus.
+  // Rows are rebuilt on a re-read: a mark on the old ones tells when it happened.
+  await page.evaluate(() => { for (const r of document.querySelectorAll('tbody tr')) r.dataset.marked = '1'; });
+  await pad('item', 'comment', crit, 'Seen in production too.');
+  await page.waitForFunction(() => document.querySelector('tbody tr')?.dataset.marked === undefined, null, { timeout: 3000 });
+  await page.locator(`tr.is-selected[data-ref="${high}"]`).waitFor();
+  assert.equal(await page.evaluate(() => document.activeElement?.closest('tr')?.dataset.ref), high);
   await page.keyboard.press('Enter');
   await page.getByRole('heading', { name: 'Add an index on events' }).waitFor();
   assert.match(page.url(), new RegExp(`/items/${high}$`));
