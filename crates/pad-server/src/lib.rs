@@ -154,6 +154,7 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/items/{ref}/history", get(items::history))
         .route("/workspaces/{ws}/items/{ref}/comments", get(items::comments).post(items::comment))
         .route("/workspaces/{ws}/items/{ref}/body.html", get(render::body_html))
+        .route("/workspaces/{ws}/render", post(render::render))
         .route("/workspaces/{ws}/items/{ref}/claim", post(leases::claim))
         .route("/workspaces/{ws}/items/{ref}/renew", post(leases::renew))
         .route("/workspaces/{ws}/items/{ref}/release", post(leases::release))

@@ -39,6 +39,8 @@ static FILES: &[(&str, &str, &str)] = &[
     ("views.js", JS, include_str!("../web/views.js")),
     ("forms.js", JS, include_str!("../web/forms.js")),
     ("fleet.js", JS, include_str!("../web/fleet.js")),
+    ("actions.js", JS, include_str!("../web/actions.js")),
+    ("sort.js", JS, include_str!("../web/sort.js")),
 ];
 
 /// `GET /` and `GET /assets/{file}`.

@@ -45,6 +45,7 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         {
             (Viewer, None)
         }
+        ("POST", p) if p == format!("{ws}/render") => (Viewer, Some(json!({"markdown": "**hi**"}))),
         ("POST", p) if p == format!("{ws}/items") => (Editor, Some(json!({"title": "made by the matrix"}))),
         ("PATCH", p) if p == item => (Editor, Some(json!({"body": "edited by the matrix"}))),
         ("DELETE", p) if p == item => (Editor, None),

@@ -1,7 +1,7 @@
 // pad's web UI: the shell (top bar, workspace switcher, sign-out), the
 // hash router, and the wiring of live events to the open view.
 //
-// Routes:  #/ws/{ws}/items[?status=…&kind=…&label=…&leased=…&q=…]
+// Routes:  #/ws/{ws}/items[?status=…&priority=…&kind=…&assignee=…&label=…&leased=…&q=…&sort=…]
 //          #/ws/{ws}/items/{ref}   #/ws/{ws}/items/{ref}/edit   #/ws/{ws}/new
 //          #/ws/{ws}/fleet (fleet.js)
 
@@ -38,7 +38,12 @@ const live = new Live(
 
 /** What views call on an API failure: a lost session goes back to sign-in. */
 function fail(e, otherwise) {
-  if (e instanceof ApiError && e.status === 401) return showSignIn('Your session has ended; sign in again.');
+  if (e instanceof ApiError && e.status === 401) {
+    // A request of the page just left can fail after sign-out: the sign-in
+    // form already shows, and must keep what is being typed into it.
+    if (!state.me) return;
+    return showSignIn('Your session has ended; sign in again.');
+  }
   otherwise();
 }
 
@@ -81,7 +86,28 @@ function parse(hash) {
   return { parts, params: new URLSearchParams(query) };
 }
 
-function route() {
+/** One message for a workspace the caller cannot see (docs/api.md: 404 whether or not it exists). */
+function noWorkspace(ws) {
+  live.close();
+  state.ws = null;
+  // Nothing to show live, and no workspace of this name to select.
+  liveBadge.hidden = true;
+  wsSelect.value = '';
+  document.title = 'Not found · pad';
+  const first = state.workspaces[0];
+  mount({
+    el: h('main', { class: 'page', id: 'main' },
+      h('div', { class: 'notice notice-error', role: 'alert' }, `No workspace ${ws}, or you are not a member of it.`),
+      first ? h('p', {}, h('a', { href: `#/ws/${first.slug}/items` }, `Go to ${first.name}`)) : null),
+    onEvent() {},
+    refresh() {},
+  });
+}
+
+/** Set by the `/` shortcut on another page: focus the list's search once it is shown. */
+let focusSearch = false;
+
+async function route() {
   if (!state.me) return;
   const { parts, params } = parse(location.hash);
   if (parts[0] !== 'ws' || !parts[1]) {
@@ -94,6 +120,18 @@ function route() {
     return;
   }
   const ws = parts[1];
+  if (!state.workspaces.some((w) => w.slug === ws)) {
+    // Perhaps made since sign-in: read the list again before saying no.
+    try {
+      state.workspaces = (await api('GET', '/workspaces')).workspaces;
+      replace(wsSelect, state.workspaces.map((w) => h('option', { value: w.slug }, w.name)));
+    } catch (e) {
+      return fail(e, () => noWorkspace(ws));
+    }
+    if (parse(location.hash).parts[1] !== ws) return; // moved on meanwhile
+    if (!state.workspaces.some((w) => w.slug === ws)) return noWorkspace(ws);
+  }
+  liveBadge.hidden = false;
   if (state.ws !== ws) {
     state.ws = ws;
     live.connect(ws);
@@ -114,9 +152,30 @@ function route() {
   else {
     document.title = `Items · ${ws} · pad`;
     mount(listView(ctx, params));
+    if (focusSearch) document.getElementById('f-q')?.focus();
   }
+  focusSearch = false;
   window.scrollTo(0, 0);
 }
+
+/** Where a key press is typing, shortcuts stay out of the way. */
+const typing = (el) => el instanceof Element && (el.closest('input, textarea, select, [contenteditable]') !== null || el.isContentEditable);
+
+// Keyboard shortcuts: `c` new item, `/` search; the open view handles its own
+// (the list: j/k and Enter). Never with a modifier, never while typing.
+document.addEventListener('keydown', (ev) => {
+  if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || !state.me || !state.ws || typing(ev.target)) return;
+  if (state.view?.onKey?.(ev)) {
+    ev.preventDefault();
+  } else if (ev.key === 'c') {
+    ev.preventDefault();
+    location.hash = `#/ws/${state.ws}/new`;
+  } else if (ev.key === '/') {
+    ev.preventDefault();
+    focusSearch = true;
+    location.hash = `#/ws/${state.ws}/items`;
+  }
+});
 
 wsSelect.addEventListener('change', () => {
   location.hash = `#/ws/${wsSelect.value}/items`;

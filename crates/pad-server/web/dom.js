@@ -1,8 +1,8 @@
 // Building DOM without markup strings. Every string passed to h() becomes a
 // text node (or an attribute value), never parsed HTML: titles, labels,
 // holders and comments from the API can contain `<script>` and stay inert.
-// The one place the page inserts HTML is the server-sanitized item body
-// (views.js, `renderBody`).
+// The only HTML the page inserts is what the server rendered and sanitized:
+// an item's body (views.js) and the editor's preview (forms.js).
 
 /**
  * h('a', {href: '#/x', class: 'link'}, 'text', child, [more children])

@@ -52,6 +52,38 @@ export function itemFormView(ctx, ref) {
     h('div', { class: 'actions' }, submit, h('a', { class: 'button subtle', href: cancelHref }, 'Cancel')),
   );
 
+  // Write / Preview over the description. The preview is the server's
+  // rendering and sanitizing of the unsaved text (POST …/render), the same
+  // as the saved item's body.html, so what it shows is what the item will.
+  const body = fields.body;
+  const preview = h('div', { class: 'markdown preview', id: 'body-preview', hidden: true, tabindex: '0', 'aria-label': 'Rendered preview' });
+  const tab = (label, selected, onclick) => h('button', { type: 'button', role: 'tab', class: 'tab', 'aria-selected': String(selected), 'aria-controls': selected ? body.control.id : preview.id, onclick }, label);
+  const writeTab = tab('Write', true, () => showPreview(false));
+  const previewTab = tab('Preview', false, () => showPreview(true));
+  body.control.before(h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Write or preview' }, writeTab, previewTab));
+  body.control.after(preview);
+  let previewSeq = 0;
+
+  async function showPreview(on) {
+    writeTab.setAttribute('aria-selected', String(!on));
+    previewTab.setAttribute('aria-selected', String(on));
+    body.control.hidden = on;
+    preview.hidden = !on;
+    if (!on) return body.control.focus();
+    const mine = ++previewSeq;
+    const text = body.control.value;
+    if (!text.trim()) return replace(preview, h('p', { class: 'muted' }, 'Nothing to preview.'));
+    replace(preview, h('p', { class: 'muted' }, 'Rendering…'));
+    try {
+      const { html } = await api('POST', wsPath(ctx.ws, '/render'), { markdown: text });
+      // The one other place HTML goes in: sanitized by the server, like body.html.
+      if (mine === previewSeq) preview.innerHTML = html;
+    } catch (e) {
+      if (mine === previewSeq) ctx.fail(e, () => replace(preview, h('p', { class: 'field-error' }, e instanceof ApiError && e.details?.field === 'markdown'
+        ? `Description ${e.message.replace(/^markdown: /, '')}` : e.message)));
+    }
+  }
+
   const el = h(
     'main',
     { class: 'page form-page', id: 'main' },
@@ -121,6 +153,7 @@ export function itemFormView(ctx, ref) {
     if (f && raw && message.startsWith(`${raw}: `)) {
       message = `${f.wrap.querySelector('label')?.textContent ?? raw} ${message.slice(raw.length + 2)}`;
     }
+    if (f === fields.body && !preview.hidden) showPreview(false);
     if (f) {
       f.error.textContent = message;
       f.control.setAttribute('aria-invalid', 'true');

@@ -2,9 +2,11 @@
 // `{ el, onEvent(event), refresh() }`; app.js mounts it and forwards live
 // events, and the view decides whether an event concerns what it shows.
 
+import { can, itemButtons, leaseControls, words } from './actions.js';
 import { api, ApiError, itemPath, wsPath } from './api.js';
 import { ago, h, replace, select, time, toast } from './dom.js';
 import { leaseLine, leaseMarker } from './lease.js';
+import { COLUMNS, formatSort, nextSort, parseSort, sortItems } from './sort.js';
 
 export const STATUSES = ['open', 'in-progress', 'done', 'cancelled'];
 export const PRIORITIES = ['low', 'medium', 'high', 'critical'];
@@ -18,6 +20,9 @@ export const priorityBadge = (p) =>
 /** An assignee as a person: the name part of the email, the whole one on hover. */
 const person = (email) =>
   h('span', { class: 'assignee', title: `Assigned to ${email}` }, h('span', { class: 'visually-hidden' }, 'Assigned to '), email.split('@')[0]);
+/** The same person in full, for the item page: name, and the email under it. */
+const personFull = (email) =>
+  h('span', { class: 'person' }, h('span', { class: 'person-name' }, email.split('@')[0]), h('br'), h('span', { class: 'muted person-email' }, email));
 const labelChips = (labels) =>
   labels.length ? h('span', { class: 'labels' }, labels.map((l) => h('span', { class: 'chip' }, l))) : null;
 
@@ -103,33 +108,65 @@ export function signInView(onSignedIn) {
 
 // ---------------------------------------------------------------- list
 
-const LIST_FILTERS = ['status', 'kind', 'label', 'leased', 'q'];
+const LIST_FILTERS = ['status', 'priority', 'kind', 'assignee', 'label', 'leased', 'q'];
 const PAGE = 100;
 
 export function listView(ctx, params) {
   const filters = Object.fromEntries(LIST_FILTERS.map((k) => [k, params.get(k) ?? '']));
+  let sort = parseSort(params.get('sort'));
   let items = [];
   let nextCursor = null;
+  // The selected row (keys j/k), by ref so that a live re-read keeps it.
+  let selected = null;
 
   const control = (id, label, input) => h('div', { class: 'filter' }, h('label', { for: id }, label), input);
   const onFilter = (key) => (ev) => {
     filters[key] = ev.target.value.trim();
+    toggleText();
     syncHash();
     reload();
   };
+  // Typing filters after a pause; the input is taken from the event, since
+  // by then the page may have moved on (a `c` right after typing).
   const typed = (key) => {
-    const later = debounce(() => onFilter(key)({ target: document.getElementById(`f-${key}`) }), 300);
-    return { oninput: later, onchange: onFilter(key) };
+    let input = null;
+    const later = debounce(() => el.isConnected && onFilter(key)({ target: input }), 300);
+    return { oninput: (ev) => { input = ev.target; later(); }, onchange: onFilter(key) };
   };
   const kinds = ctx.workspace?.kinds ?? [];
+  // Members fill in once read; until then the chosen assignee stands alone.
+  const assigneeOptions = (emails) => [{ value: '', label: 'Anyone' },
+    ...[...new Set([...emails, filters.assignee].filter(Boolean))].sort().map((e) => ({ value: e, label: e }))];
+  const assignee = select({ id: 'f-assignee', onchange: onFilter('assignee') }, assigneeOptions([]), filters.assignee);
+  api('GET', wsPath(ctx.ws, '/members'))
+    .then(({ members }) => {
+      replace(assignee, [...select({}, assigneeOptions(members.map((m) => m.email)), filters.assignee).children]);
+      assignee.value = filters.assignee;
+    })
+    .catch(() => {});
+  // On a phone the filters other than search fold behind this button (app.css).
+  const toggle = h('button', { type: 'button', class: 'button small filters-toggle', 'aria-expanded': 'false', 'aria-controls': 'filters',
+    onclick: () => {
+      const open = bar.classList.toggle('open');
+      toggle.setAttribute('aria-expanded', String(open));
+    } });
+  const toggleText = () => {
+    const n = LIST_FILTERS.filter((k) => k !== 'q' && filters[k]).length;
+    toggle.textContent = n ? `Filters · ${n} on` : 'Filters';
+  };
+  toggleText();
   const bar = h(
     'form',
-    { class: 'filters', role: 'search', 'aria-label': 'Filter items', onsubmit: (e) => e.preventDefault() },
+    { class: 'filters', id: 'filters', role: 'search', 'aria-label': 'Filter items', onsubmit: (e) => e.preventDefault() },
     control('f-q', 'Search', h('input', { id: 'f-q', type: 'search', placeholder: 'Title or body', value: filters.q, ...typed('q') })),
+    toggle,
     control('f-status', 'Status', select({ id: 'f-status', onchange: onFilter('status') },
       [{ value: '', label: 'Any status' }, ...STATUSES.map((s) => ({ value: s, label: pretty(s) }))], filters.status)),
+    control('f-priority', 'Priority', select({ id: 'f-priority', onchange: onFilter('priority') },
+      [{ value: '', label: 'Any priority' }, ...[...PRIORITIES].reverse().map((p) => ({ value: p, label: pretty(p) }))], filters.priority)),
     control('f-kind', 'Kind', select({ id: 'f-kind', onchange: onFilter('kind') },
       [{ value: '', label: 'Any kind' }, ...kinds.map((k) => ({ value: k.name, label: pretty(k.name) }))], filters.kind)),
+    control('f-assignee', 'Assignee', assignee),
     control('f-label', 'Label', h('input', { id: 'f-label', type: 'text', placeholder: 'e.g. infra', value: filters.label, ...typed('label') })),
     control('f-leased', 'Lease', select({ id: 'f-leased', onchange: onFilter('leased') },
       [{ value: '', label: 'Any' }, { value: 'true', label: 'Leased' }, { value: 'false', label: 'Not leased' }], filters.leased)),
@@ -137,16 +174,13 @@ export function listView(ctx, params) {
 
   const count = h('span', { class: 'count', 'aria-live': 'polite' });
   const body = h('tbody');
-  const table = h(
-    'table',
-    { class: 'items' },
-    h('thead', {}, h('tr', {},
-      ['Ref', 'Title', 'Status', 'Priority', 'Lease', 'Updated'].map((c) => h('th', { scope: 'col', class: `c-${c.toLowerCase()}` }, c)))),
-    body,
-  );
+  const headRow = h('tr');
+  const table = h('table', { class: 'items' }, h('thead', {}, headRow), body);
   const empty = h('div', { class: 'empty', hidden: true });
   const problem = h('div');
   const more = h('button', { type: 'button', class: 'button', hidden: true, onclick: loadMore }, 'Load more');
+  const keys = h('p', { class: 'shortcuts muted' }, 'Keys: ', h('kbd', {}, 'c'), ' new item · ', h('kbd', {}, '/'), ' search · ',
+    h('kbd', {}, 'j'), ' ', h('kbd', {}, 'k'), ' move · ', h('kbd', {}, 'Enter'), ' open');
 
   const el = h(
     'main',
@@ -158,7 +192,29 @@ export function listView(ctx, params) {
     problem,
     h('div', { class: 'table-wrap' }, table, empty),
     h('div', { class: 'more' }, more),
+    keys,
   );
+
+  /** Headers are buttons; `aria-sort` tells which one sorts, and how. */
+  function renderHead() {
+    replace(headRow, COLUMNS.map((c) => {
+      const on = sort?.key === c.key;
+      const dir = on ? sort.dir : null;
+      return h('th', { scope: 'col', class: `c-${c.key}`, 'aria-sort': on ? (dir === 'asc' ? 'ascending' : 'descending') : null },
+        h('button', { type: 'button', class: 'sort', dataset: { sort: c.key }, onclick: () => setSort(nextSort(sort, c.key)) },
+          c.label, h('span', { class: 'sort-mark', 'aria-hidden': 'true' }, on ? (dir === 'asc' ? ' ▲' : ' ▼') : '')));
+    }));
+  }
+
+  function setSort(next) {
+    const reread = !sort && next && nextCursor;
+    sort = next;
+    syncHash();
+    renderHead();
+    // The whole list is read once a sort is set (sort.js); otherwise the order is local.
+    if (reread) reload();
+    else render();
+  }
 
   function query(limit, cursor) {
     const q = new URLSearchParams();
@@ -168,10 +224,11 @@ export function listView(ctx, params) {
     return `?${q}`;
   }
 
-  /** Keeps the filters in the address, without a navigation. */
+  /** Keeps the filters and the sort in the address, without a navigation. */
   function syncHash() {
     const q = new URLSearchParams();
     for (const k of LIST_FILTERS) if (filters[k]) q.set(k, filters[k]);
+    if (sort) q.set('sort', formatSort(sort));
     const hash = `#/ws/${ctx.ws}/items${q.size ? `?${q}` : ''}`;
     history.replaceState(null, '', hash);
   }
@@ -179,9 +236,10 @@ export function listView(ctx, params) {
   function row(item) {
     const href = itemHref(ctx.ws, item.ref);
     const meta = [labelChips(item.labels), item.assignee ? person(item.assignee) : null];
+    const classes = ['row', item.lease ? 'is-leased' : '', item.ref === selected ? 'is-selected' : ''].filter(Boolean).join(' ');
     return h(
       'tr',
-      { class: item.lease ? 'row is-leased' : 'row', dataset: { ref: item.ref } },
+      { class: classes, dataset: { ref: item.ref } },
       h('td', { class: 'c-ref' }, h('a', { href, class: 'ref', tabindex: '-1' }, item.ref)),
       h('td', { class: 'c-title' }, h('a', { href, class: 'title-link' }, item.title),
         meta.some(Boolean) ? h('div', { class: 'row-meta' }, meta) : null),
@@ -193,7 +251,9 @@ export function listView(ctx, params) {
   }
 
   function render() {
-    replace(body, items.map(row));
+    const hadFocus = body.contains(document.activeElement);
+    replace(body, sortItems(items, sort).map(row));
+    if (hadFocus) selectedRow()?.querySelector('.title-link')?.focus();
     const filtered = LIST_FILTERS.some((k) => filters[k]);
     count.textContent = `${items.length}${nextCursor ? '+' : ''} ${items.length === 1 ? 'item' : 'items'}`;
     table.hidden = items.length === 0;
@@ -204,9 +264,36 @@ export function listView(ctx, params) {
     more.hidden = !nextCursor;
   }
 
+  const selectedRow = () => (selected ? body.querySelector(`tr[data-ref="${CSS.escape(selected)}"]`) : null);
+
+  /** j/k: moves the selection (and the focus, so Enter follows the row's link). */
+  function move(step) {
+    const rows = [...body.rows];
+    if (!rows.length) return;
+    const at = rows.indexOf(selectedRow());
+    const next = rows[at < 0 ? (step > 0 ? 0 : rows.length - 1) : Math.min(rows.length - 1, Math.max(0, at + step))];
+    selectedRow()?.classList.remove('is-selected');
+    next.classList.add('is-selected');
+    selected = next.dataset.ref;
+    next.querySelector('.title-link').focus();
+    next.scrollIntoView({ block: 'nearest' });
+  }
+
+  /** Reads one page, or with a sort set every page up to SORT_MAX. */
+  async function fetchList() {
+    let page = await api('GET', wsPath(ctx.ws, `/items${query(Math.min(500, Math.max(PAGE, items.length)))}`));
+    if (!sort) return page;
+    const all = [...page.items];
+    while (page.next_cursor && all.length < SORT_MAX) {
+      page = await api('GET', wsPath(ctx.ws, `/items${query(500, page.next_cursor)}`));
+      all.push(...page.items);
+    }
+    return { items: all, next_cursor: page.next_cursor };
+  }
+
   // A refetch keeps as many rows as are shown (up to the API's maximum).
   const reload = latest(
-    () => api('GET', wsPath(ctx.ws, `/items${query(Math.min(500, Math.max(PAGE, items.length)))}`)),
+    fetchList,
     (page) => {
       items = page.items;
       nextCursor = page.next_cursor;
@@ -231,12 +318,30 @@ export function listView(ctx, params) {
   }
 
   const refetch = debounce(reload);
+  renderHead();
   reload();
   return {
     el,
     refresh: refetch,
     // Any change to an item or its lease may change what this list shows.
     onEvent: (ev) => ev.ref && refetch(),
+    // Keyboard shortcuts of this page (app.js calls it only when no field has the focus).
+    onKey(ev) {
+      if (ev.key === 'j' || ev.key === 'k') {
+        move(ev.key === 'j' ? 1 : -1);
+        return true;
+      }
+      if (ev.key === '/') {
+        document.getElementById('f-q').focus();
+        return true;
+      }
+      // Enter on the focused link or a button does what it always does.
+      if (ev.key === 'Enter' && selectedRow() && !ev.target.closest?.('a, button')) {
+        location.hash = itemHref(ctx.ws, selected);
+        return true;
+      }
+      return false;
+    },
   };
 }
 
@@ -254,16 +359,20 @@ export function itemView(ctx, ref) {
   const lease = h('div', { class: 'lease-slot', 'aria-live': 'polite' });
   const side = h('aside', { class: 'item-side', 'aria-label': 'Details' });
   const bodyEl = h('div', { class: 'markdown', id: 'item-body' });
+  const children = h('ol', { class: 'children', id: 'item-children' });
+  const childrenCard = h('section', { class: 'card', 'aria-labelledby': 'h-children', hidden: true },
+    h('h2', { id: 'h-children' }, 'Children'), children);
   const comments = h('ol', { class: 'comments' });
   const history = h('ol', { class: 'history' });
   const problem = h('div');
+  const controls = leaseControls(ctx, () => refetch());
 
   const commentError = h('p', { class: 'field-error', id: 'comment-error', role: 'alert' });
   const commentInput = h('textarea', { id: 'comment', name: 'comment', rows: 3, 'aria-describedby': 'comment-error' });
   const commentButton = h('button', { type: 'submit', class: 'button primary' }, 'Comment');
   const commentForm = h(
     'form',
-    { class: 'comment-form', novalidate: true, onsubmit: addComment },
+    { class: 'comment-form', novalidate: true, onsubmit: addComment, hidden: !can(ctx, 'editor') },
     h('label', { for: 'comment' }, 'Add a comment'),
     commentInput,
     commentError,
@@ -275,6 +384,7 @@ export function itemView(ctx, ref) {
   const grid = h('div', { class: 'item-grid', hidden: true },
     h('div', { class: 'item-main' },
       h('section', { class: 'card', 'aria-labelledby': 'h-desc' }, h('h2', { id: 'h-desc', class: 'visually-hidden' }, 'Description'), bodyEl),
+      childrenCard,
       h('section', { class: 'card', 'aria-labelledby': 'h-comments' }, h('h2', { id: 'h-comments' }, 'Comments'), comments, commentForm),
       h('section', { class: 'card', 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history' }, 'History'), history)),
     side);
@@ -286,22 +396,33 @@ export function itemView(ctx, ref) {
     problem,
     head,
     lease,
+    controls.form,
     grid,
   );
+
+  // The refs this page shows besides its own: an event on one of them re-reads the page.
+  let shown = new Set();
 
   function renderItem(item, html) {
     document.title = `${item.ref} ${item.title} · pad`;
     replace(
       head,
       h('div', { class: 'item-ref' }, h('span', { class: 'ref' }, item.ref), h('span', { class: 'chip chip-kind' }, item.kind),
-        item.deleted_at ? h('span', { class: 'badge status-cancelled' }, 'Deleted') : null),
+        item.deleted_at ? h('span', { class: 'badge status-cancelled', id: 'deleted-badge' }, 'Deleted') : null),
       h('div', { class: 'item-title-row' },
         h('h1', { class: 'item-title' }, item.title),
-        h('a', { class: 'button', href: `${itemHref(ctx.ws, item.ref)}/edit` }, 'Edit')),
+        itemButtons(ctx, item, () => refetch())),
       h('div', { class: 'badges' }, statusBadge(item.status), priorityBadge(item.priority), labelChips(item.labels)),
+      item.deleted_at
+        ? h('p', { class: 'notice notice-muted', role: 'status' }, 'Deleted ', ago(item.deleted_at),
+          '. It is hidden from lists and never handed out; ', can(ctx, 'editor') ? 'Restore brings it back.' : 'an editor can restore it.')
+        : null,
     );
     // The live lease and its holder's progress note (docs/leases.md L12).
-    replace(lease, item.lease ? leaseLine(item.lease) : null,
+    controls.show(item);
+    const line = item.lease ? leaseLine(item.lease) : null;
+    line?.append(controls.buttons);
+    replace(lease, line,
       item.lease && item.lease_note ? h('p', { class: 'lease-note' }, 'Progress: ', item.lease_note) : null);
 
     const link = (r) => h('a', { href: itemHref(ctx.ws, r), class: 'ref' }, r);
@@ -319,7 +440,7 @@ export function itemView(ctx, ref) {
       side,
       h('dl', { class: 'details' },
         row('Kind', pretty(item.kind)),
-        row('Assignee', item.assignee),
+        row('Assignee', item.assignee ? personFull(item.assignee) : null),
         row('Parent', item.parent ? linked(item.parent) : null),
         row('Blocked by', item.blocked_by.length ? h('span', { class: 'refs' }, item.blocked_by.map(linked)) : null),
         row('Created', [time(item.created_at), h('br'), h('span', { class: 'muted' }, `by ${item.created_by}`)]),
@@ -337,6 +458,19 @@ export function itemView(ctx, ref) {
     // sanitized it with ammonia (GET …/body.html).
     if (html.trim()) bodyEl.innerHTML = html;
     else replace(bodyEl, h('p', { class: 'muted' }, 'No description.'));
+    shown = new Set([item.parent, ...item.blocked_by].filter(Boolean).map((r) => r.toUpperCase()));
+  }
+
+  /** Items whose parent is this one (the list API's `parent` filter). */
+  function renderChildren(page) {
+    childrenCard.hidden = page.items.length === 0;
+    replace(children, page.items.map((c) => h('li', { class: 'child', dataset: { ref: c.ref } },
+      h('a', { href: itemHref(ctx.ws, c.ref), class: 'ref' }, c.ref), ' ',
+      statusBadge(c.status), ' ',
+      h('a', { href: itemHref(ctx.ws, c.ref), class: 'child-title' }, c.title),
+      c.lease ? leaseMarker(c.lease) : null)));
+    if (page.next_cursor) children.append(h('li', { class: 'muted' }, `Only the first ${page.items.length} are shown.`));
+    for (const c of page.items) shown.add(c.ref.toUpperCase());
   }
 
   function renderComments(list) {
@@ -350,6 +484,8 @@ export function itemView(ctx, ref) {
   function renderHistory(versions) {
     const change = (field, { from, to }) => {
       if (field === 'body') return h('li', {}, h('span', { class: 'field-name' }, 'body'), ' edited');
+      // A soft delete or restore (docs/api.md), said as such rather than as a timestamp.
+      if (field === 'deleted_at') return h('li', {}, to ? 'deleted' : 'restored');
       const show = (v) => (v == null || v === '' || (Array.isArray(v) && !v.length) ? '∅' : Array.isArray(v) ? v.join(', ') : String(v));
       return h('li', {}, h('span', { class: 'field-name' }, field), ' ', h('span', { class: 'from' }, show(from)), ' → ', h('span', { class: 'to' }, show(to)));
     };
@@ -365,21 +501,26 @@ export function itemView(ctx, ref) {
       api('GET', itemPath(ctx.ws, ref, '/body.html')),
       api('GET', itemPath(ctx.ws, ref, '/comments')),
       api('GET', itemPath(ctx.ws, ref, '/history')),
+      api('GET', wsPath(ctx.ws, `/items?parent=${encodeURIComponent(ref)}&limit=100`)),
     ]),
-    ([item, body, c, hist]) => {
+    ([item, body, c, hist, kids]) => {
       replace(problem);
       grid.hidden = false;
       renderItem(item, body.html);
+      renderChildren(kids);
       renderComments(c.comments);
       renderHistory(hist.versions);
     },
     (e) => ctx.fail(e, () => {
-      if (e.code === 'not_found') {
+      if (e.code === 'not_found' || e.code === 'validation_failed') {
         grid.hidden = true;
         replace(head);
         replace(lease);
+        controls.show(null);
+        document.title = `Not found · pad`;
       }
-      replace(problem, errorBox(e.code === 'not_found' ? `${ref.toUpperCase()} was not found in ${ctx.ws}.` : e));
+      replace(problem, errorBox(e.code === 'not_found' || e.code === 'validation_failed'
+        ? `No item ${ref.toUpperCase()} in workspace ${ctx.ws}.` : e));
     }),
   );
 
@@ -395,7 +536,7 @@ export function itemView(ctx, ref) {
       refetch();
     } catch (e) {
       ctx.fail(e, () => {
-        commentError.textContent = e.message;
+        commentError.textContent = words(e, { body: 'Comment' });
         commentInput.setAttribute('aria-invalid', 'true');
         commentInput.focus();
       });
@@ -409,6 +550,11 @@ export function itemView(ctx, ref) {
   return {
     el,
     refresh: refetch,
-    onEvent: (ev) => ev.ref && ev.ref.toUpperCase() === ref.toUpperCase() && refetch(),
+    // Its own events, those of the items it shows (parent, blockers,
+    // children), and creations, since a new item may be a child of this one.
+    onEvent: (ev) => {
+      const r = ev.ref?.toUpperCase();
+      if (r && (r === ref.toUpperCase() || shown.has(r) || ev.type === 'item.created')) refetch();
+    },
   };
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::ApiResult;
-use crate::extract::Ctx;
+use crate::extract::{Ctx, Json};
 
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BodyHtml {
@@ -28,6 +28,28 @@ pub async fn body_html(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::J
     ctx.require(Action::Read)?;
     let item = s.store.get_item(&ctx.ws, ctx.param("ref")).await?;
     Ok(axum::Json(BodyHtml { html: render_markdown(&item.body) }))
+}
+
+/// Markdown to preview, as an item body would be rendered.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderRequest {
+    /// At most an item body's size (docs/api.md, Limits).
+    #[schema(max_length = 262144)]
+    pub markdown: String,
+}
+
+/// Renders unsaved markdown exactly as `body.html` would, for the editor's
+/// preview: the same sanitizer, so a preview can never show more than the
+/// saved item will. Bounded like an item body; any member may read.
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/render", tag = "items",
+    params(("ws" = String, Path)), request_body = RenderRequest,
+    responses((status = 200, body = BodyHtml), (status = "default", body = ErrorEnvelope)))]
+pub async fn render(ctx: Ctx, Json(req): Json<RenderRequest>) -> ApiResult<axum::Json<BodyHtml>> {
+    ctx.require(Action::Read)?;
+    pad_core::validate::body("markdown", &req.markdown, pad_core::BODY_MAX_BYTES)
+        .map_err(pad_store::StoreError::from)?;
+    Ok(axum::Json(BodyHtml { html: render_markdown(&req.markdown) }))
 }
 
 /// Markdown → HTML → ammonia's allow-list. Raw HTML in the markdown is kept
