@@ -111,7 +111,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
 /// What a request authenticated with: a bearer token, or a web session
 /// cookie; each by the hash of its secret. Kept so an event stream can check
 /// it again while it stays open (docs/api.md, "Tokens").
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Credential {
     Token(String),
     Session(String),
@@ -173,7 +173,8 @@ impl FromRequestParts<AppState> for Caller {
                 ApiError::new(ErrorCode::Unauthorized, "missing bearer token (Authorization: Bearer <token>)")
             })?)),
         };
-        let Some(p) = credential.authenticate(state.store.as_ref()).await? else {
+        let found = state.auth_cache.principal(&credential, credential.authenticate(state.store.as_ref()));
+        let Some(p) = found.await? else {
             return Err(match credential {
                 Credential::Token(_) => ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked"),
                 Credential::Session(_) => {
@@ -271,7 +272,9 @@ impl FromRequestParts<AppState> for Ctx {
             .await
             .map_err(|e| ApiError::bad_request(format!("invalid path: {e}"), None))?;
         let slug = params.get("ws").cloned().unwrap_or_default();
-        let (ws, role) = workspace_role(state.store.as_ref(), caller.actor(), caller.scope, &slug).await?;
+        let membership = state.store.membership(caller.actor(), &slug);
+        let membership = state.auth_cache.membership(caller.user.id, &slug, membership).await;
+        let (ws, role) = scoped_role(caller.scope, &slug, membership)?;
         Ok(Ctx { caller, ws, role, params })
     }
 }
@@ -285,8 +288,17 @@ pub async fn workspace_role(
     scope: Option<TokenScope>,
     slug: &str,
 ) -> Result<(Workspace, Role), ApiError> {
+    scoped_role(scope, slug, store.membership(user, slug).await)
+}
+
+/// [`workspace_role`] from the answer of `Store::membership`.
+fn scoped_role(
+    scope: Option<TokenScope>,
+    slug: &str,
+    membership: pad_store::StoreResult<(Workspace, Role)>,
+) -> Result<(Workspace, Role), ApiError> {
     let not_found = || ApiError::new(ErrorCode::NotFound, format!("workspace {slug} not found"));
-    let (ws, membership) = store.membership(user, slug).await.map_err(|e| match e {
+    let (ws, membership) = membership.map_err(|e| match e {
         pad_store::StoreError::Validation(_) => not_found(),
         e => e.into(),
     })?;

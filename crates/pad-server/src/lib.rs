@@ -5,6 +5,7 @@
 //! ([`error::ApiError`]). No domain logic lives here.
 
 pub mod auth;
+pub mod auth_cache;
 pub mod error;
 pub mod extract;
 pub mod limits;
@@ -45,6 +46,9 @@ pub struct AppState {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The request deadline and the connection cap.
     pub connections: limits::ConnectionLimits,
+    /// Who credentials are and members' roles, kept briefly (docs/operations.md,
+    /// "Authentication cache").
+    pub auth_cache: Arc<auth_cache::AuthCache>,
 }
 
 impl AppState {
@@ -58,6 +62,7 @@ impl AppState {
             rate: limits::RateLimiter::from_env(),
             closing: tokio::sync::watch::channel(false).0,
             connections: limits::ConnectionLimits::from_env(),
+            auth_cache: Arc::new(auth_cache::AuthCache::from_env()),
         }
     }
 }
@@ -266,7 +271,7 @@ pub async fn serve_state(
 /// every instance reports the same figure.
 async fn metrics_text(State(s): State<AppState>) -> String {
     let live = s.store.live_leases().await.inspect_err(|e| tracing::warn!(error = %e, "could not count live leases"));
-    s.metrics.render(live.ok().as_deref())
+    s.metrics.render(live.ok().as_deref()) + &s.auth_cache.render()
 }
 
 async fn observe_expiries(s: AppState) {

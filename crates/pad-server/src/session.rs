@@ -76,7 +76,9 @@ pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> 
     responses((status = 204, description = "signed out"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn delete(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
     if let Some(id) = cookie(&headers, SESSION_COOKIE) {
-        s.store.revoke_session(&hash_token(&id)).await?;
+        let hash = hash_token(&id);
+        let _fresh = s.auth_cache.forgetting(crate::extract::Credential::Session(hash.clone()));
+        s.store.revoke_session(&hash).await?;
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
     set_cookies(&mut resp, "", "", 0);

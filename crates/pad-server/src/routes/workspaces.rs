@@ -101,6 +101,7 @@ pub async fn members(State(s): State<AppState>, ctx: Ctx) -> JsonOut<MemberList>
     request_body = SetMember, responses((status = 200, body = Member), (status = "default", body = ErrorEnvelope)))]
 pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<SetMember>) -> JsonOut<Member> {
     ctx.require(Action::Administer)?;
+    let _fresh = s.auth_cache.invalidation();
     Ok(axum::Json(s.store.set_member(&ctx.ws, &body.email, body.role).await?))
 }
 
@@ -111,6 +112,7 @@ pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<Se
     responses((status = 204, description = "removed"), (status = "default", body = ErrorEnvelope)))]
 pub async fn remove_member(State(s): State<AppState>, ctx: Ctx) -> ApiResult<StatusCode> {
     ctx.require(Action::Administer)?;
+    let _fresh = s.auth_cache.invalidation();
     s.store.remove_member(&ctx.ws, ctx.param("email")).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -194,6 +196,7 @@ pub async fn revoke_token(State(s): State<AppState>, ctx: Ctx) -> ApiResult<Stat
         }
         TokenAccess::Hidden => return Err(pad_store::StoreError::not_found(format!("token {id}")).into()),
     }
+    let _fresh = s.auth_cache.invalidation();
     s.store.revoke_token(id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -46,6 +46,11 @@ impl TestServer {
         Self::start_inner(tempfile::tempdir().unwrap(), url, |_| {}).await
     }
 
+    /// [`TestServer::start_on`] with the server's state adjusted first.
+    pub async fn start_on_with(url: &str, adjust: impl FnOnce(&mut pad_server::AppState)) -> Self {
+        Self::start_inner(tempfile::tempdir().unwrap(), url, adjust).await
+    }
+
     async fn start_inner(dir: tempfile::TempDir, url: &str, adjust: impl FnOnce(&mut pad_server::AppState)) -> Self {
         let url = url.to_string();
         let store: Arc<dyn pad_store::Store> = pad_server::open_store(&url).await.unwrap();
