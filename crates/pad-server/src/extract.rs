@@ -128,6 +128,7 @@ impl Credential {
 }
 
 /// The authenticated caller (`Authorization: Bearer …`, or the web session).
+#[derive(Clone)]
 pub struct Caller {
     pub user: User,
     /// Identifies the credential for per-token limits; never the secret itself.
@@ -270,8 +271,21 @@ impl FromRequestParts<AppState> for Ctx {
         let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::bad_request(format!("invalid path: {e}"), None))?;
+        Ctx::resolve(state.store.as_ref(), caller, params).await
+    }
+}
+
+impl Ctx {
+    /// An authenticated caller in the workspace `params["ws"]`, with the
+    /// route's other parameters: what every workspace route starts from,
+    /// whether its caller came by HTTP or by an MCP tool call (`mcp.rs`).
+    pub async fn resolve(
+        store: &dyn pad_store::Store,
+        caller: Caller,
+        params: HashMap<String, String>,
+    ) -> Result<Self, ApiError> {
         let slug = params.get("ws").cloned().unwrap_or_default();
-        let (ws, role) = workspace_role(state.store.as_ref(), caller.actor(), caller.scope, &slug).await?;
+        let (ws, role) = workspace_role(store, caller.actor(), caller.scope, &slug).await?;
         Ok(Ctx { caller, ws, role, params })
     }
 }
