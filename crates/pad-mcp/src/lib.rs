@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use pad_client::{Client, ClientError};
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, CompleteBody, ErrorCode, FailBody, ListQuery, NewComment, ReleaseBody, RenewBody,
+    ClaimBody, ClaimNextBody, CompleteBody, ErrorBody, ErrorCode, ErrorEnvelope, FailBody, ListQuery, NewComment,
+    ReleaseBody, RenewBody,
 };
 use pad_core::{ItemPatch, NewItem};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -105,19 +106,23 @@ fn answer<T: Serialize>(result: Result<T, ClientError>) -> Result<CallToolResult
     })
 }
 
+/// The one mapping from an API answer to a tool error: the API's envelope,
+/// the message followed by the next step.
 fn error_envelope(e: &ClientError) -> serde_json::Value {
     match e {
-        ClientError::Api { code, message, details, .. } => {
-            let message = match next_step(*code) {
-                Some(next) => format!("{message}. Next: {next}"),
-                None => message.clone(),
-            };
-            json!({ "error": { "code": code, "message": message, "details": details } })
-        }
-        ClientError::Unavailable(m) => json!({ "error": { "code": "unavailable",
-            "message": format!("{m}. Next: {}", next_step(ErrorCode::Unavailable).unwrap_or_default()), "details": {} } }),
-        ClientError::Protocol(m) => json!({ "error": { "code": "internal_error", "message": m, "details": {} } }),
+        ClientError::Api { code, message, details, .. } => envelope(*code, message, details.clone()),
+        ClientError::Unavailable(m) => envelope(ErrorCode::Unavailable, m, json!({})),
+        ClientError::Protocol(m) => envelope(ErrorCode::InternalError, m, json!({})),
     }
+}
+
+/// `{"error": {code, message, details}}`, as the API writes it.
+fn envelope(code: ErrorCode, message: &str, details: serde_json::Value) -> serde_json::Value {
+    let message = match next_step(code) {
+        Some(next) => format!("{message}. Next: {next}"),
+        None => message.to_string(),
+    };
+    serde_json::to_value(ErrorEnvelope { error: ErrorBody { code, message, details } }).unwrap_or_default()
 }
 
 /// What an agent should do after each refusal, appended to the API's message.
@@ -142,9 +147,7 @@ fn next_step(code: ErrorCode) -> Option<&'static str> {
 }
 
 fn unauthorized() -> CallToolResult {
-    CallToolResult::structured_error(
-        json!({ "error": { "code": "unauthorized", "message": "missing bearer token", "details": {} } }),
-    )
+    CallToolResult::structured_error(envelope(ErrorCode::Unauthorized, "missing bearer token", json!({})))
 }
 
 impl PadTools {
@@ -180,11 +183,12 @@ impl PadTools {
         match (given, &self.identity) {
             (Some(h), _) => Ok(Some(h.clone())),
             (None, Some(identity)) => Ok(Some(identity.holder.clone())),
-            (None, None) => Err(CallToolResult::structured_error(json!({ "error": {
-                "code": "validation_failed",
-                "message": "holder is required over HTTP, which keeps no session. Next: pass the holder your claim \
-                            returned (lease.holder), with its epoch",
-                "details": { "field": "holder" } } }))),
+            (None, None) => Err(CallToolResult::structured_error(envelope(
+                ErrorCode::ValidationFailed,
+                "holder is required over HTTP, which keeps no session. Next: pass the holder your claim returned \
+                 (lease.holder), with its epoch",
+                json!({ "field": "holder" }),
+            ))),
         }
     }
 

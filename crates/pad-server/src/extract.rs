@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header;
 use axum::http::request::Parts;
-use pad_core::api::ErrorCode;
+use pad_core::api::{ErrorCode, TTL_FIELD};
 use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
 use pad_store::Actor;
 use serde::de::DeserializeOwned;
@@ -78,6 +78,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             inner.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
         // The path already ends in an unknown field's name, except at the top.
         let field = if path == "." { unknown } else { Some(path) };
+        // A TTL that is not a whole number is the lease rule's refusal (L8):
+        // its deserializer's message, without serde_json's position.
+        if field.as_deref() == Some(TTL_FIELD) {
+            let position = format!(" at line {} column {}", inner.line(), inner.column());
+            let message = inner.to_string();
+            let message = message.strip_suffix(&position).unwrap_or(&message).to_string();
+            return crate::error::invalid_ttl(message, pad_core::lease::TTL_MAX_SECONDS, None);
+        }
         let message = match &field {
             Some(f) => format!("invalid JSON body at {f}: {inner}"),
             None => format!("invalid JSON body: {inner}"),
