@@ -74,14 +74,14 @@ macro_rules! string_enum {
     };
 }
 
+#[cfg(test)]
+mod checks;
 mod edit;
 mod enums;
 mod event;
 mod filter;
 mod item;
 mod item_ref;
-#[cfg(test)]
-mod checks;
 mod workspace;
 
 pub use crate::validate::{
