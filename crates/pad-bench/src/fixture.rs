@@ -81,7 +81,7 @@ impl Fixture {
     pub async fn sqlite() -> Result<Self> {
         let dir = tempfile::Builder::new().prefix("pad-bench-").tempdir()?;
         let path = dir.path().join("pad.db");
-        let store = pad_server::open_store(&format!("sqlite://{}", path.display())).await?;
+        let store = pad_backends::open_store(&format!("sqlite://{}", path.display())).await?;
         let db = SqlitePoolOptions::new().max_connections(1).connect_with(sqlite_options(&path)).await?;
         Self::start(Backend::Sqlite, store, Db::Sqlite(db), None, Cleanup::Sqlite(dir)).await
     }
@@ -98,7 +98,7 @@ impl Fixture {
         let mut url = Url::parse(admin_url)?;
         url.set_path(&format!("/{name}"));
         let cleanup = Cleanup::Postgres { admin, name };
-        let store = pad_server::open_store(url.as_str()).await?;
+        let store = pad_backends::open_store(url.as_str()).await?;
         let opts: PgConnectOptions = url.as_str().parse()?;
         // Up to 64 for the raw-SQL cycle, closed soon after: idle ones would
         // count against the server's max_connections when the peers run.
@@ -134,7 +134,7 @@ impl Fixture {
     /// have; its client carries the owner's token.
     pub async fn instance(&self) -> Result<Instance> {
         let url = self.database_url.as_deref().ok_or("more instances need the Postgres backend")?;
-        let store = pad_server::open_store(url).await?;
+        let store = pad_backends::open_store(url).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();

@@ -111,7 +111,7 @@ async fn claim(
 ) -> Result<Json<ClaimResponse>, StatusCode> {
     let n = number(&item).ok_or(StatusCode::NOT_FOUND)?;
     let holder = body.holder.unwrap_or_default();
-    let ttl = body.ttl_seconds.as_ref().and_then(|v| v.as_i64()).unwrap_or(DEFAULT_TTL);
+    let ttl = body.ttl_seconds.map_or(DEFAULT_TTL, |t| t.seconds());
     let now = now_micros();
     let epoch = {
         let conn = db.lock().map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;

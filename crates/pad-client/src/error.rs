@@ -1,7 +1,6 @@
 //! The one error type of the client: the server's refusal (with its stable
 //! code), a server that could not be reached, or an answer that made no sense.
 
-use chrono::{DateTime, Utc};
 use pad_core::Lease;
 use pad_core::api::{ErrorCode, ErrorEnvelope};
 use serde::Deserialize;
@@ -27,21 +26,9 @@ pub enum ClientError {
     Protocol(String),
 }
 
-/// The live lease a `lease_held` refusal names (docs/leases.md L2).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct HeldLease {
-    /// L17: the live lease's handle (0 from a server that predates handles).
-    #[serde(default)]
-    pub lease_id: i64,
-    pub holder: String,
-    #[serde(default)]
-    pub session_id: Option<String>,
-    pub epoch: i64,
-    pub acquired_at: DateTime<Utc>,
-    pub renewed_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-    pub expires_in_seconds: i64,
-}
+/// The live lease a `lease_held` refusal names (docs/leases.md L2): the
+/// shape the server writes, defined once in pad-core.
+pub use pad_core::api::LeaseHeldDetails as HeldLease;
 
 impl ClientError {
     /// the exit code of README.md's table for this error.

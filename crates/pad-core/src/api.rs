@@ -104,6 +104,97 @@ pub struct ErrorBody {
     pub details: serde_json::Value,
 }
 
+/// The `details` of a `lease_held` refusal (and the `current` lease of a
+/// `lease_lost` one): the live lease, enough for a loser to log who won and
+/// move on (docs/leases.md L2). The server writes it, the client reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LeaseHeldDetails {
+    /// L17: the live lease's handle (0 from a server that predates handles).
+    #[serde(default)]
+    pub lease_id: i64,
+    pub holder: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    pub epoch: i64,
+    pub acquired_at: DateTime<Utc>,
+    pub renewed_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    #[serde(default)]
+    pub ttl_seconds: u32,
+    pub expires_in_seconds: i64,
+}
+
+impl LeaseHeldDetails {
+    pub fn new(l: &Lease, now: DateTime<Utc>) -> Self {
+        LeaseHeldDetails {
+            lease_id: l.lease_id,
+            holder: l.holder.clone(),
+            session_id: l.session_id.clone(),
+            epoch: l.epoch,
+            acquired_at: l.acquired_at,
+            renewed_at: l.renewed_at,
+            expires_at: l.expires_at,
+            ttl_seconds: l.ttl_seconds,
+            expires_in_seconds: l.expires_in_seconds(now),
+        }
+    }
+}
+
+/// A requested lease TTL in seconds, as request bodies carry it (L8). Only a
+/// JSON integer deserializes: `1.5`, `"90"` or `true` fail with the
+/// `invalid_ttl` message, and the server answers them with that code
+/// ([`TTL_FIELD`]). The range, which depends on the workspace, is checked by
+/// the store (`pad_core::lease::Ttl::resolve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct TtlSeconds(pub i64);
+
+/// The body field a [`TtlSeconds`] travels in: a body that fails to parse
+/// there is refused with `invalid_ttl`, not `bad_request`.
+pub const TTL_FIELD: &str = "ttl_seconds";
+
+impl TtlSeconds {
+    pub fn seconds(self) -> i64 {
+        self.0
+    }
+}
+
+impl From<i64> for TtlSeconds {
+    fn from(s: i64) -> Self {
+        TtlSeconds(s)
+    }
+}
+
+impl From<i32> for TtlSeconds {
+    fn from(s: i32) -> Self {
+        TtlSeconds(i64::from(s))
+    }
+}
+
+impl From<u32> for TtlSeconds {
+    fn from(s: u32) -> Self {
+        TtlSeconds(i64::from(s))
+    }
+}
+
+/// Saturates: a TTL past `i64::MAX` seconds is refused by the store's range
+/// check all the same.
+impl From<u64> for TtlSeconds {
+    fn from(s: u64) -> Self {
+        TtlSeconds(i64::try_from(s).unwrap_or(i64::MAX))
+    }
+}
+
+impl<'de> Deserialize<'de> for TtlSeconds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        value.as_i64().map(TtlSeconds).ok_or_else(|| {
+            let e = crate::lease::InvalidTtl { got: format!("got {value}"), max: crate::lease::TTL_MAX_SECONDS };
+            serde::de::Error::custom(e)
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkspaceView {
     pub slug: String,
@@ -232,8 +323,6 @@ pub struct NewComment {
     pub body: String,
 }
 
-/// `ttl_seconds` is taken as raw JSON so that `1.5` or `"x"` is answered with
-/// `invalid_ttl` rather than a generic parse error (L8).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimBody {
@@ -247,7 +336,7 @@ pub struct ClaimBody {
     /// 1..=86400; default 900 (or the workspace's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
-    pub ttl_seconds: Option<serde_json::Value>,
+    pub ttl_seconds: Option<TtlSeconds>,
     /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2000)]
@@ -284,7 +373,7 @@ pub struct RenewBody {
     /// Keeps the lease's TTL when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
-    pub ttl_seconds: Option<serde_json::Value>,
+    pub ttl_seconds: Option<TtlSeconds>,
     /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2000)]
@@ -569,7 +658,7 @@ pub struct ClaimNextBody {
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
-    pub ttl_seconds: Option<serde_json::Value>,
+    pub ttl_seconds: Option<TtlSeconds>,
     /// A handoff note for the next claimant (L12), at most 2000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2000)]

@@ -194,12 +194,6 @@ impl Ttl {
         Ok(Ttl(secs as u32))
     }
 
-    /// Accepts only a JSON integer: `1.5`, `"x"`, `true` are refused, so a
-    /// typo never silently becomes a default.
-    pub fn from_json(value: &serde_json::Value) -> Result<i64, InvalidTtl> {
-        value.as_i64().ok_or_else(|| InvalidTtl { got: format!("got {value}"), max: TTL_MAX_SECONDS })
-    }
-
     pub fn seconds(self) -> u32 {
         self.0
     }
@@ -403,9 +397,13 @@ mod tests {
         // A workspace may lower the maximum; the default follows it down.
         assert!(Ttl::resolve(Some(600), 900, 300).is_err());
         assert_eq!(Ttl::resolve(None, 900, 300).unwrap().seconds(), 300);
-        assert!(Ttl::from_json(&serde_json::json!(1.5)).is_err());
-        assert!(Ttl::from_json(&serde_json::json!("x")).is_err());
-        assert_eq!(Ttl::from_json(&serde_json::json!(30)).unwrap(), 30);
+        // On the wire only a JSON integer is a TTL, so a typo never
+        // silently becomes a default.
+        use crate::api::TtlSeconds;
+        let e = serde_json::from_str::<TtlSeconds>("1.5").unwrap_err().to_string();
+        assert!(e.starts_with("ttl_seconds must be a whole number of seconds from 1 to 86400 (got 1.5)"), "{e}");
+        assert!(serde_json::from_str::<TtlSeconds>("\"x\"").is_err());
+        assert_eq!(serde_json::from_str::<TtlSeconds>("30").unwrap(), TtlSeconds(30));
     }
 
     #[test]

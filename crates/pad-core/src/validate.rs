@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::model::{COMMENT_MAX_BYTES, LABEL_MAX, NAME_MAX};
+
 /// A field failed validation. `field` is the name the caller used (`title`,
 /// `labels[2]`, `holder`), so the message can point at it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
@@ -173,6 +175,72 @@ pub fn email(field: &str, value: &str) -> Result<(), ValidationError> {
         .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty() && !domain.contains('@'))
         && !value.contains(char::is_whitespace);
     if ok { Ok(()) } else { Err(ValidationError::new(field, format!("{value:?} is not an email address"))) }
+}
+
+// --- names and labels (docs/api.md, Limits) ---
+
+/// A workspace slug: `^[a-z0-9][a-z0-9-]{0,62}$`.
+pub fn validate_slug(field: &str, s: &str) -> Result<(), ValidationError> {
+    let mut chars = s.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.len() <= 63;
+    if ok {
+        Ok(())
+    } else {
+        Err(ValidationError::new(
+            field,
+            format!("{s:?} is not a slug (lower-case letters, digits and '-', 1-63 characters, not starting with '-')"),
+        ))
+    }
+}
+
+/// A kind's ref prefix: `^[A-Z][A-Z0-9]{0,9}$`.
+pub fn validate_prefix(field: &str, s: &str) -> Result<(), ValidationError> {
+    let mut chars = s.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_uppercase())
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && s.len() <= 10;
+    if ok {
+        Ok(())
+    } else {
+        Err(ValidationError::new(
+            field,
+            format!("{s:?} is not a prefix (an upper-case letter, then up to 9 upper-case letters or digits)"),
+        ))
+    }
+}
+
+/// A kind's name: lower-case, like a slug but at most 32 characters.
+pub fn validate_kind_name(field: &str, s: &str) -> Result<(), ValidationError> {
+    validate_slug(field, s)?;
+    if s.len() > 32 { Err(ValidationError::new(field, "must be at most 32 characters")) } else { Ok(()) }
+}
+
+/// A comma is refused: everywhere a list of labels is written as text (CLI
+/// flags, the list filter, the web form) a comma separates two labels, so a
+/// label holding one could be written but never found (README.md, "Lists of
+/// values").
+pub fn validate_label(field: &str, s: &str) -> Result<(), ValidationError> {
+    text(field, s, 1, LABEL_MAX, Lines::Single)?;
+    if s.contains(',') {
+        return Err(ValidationError::new(
+            field,
+            format!("{s:?} contains a comma, which separates labels; use two labels or another character"),
+        ));
+    }
+    Ok(())
+}
+
+/// Holders and session ids: free labels of 1-200 characters on one line.
+pub fn validate_name(field: &str, s: &str) -> Result<(), ValidationError> {
+    text(field, s, 1, NAME_MAX, Lines::Single)
+}
+
+/// A comment: markdown of at most 64 KiB, not blank.
+pub fn validate_comment(text: &str) -> Result<(), ValidationError> {
+    body("body", text, COMMENT_MAX_BYTES)?;
+    if text.trim().is_empty() { Err(ValidationError::new("body", "must not be empty")) } else { Ok(()) }
 }
 
 #[cfg(test)]

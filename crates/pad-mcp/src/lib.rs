@@ -1,20 +1,22 @@
 //! pad as Model Context Protocol tools (docs/agents.md), for AI coding agents.
 //!
-//! Every tool is one call of the typed HTTP client, so MCP sees exactly the
-//! API's behaviour, authorization and error codes. `pad mcp` serves the tools
-//! over stdio with the CLI's profile ([`serve_stdio`]); `pad serve` mounts
-//! [`http_service`] at `POST /mcp`, where each call runs with the caller's own
-//! bearer token against the serving instance. The MCP SDK is confined to this
-//! crate.
+//! Every tool is one call of [`PadApi`], so MCP sees exactly the API's
+//! behaviour, authorization and error codes. `pad mcp` serves the tools over
+//! stdio with the CLI's profile and the typed HTTP client ([`serve_stdio`]);
+//! `pad serve` mounts [`http_service`] at `POST /mcp`, where each call runs
+//! in-process as the caller the server authenticated once for the request
+//! ([`CallerApi`]). The MCP SDK is confined to this crate.
 
+mod api;
 mod args;
 pub mod prime;
 
 use std::sync::Arc;
 
-use pad_client::{Client, ClientError, Url};
+use pad_client::{Client, ClientError};
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, CompleteBody, ErrorCode, FailBody, ListQuery, NewComment, ReleaseBody, RenewBody,
+    ClaimBody, ClaimNextBody, CompleteBody, ErrorBody, ErrorCode, ErrorEnvelope, FailBody, ListQuery, NewComment,
+    ReleaseBody, RenewBody,
 };
 use pad_core::{ItemPatch, NewItem};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -30,6 +32,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler,
 use serde::Serialize;
 use serde_json::json;
 
+pub use api::{CallerApi, PadApi};
 pub use args::*;
 
 const INSTRUCTIONS: &str = "pad is a work tracker whose items are claimed with expiring leases. \
@@ -75,12 +78,12 @@ pub fn default_holder(runtime: &str, host: &str, session_id: &str) -> String {
     format!("{runtime}@{host}-{}", &session_id[..session_id.len().min(6)])
 }
 
-/// Where tool calls go: a fixed client (stdio, the CLI's profile), or the
-/// serving instance with each HTTP caller's own token.
+/// Where tool calls go: a fixed API (stdio: the client with the CLI's
+/// profile), or the one the server attached to each HTTP request.
 #[derive(Clone)]
 enum Connection {
-    Fixed(Client),
-    PerCaller(Url),
+    Fixed(Arc<dyn PadApi>),
+    PerRequest,
 }
 
 #[derive(Clone)]
@@ -103,19 +106,23 @@ fn answer<T: Serialize>(result: Result<T, ClientError>) -> Result<CallToolResult
     })
 }
 
+/// The one mapping from an API answer to a tool error: the API's envelope,
+/// the message followed by the next step.
 fn error_envelope(e: &ClientError) -> serde_json::Value {
     match e {
-        ClientError::Api { code, message, details, .. } => {
-            let message = match next_step(*code) {
-                Some(next) => format!("{message}. Next: {next}"),
-                None => message.clone(),
-            };
-            json!({ "error": { "code": code, "message": message, "details": details } })
-        }
-        ClientError::Unavailable(m) => json!({ "error": { "code": "unavailable",
-            "message": format!("{m}. Next: {}", next_step(ErrorCode::Unavailable).unwrap_or_default()), "details": {} } }),
-        ClientError::Protocol(m) => json!({ "error": { "code": "internal_error", "message": m, "details": {} } }),
+        ClientError::Api { code, message, details, .. } => envelope(*code, message, details.clone()),
+        ClientError::Unavailable(m) => envelope(ErrorCode::Unavailable, m, json!({})),
+        ClientError::Protocol(m) => envelope(ErrorCode::InternalError, m, json!({})),
     }
+}
+
+/// `{"error": {code, message, details}}`, as the API writes it.
+fn envelope(code: ErrorCode, message: &str, details: serde_json::Value) -> serde_json::Value {
+    let message = match next_step(code) {
+        Some(next) => format!("{message}. Next: {next}"),
+        None => message.to_string(),
+    };
+    serde_json::to_value(ErrorEnvelope { error: ErrorBody { code, message, details } }).unwrap_or_default()
 }
 
 /// What an agent should do after each refusal, appended to the API's message.
@@ -140,24 +147,22 @@ fn next_step(code: ErrorCode) -> Option<&'static str> {
 }
 
 fn unauthorized() -> CallToolResult {
-    CallToolResult::structured_error(
-        json!({ "error": { "code": "unauthorized", "message": "missing bearer token", "details": {} } }),
-    )
+    CallToolResult::structured_error(envelope(ErrorCode::Unauthorized, "missing bearer token", json!({})))
 }
 
 impl PadTools {
     pub fn new(client: Client, default_workspace: impl Into<String>, identity: SessionIdentity) -> Self {
         Self {
-            connection: Connection::Fixed(client),
+            connection: Connection::Fixed(Arc::new(client)),
             default_workspace: default_workspace.into(),
             identity: Some(identity),
             tool_router: Self::tool_router(),
         }
     }
 
-    fn per_caller(base: Url, default_workspace: impl Into<String>) -> Self {
+    fn per_request(default_workspace: impl Into<String>) -> Self {
         Self {
-            connection: Connection::PerCaller(base),
+            connection: Connection::PerRequest,
             default_workspace: default_workspace.into(),
             identity: None,
             tool_router: Self::tool_router(),
@@ -178,29 +183,27 @@ impl PadTools {
         match (given, &self.identity) {
             (Some(h), _) => Ok(Some(h.clone())),
             (None, Some(identity)) => Ok(Some(identity.holder.clone())),
-            (None, None) => Err(CallToolResult::structured_error(json!({ "error": {
-                "code": "validation_failed",
-                "message": "holder is required over HTTP, which keeps no session. Next: pass the holder your claim \
-                            returned (lease.holder), with its epoch",
-                "details": { "field": "holder" } } }))),
+            (None, None) => Err(CallToolResult::structured_error(envelope(
+                ErrorCode::ValidationFailed,
+                "holder is required over HTTP, which keeps no session. Next: pass the holder your claim returned \
+                 (lease.holder), with its epoch",
+                json!({ "field": "holder" }),
+            ))),
         }
     }
 
-    /// The client for this call: over HTTP, the caller's bearer token.
-    fn client(&self, ctx: &RequestContext<RoleServer>) -> Result<Client, CallToolResult> {
+    /// The API for this call: over HTTP, the one the server attached to the
+    /// request after authenticating its caller (missing only if the server
+    /// mounted the service without doing so).
+    fn client(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<dyn PadApi>, CallToolResult> {
         match &self.connection {
-            Connection::Fixed(c) => Ok(c.clone()),
-            Connection::PerCaller(base) => {
-                let token = ctx
-                    .extensions
-                    .get::<http::request::Parts>()
-                    .and_then(|p| p.headers.get(http::header::AUTHORIZATION))
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .ok_or_else(unauthorized)?;
-                Client::new(base.clone(), token.trim())
-                    .map_err(|e| CallToolResult::structured_error(error_envelope(&e)))
-            }
+            Connection::Fixed(api) => Ok(api.clone()),
+            Connection::PerRequest => ctx
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<CallerApi>())
+                .map(|c| c.0.clone())
+                .ok_or_else(unauthorized),
         }
     }
 
@@ -473,7 +476,7 @@ impl PadTools {
             Ok(c) => c,
             Err(refusal) => return Ok(refusal),
         };
-        Ok(match self.prime(&client, self.ws(&a.workspace), a.holder.as_deref()).await {
+        Ok(match self.prime(client.as_ref(), self.ws(&a.workspace), a.holder.as_deref()).await {
             Ok(p) => {
                 let mut result = CallToolResult::structured(serde_json::to_value(&p).unwrap_or_default());
                 result.content = vec![rmcp::model::ContentBlock::text(p.to_markdown())];
@@ -485,10 +488,10 @@ impl PadTools {
 }
 
 impl PadTools {
-    async fn prime(&self, client: &Client, ws: &str, holder: Option<&str>) -> Result<prime::Prime, ClientError> {
+    async fn prime(&self, api: &dyn PadApi, ws: &str, holder: Option<&str>) -> Result<prime::Prime, ClientError> {
         let holder = holder.or(self.identity.as_ref().map(|i| i.holder.as_str()));
         let session_id = self.identity.as_ref().map(|i| i.session_id.as_str());
-        prime::gather(client, prime::PrimeFor { workspace: ws, holder, session_id }).await
+        prime::gather(api, prime::PrimeFor { workspace: ws, holder, session_id }).await
     }
 }
 
@@ -534,7 +537,7 @@ impl ServerHandler for PadTools {
             ));
         }
         let client = self.client(&ctx).map_err(|_| ErrorData::invalid_request("missing bearer token", None))?;
-        let brief = match self.prime(&client, &self.default_workspace, None).await {
+        let brief = match self.prime(client.as_ref(), &self.default_workspace, None).await {
             Ok(p) => p.to_markdown(),
             Err(e) => format!("pad could not be reached to prepare the brief: {e}"),
         };
@@ -557,9 +560,10 @@ pub async fn serve_stdio(client: Client, default_workspace: String, identity: Se
 }
 
 /// The streamable-HTTP service for `POST /mcp`: stateless (no sessions), so
-/// any instance behind a load balancer can answer any call. `self_url` is the
-/// serving instance, which each call reaches with the caller's own token.
-pub fn http_service(self_url: Url) -> StreamableHttpService<PadTools, NeverSessionManager> {
+/// any instance behind a load balancer can answer any call. The server must
+/// authenticate each request and attach the caller's API ([`CallerApi`]) to
+/// its extensions; a request without one gets `unauthorized`.
+pub fn http_service() -> StreamableHttpService<PadTools, NeverSessionManager> {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -567,7 +571,7 @@ pub fn http_service(self_url: Url) -> StreamableHttpService<PadTools, NeverSessi
         // refuse any deployment not reached as localhost.
         .disable_allowed_hosts();
     StreamableHttpService::new(
-        move || Ok(PadTools::per_caller(self_url.clone(), "default")),
+        || Ok(PadTools::per_request("default")),
         Arc::new(NeverSessionManager::default()),
         config,
     )

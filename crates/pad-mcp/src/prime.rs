@@ -4,9 +4,11 @@
 //! it into its context at the start of every session (docs/agents.md).
 
 use chrono::{DateTime, Utc};
-use pad_client::{Client, ClientError};
+use pad_client::ClientError;
 use pad_core::api::{FrontierQuery, ListQuery};
 use pad_core::{Item, NEEDS_HUMAN};
+
+use crate::PadApi;
 use serde::Serialize;
 
 /// How many ready items the brief shows: enough to choose, few enough to stay short.
@@ -90,7 +92,7 @@ pub struct PrimeFor<'a> {
 }
 
 /// Reads what the brief needs: four GETs, none of which changes anything.
-pub async fn gather(client: &Client, who: PrimeFor<'_>) -> Result<Prime, ClientError> {
+pub async fn gather(client: &dyn PadApi, who: PrimeFor<'_>) -> Result<Prime, ClientError> {
     let me = client.me().await?;
     let holder = who.holder.map_or_else(|| me.email.clone(), str::to_string);
     let leased = ListQuery { leased: Some(true), limit: Some(COUNT_PAGE), ..Default::default() };
@@ -107,7 +109,7 @@ pub async fn gather(client: &Client, who: PrimeFor<'_>) -> Result<Prime, ClientE
         holder,
         session_id: who.session_id.map(str::to_string),
         workspace: who.workspace.to_string(),
-        server: client.base_url().to_string(),
+        server: client.server(),
         now,
         ready: ready.items.iter().map(ready_item).collect(),
         quarantined: open.items.iter().filter(needs_human).count(),

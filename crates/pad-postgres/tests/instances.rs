@@ -29,7 +29,7 @@ struct Instance {
 
 impl Instance {
     async fn start(database_url: &str) -> Instance {
-        let store = pad_server::open_store(database_url).await.expect("open the shared database");
+        let store = pad_backends::open_store(database_url).await.expect("open the shared database");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
@@ -48,7 +48,7 @@ impl Drop for Instance {
 /// A workspace `acme` and an owner token, written straight to the database
 /// before any instance starts (so none of them bootstraps).
 async fn seed(database_url: &str) -> String {
-    let store = pad_server::open_store(database_url).await.unwrap();
+    let store = pad_backends::open_store(database_url).await.unwrap();
     let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
     store.create_workspace("acme", "Acme", owner).await.unwrap();
     let token = pad_server::auth::new_token();
@@ -239,7 +239,7 @@ async fn concurrent_starts_bootstrap_once() {
             let url = db.url.clone();
             tokio::spawn(async move {
                 // Opening also migrates: this races the migrator too.
-                let store = pad_server::open_store(&url).await.unwrap();
+                let store = pad_backends::open_store(&url).await.unwrap();
                 pad_server::bootstrap(store.as_ref()).await.unwrap()
             })
         });

@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use pad_core::Lease;
-use pad_core::api::{ErrorBody, ErrorCode, ErrorEnvelope};
+use pad_core::api::{ErrorBody, ErrorCode, ErrorEnvelope, LeaseHeldDetails, TTL_FIELD};
 use pad_store::StoreError;
 use serde_json::{Value, json};
 
@@ -41,19 +41,27 @@ impl ApiError {
     }
 }
 
-/// The `lease_held` details: enough for a loser to log who won and move on.
-pub fn lease_details(l: &Lease, now: pad_core::Timestamp) -> Value {
-    json!({
-        "lease_id": l.lease_id,
-        "holder": l.holder,
-        "session_id": l.session_id,
-        "epoch": l.epoch,
-        "acquired_at": l.acquired_at,
-        "renewed_at": l.renewed_at,
-        "expires_at": l.expires_at,
-        "ttl_seconds": l.ttl_seconds,
-        "expires_in_seconds": l.expires_in_seconds(now),
-    })
+/// The `lease_held` details (`pad_core::api::LeaseHeldDetails`, which the
+/// client reads back).
+fn lease_details(l: &Lease, now: pad_core::Timestamp) -> Value {
+    serde_json::to_value(LeaseHeldDetails::new(l, now)).unwrap_or_default()
+}
+
+/// `invalid_ttl` (L8): the bound, and the number asked for when there was
+/// one, so a client can word the refusal in its own units. Both the store's
+/// range check and a body whose `ttl_seconds` is not an integer
+/// (`extract::parse_json`) end here.
+pub fn invalid_ttl(message: String, max_seconds: u32, requested: Option<i64>) -> ApiError {
+    ApiError::new(ErrorCode::InvalidTtl, message)
+        .with_details(json!({ "field": TTL_FIELD, "max_seconds": max_seconds, "requested_seconds": requested }))
+}
+
+/// A query or body the domain refused (`ListQuery::filter`, …): the same
+/// answer as the store's validation.
+impl From<pad_core::ValidationError> for ApiError {
+    fn from(e: pad_core::ValidationError) -> Self {
+        StoreError::from(e).into()
+    }
 }
 
 impl From<StoreError> for ApiError {
@@ -64,12 +72,8 @@ impl From<StoreError> for ApiError {
                 ApiError::new(ErrorCode::ValidationFailed, message).with_details(json!({ "field": v.field }))
             }
             StoreError::InvalidTtl(e) => {
-                // The bound and the number asked for, so a client can word
-                // the refusal in its own units.
                 let requested = e.got.strip_prefix("got ").and_then(|n| n.parse::<i64>().ok());
-                ApiError::new(ErrorCode::InvalidTtl, message).with_details(
-                    json!({ "field": "ttl_seconds", "max_seconds": e.max, "requested_seconds": requested }),
-                )
+                invalid_ttl(message, e.max, requested)
             }
             StoreError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
             StoreError::LeaseHeld { lease, now } => ApiError {

@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header;
 use axum::http::request::Parts;
-use pad_core::api::ErrorCode;
+use pad_core::api::{ErrorCode, TTL_FIELD};
 use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
 use pad_store::Actor;
 use serde::de::DeserializeOwned;
@@ -78,6 +78,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             inner.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
         // The path already ends in an unknown field's name, except at the top.
         let field = if path == "." { unknown } else { Some(path) };
+        // A TTL that is not a whole number is the lease rule's refusal (L8):
+        // its deserializer's message, without serde_json's position.
+        if field.as_deref() == Some(TTL_FIELD) {
+            let position = format!(" at line {} column {}", inner.line(), inner.column());
+            let message = inner.to_string();
+            let message = message.strip_suffix(&position).unwrap_or(&message).to_string();
+            return crate::error::invalid_ttl(message, pad_core::lease::TTL_MAX_SECONDS, None);
+        }
         let message = match &field {
             Some(f) => format!("invalid JSON body at {f}: {inner}"),
             None => format!("invalid JSON body: {inner}"),
@@ -128,6 +136,7 @@ impl Credential {
 }
 
 /// The authenticated caller (`Authorization: Bearer …`, or the web session).
+#[derive(Clone)]
 pub struct Caller {
     pub user: User,
     /// Identifies the credential for per-token limits; never the secret itself.
@@ -271,6 +280,19 @@ impl FromRequestParts<AppState> for Ctx {
         let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::bad_request(format!("invalid path: {e}"), None))?;
+        Ctx::resolve(state, caller, params).await
+    }
+}
+
+impl Ctx {
+    /// An authenticated caller in the workspace `params["ws"]`, with the
+    /// route's other parameters: what every workspace route starts from,
+    /// whether its caller came by HTTP or by an MCP tool call (`mcp.rs`).
+    pub async fn resolve(
+        state: &AppState,
+        caller: Caller,
+        params: HashMap<String, String>,
+    ) -> Result<Self, ApiError> {
         let slug = params.get("ws").cloned().unwrap_or_default();
         let membership = state.store.membership(caller.actor(), &slug);
         let membership = state.auth_cache.membership(caller.user.id, &slug, membership).await;

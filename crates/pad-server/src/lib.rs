@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 pub mod limits;
 mod listen;
+mod mcp;
 pub mod metrics;
 pub mod openapi;
 mod routes;
@@ -37,9 +38,6 @@ pub struct AppState {
     /// Pinged after every successful write through this instance, so event
     /// streams need not wait for their next poll.
     pub writes: tokio::sync::broadcast::Sender<()>,
-    /// This instance's own URL, where `POST /mcp` tool calls are sent with
-    /// the caller's token; `None` leaves `/mcp` unmounted.
-    pub self_url: Option<pad_client::Url>,
     pub rate: limits::RateLimiter,
     /// Flips to true when shutdown begins, so event streams end and the
     /// server can drain.
@@ -58,7 +56,6 @@ impl AppState {
             metrics: Default::default(),
             streams: Default::default(),
             writes: tokio::sync::broadcast::channel(16).0,
-            self_url: None,
             rate: limits::RateLimiter::from_env(),
             closing: tokio::sync::watch::channel(false).0,
             connections: limits::ConnectionLimits::from_env(),
@@ -77,39 +74,6 @@ pub struct Bootstrap {
 
 pub const BOOTSTRAP_EMAIL: &str = "owner@localhost";
 pub const DEFAULT_WORKSPACE: &str = "default";
-
-/// Opens the store a `--database-url` names: `postgres://…` or
-/// `postgresql://…` (any number of instances may share one), else
-/// `sqlite://PATH`, `sqlite:PATH` or a bare path.
-pub async fn open_store(database_url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    if sqlite_path(database_url).map_err(|m| StoreError::invalid("database_url", m))?.is_none() {
-        return Ok(Arc::new(pad_postgres::PgStore::open(database_url).await?));
-    }
-    Ok(Arc::new(pad_sqlite::SqliteStore::open_url(database_url).await?))
-}
-
-/// The database URL schemes pad accepts, for messages.
-pub const DATABASE_SCHEMES: &str = "postgres://, postgresql://, sqlite://PATH, sqlite:PATH or a bare path";
-
-/// Which store a `--database-url` names: `None` for PostgreSQL, the file
-/// for SQLite, or why it names neither. Any other `scheme:` is refused, so
-/// `mysql://x` is an error rather than a SQLite file called `mysql:/x`.
-pub fn sqlite_path(database_url: &str) -> Result<Option<std::path::PathBuf>, String> {
-    if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        return Ok(None);
-    }
-    if let Some(path) = database_url.strip_prefix("sqlite://").or_else(|| database_url.strip_prefix("sqlite:")) {
-        return Ok(Some(path.into()));
-    }
-    // A one-letter "scheme" is a Windows drive (`C:\pad.db`), not a URL.
-    if let Some((scheme, _)) = database_url.split_once(':')
-        && scheme.len() > 1
-        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    {
-        return Err(format!("{scheme}: is not a database pad can use; give one of {DATABASE_SCHEMES}"));
-    }
-    Ok(Some(database_url.into()))
-}
 
 /// On a store with no users: creates workspace `default`, its owner and a
 /// token, in one store transaction, and returns the token (the only time it
@@ -170,14 +134,13 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
         .route("/workspaces/{ws}/events", get(events::page))
         .route("/workspaces/{ws}/events/stream", get(events::stream));
-    let mut router = Router::new();
-    if let Some(url) = state.self_url.clone() {
-        let mcp = Router::new()
-            .nest_service("/mcp", pad_mcp::http_service(url))
-            .layer(axum::middleware::from_fn_with_state(state.clone(), authenticated));
-        router = router.merge(mcp);
-    }
-    router
+    // The MCP service reads its body itself, so the body cap is a layer here.
+    let mcp = Router::new()
+        .nest_service("/mcp", pad_mcp::http_service())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), mcp::authenticated))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(extract::BODY_LIMIT));
+    Router::new()
+        .merge(mcp)
         .nest("/api/v1", api)
         .merge(web::routes())
         .route("/healthz", get(|| async { "ok" }))
@@ -192,21 +155,6 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
-}
-
-/// `/mcp` answers only callers with a valid token (401 otherwise), like the API.
-async fn authenticated(
-    State(s): State<AppState>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::extract::FromRequestParts;
-    use axum::response::IntoResponse;
-    let (mut parts, body) = req.into_parts();
-    match extract::Caller::from_request_parts(&mut parts, &s).await {
-        Ok(_) => next.run(axum::extract::Request::from_parts(parts, body)).await,
-        Err(e) => e.into_response(),
-    }
 }
 
 /// Records latency, and wakes event streams after a successful write.
@@ -247,14 +195,10 @@ pub async fn serve(
 
 /// [`serve`] with a prepared state (e.g. other limits).
 pub async fn serve_state(
-    mut state: AppState,
+    state: AppState,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    state.self_url = listener.local_addr().ok().and_then(|a| {
-        let ip = if a.ip().is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { a.ip() };
-        pad_client::Url::parse(&format!("http://{}", std::net::SocketAddr::new(ip, a.port()))).ok()
-    });
     let observer = tokio::spawn(observe_expiries(state.clone()));
     let closing = state.closing.clone();
     let shutdown = async move {

@@ -262,6 +262,11 @@ async fn bad_input_is_refused_with_a_code_and_writes_nothing() {
         assert_eq!((got_status, got_code.as_str()), (status, code), "{path}: {full}");
         assert!(full["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
+    // A TTL that is not a whole number is refused by the TTL type itself,
+    // with the rule's message and no parser position.
+    let (_, _, full) = raw(claim.clone(), "application/json", b"{\"ttl_seconds\": 1.5}".to_vec()).await;
+    assert_eq!(full["error"]["message"], "ttl_seconds must be a whole number of seconds from 1 to 86400 (got 1.5)");
+    assert_eq!(full["error"]["details"]["field"], "ttl_seconds", "{full}");
     // Unknown fields are named.
     let (_, _, full) = raw(items.clone(), "application/json", b"{\"title\": \"x\", \"titel\": 1}".to_vec()).await;
     assert_eq!(full["error"]["details"]["field"], "titel");

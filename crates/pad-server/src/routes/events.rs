@@ -44,7 +44,7 @@ pub async fn page(
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<axum::Json<EventPage>> {
     ctx.require(Action::Read)?;
-    let filter = q.filter().map_err(pad_store::StoreError::from)?;
+    let filter = q.filter()?;
     let events = s.store.events_where(&ctx.ws, q.after.unwrap_or(0), q.limit.unwrap_or(100).min(1000), &filter).await?;
     Ok(axum::Json(EventPage { events }))
 }

@@ -17,7 +17,7 @@ type JsonOut<T> = ApiResult<axum::Json<T>>;
     responses((status = 200, body = ItemPage), (status = "default", body = ErrorEnvelope)))]
 pub async fn list(State(s): State<AppState>, ctx: Ctx, Query(q): Query<ListQuery>) -> JsonOut<ItemPage> {
     ctx.require(Action::Read)?;
-    let filter = q.filter().map_err(pad_store::StoreError::from)?;
+    let filter = q.filter()?;
     let page = s.store.list_items(&ctx.ws, &filter, q.limit.unwrap_or(LIST_LIMIT_DEFAULT), q.cursor.as_deref()).await?;
     Ok(axum::Json(ItemPage { items: page.items, next_cursor: page.next_cursor }))
 }

@@ -3,11 +3,12 @@
 use axum::extract::State;
 use pad_core::Action;
 use pad_core::Status;
+use pad_core::api::TtlSeconds;
 use pad_core::api::{
     ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, ErrorEnvelope,
     FailBody, FailResponse, FrontierList, FrontierQuery, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse,
 };
-use pad_core::lease::{LeaseHandle, Ttl};
+use pad_core::lease::LeaseHandle;
 use pad_store::{ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest};
 
 use crate::AppState;
@@ -15,27 +16,23 @@ use crate::error::ApiResult;
 use crate::extract::{Ctx, Json, Query};
 use crate::metrics::LeaseCount;
 
-fn ttl(v: Option<serde_json::Value>) -> ApiResult<Option<i64>> {
-    v.map(|v| Ttl::from_json(&v)).transpose().map_err(|e| pad_store::StoreError::InvalidTtl(e).into())
-}
-
 /// A claim as the store takes it: the holder defaults to the caller's email.
 fn claim_request(
     ctx: &Ctx,
     holder: Option<String>,
     session_id: Option<String>,
-    ttl_seconds: Option<serde_json::Value>,
+    ttl_seconds: Option<TtlSeconds>,
     note: Option<String>,
     refresh: Option<bool>,
-) -> ApiResult<ClaimRequest> {
-    Ok(ClaimRequest {
+) -> ClaimRequest {
+    ClaimRequest {
         actor: ctx.actor(),
         holder: ctx.holder(holder),
         session_id,
-        ttl_seconds: ttl(ttl_seconds)?,
+        ttl_seconds: ttl_seconds.map(TtlSeconds::seconds),
         note,
         refresh: refresh.unwrap_or(true),
-    })
+    }
 }
 
 /// Claim an item's lease (L1), or refresh our own (L3).
@@ -48,7 +45,7 @@ pub async fn claim(
     Json(body): Json<ClaimBody>,
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
-    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh)?;
+    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh);
     let started = std::time::Instant::now();
     let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
@@ -77,7 +74,7 @@ pub async fn renew(
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
         handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
-        ttl_seconds: ttl(body.ttl_seconds)?,
+        ttl_seconds: body.ttl_seconds.map(TtlSeconds::seconds),
         note: body.note,
     };
     let lease =
@@ -219,7 +216,7 @@ pub async fn claim_next(
     Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
-    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None)?;
+    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None);
     let started = std::time::Instant::now();
     let answer = s.store.claim_next(&ctx.ws, &body.filter, &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());

@@ -53,7 +53,7 @@ impl TestServer {
 
     async fn start_inner(dir: tempfile::TempDir, url: &str, adjust: impl FnOnce(&mut pad_server::AppState)) -> Self {
         let url = url.to_string();
-        let store: Arc<dyn pad_store::Store> = pad_server::open_store(&url).await.unwrap();
+        let store: Arc<dyn pad_store::Store> = pad_backends::open_store(&url).await.unwrap();
         let boot = pad_server::bootstrap(store.as_ref()).await.unwrap().expect("fresh store bootstraps");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

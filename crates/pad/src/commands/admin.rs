@@ -28,7 +28,7 @@ pub async fn run(cmd: AdminCommand, format: Format) -> Result<(), CliError> {
             return Err(CliError::config(format!("no database at {path} (pass --database-url)")));
         }
     }
-    let store = pad_server::open_store(&database_url)
+    let store = pad_backends::open_store(&database_url)
         .await
         .map_err(|e| CliError::internal(format!("cannot open the database: {e}")))?;
     let (token, info) = pad_server::recovery_token(store.as_ref(), &email).await.map_err(|e| match e {

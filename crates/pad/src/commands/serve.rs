@@ -25,13 +25,13 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             format!("sqlite://{}", home.join("pad.db").display())
         }
     };
-    let sqlite = pad_server::sqlite_path(&database_url).map_err(CliError::config)?;
+    let sqlite = pad_backends::sqlite_path(&database_url).map_err(CliError::config)?;
     // Held until the process ends: the kernel drops it even on kill -9.
     let _lock = match &sqlite {
         Some(path) => Some(lock_sqlite(path)?),
         None => None,
     };
-    let store = pad_server::open_store(&database_url)
+    let store = pad_backends::open_store(&database_url)
         .await
         .map_err(|e| CliError::internal(format!("cannot open the database {}: {e}", redacted(&database_url))))?;
     // Bound before anything is announced, so `--listen 127.0.0.1:0` reports

@@ -415,7 +415,7 @@ impl Wit {
         let body = ClaimBody {
             holder: None,
             session_id: a.session_id,
-            ttl_seconds: Some(json!(secs.max(1))),
+            ttl_seconds: Some(secs.max(1).into()),
             note: None,
             // The contract's claim takes or backs off; it never extends (L17).
             refresh: Some(false),

@@ -1,0 +1,143 @@
+//! `POST /mcp`: the MCP tools (pad-mcp) run in this process, as the caller
+//! this request authenticated. The request is authenticated and counted
+//! against the caller's rate once, by [`authenticated`]; each tool call then
+//! runs the same route handler its HTTP route runs, with that caller, so a
+//! tool answers exactly as the API would: same authorization, same metrics,
+//! same error envelope (docs/agents.md).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use pad_client::ClientError;
+use pad_core::api::{
+    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, FailBody, FailResponse,
+    FrontierList, FrontierQuery, ItemPage, ListQuery, Me, NewComment, ReleaseBody, ReleaseResponse, RenewBody,
+    RenewResponse,
+};
+use pad_core::{Comment, Item, ItemPatch, NewItem};
+use pad_mcp::{CallerApi, PadApi};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{Caller, Ctx, Json, Query};
+use crate::routes::{items, leases, workspaces};
+
+/// Authenticates the request (401 without a valid credential, 429 past the
+/// caller's rate, like any API route) and attaches the caller's in-process
+/// API for the tools to use.
+pub async fn authenticated(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let caller = match Caller::from_request_parts(&mut parts, &s).await {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response(),
+    };
+    // Where the agent reached this pad, for its session brief.
+    let host = parts.headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let server = format!("http://{host}/");
+    parts.extensions.insert(CallerApi(Arc::new(InProcess { state: s, caller, server })));
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// The API as one authenticated caller sees it, without a network hop.
+struct InProcess {
+    state: AppState,
+    caller: Caller,
+    server: String,
+}
+
+impl InProcess {
+    /// The caller inside workspace `ws` (and item `item_ref`), as a
+    /// workspace route's extractor would make it.
+    async fn ctx(&self, ws: &str, item_ref: Option<&str>) -> Result<Ctx, ClientError> {
+        let mut params = HashMap::from([("ws".to_string(), ws.to_string())]);
+        if let Some(r) = item_ref {
+            params.insert("ref".into(), r.to_string());
+        }
+        Ctx::resolve(&self.state, self.caller.clone(), params).await.map_err(refusal)
+    }
+
+    fn state(&self) -> State<AppState> {
+        State(self.state.clone())
+    }
+}
+
+/// A handler's answer as a tool sees it.
+fn answer<T>(out: Result<axum::Json<T>, ApiError>) -> Result<T, ClientError> {
+    out.map(|axum::Json(v)| v).map_err(refusal)
+}
+
+/// The API's refusal as the HTTP client would have read it from the envelope.
+fn refusal(e: ApiError) -> ClientError {
+    ClientError::Api {
+        status: e.code.http_status(),
+        code: e.code,
+        message: e.message,
+        details: e.details,
+        retry_after: e.retry_after.and_then(|s| u64::try_from(s).ok()),
+    }
+}
+
+#[async_trait]
+impl PadApi for InProcess {
+    fn server(&self) -> String {
+        self.server.clone()
+    }
+
+    async fn me(&self) -> Result<Me, ClientError> {
+        answer(workspaces::me(self.state(), self.caller.clone()).await)
+    }
+
+    async fn list_items(&self, ws: &str, query: &ListQuery) -> Result<ItemPage, ClientError> {
+        answer(items::list(self.state(), self.ctx(ws, None).await?, Query(query.clone())).await)
+    }
+
+    async fn item(&self, ws: &str, item_ref: &str) -> Result<Item, ClientError> {
+        answer(items::show(self.state(), self.ctx(ws, Some(item_ref)).await?).await)
+    }
+
+    async fn create_item(&self, ws: &str, new: &NewItem) -> Result<Item, ClientError> {
+        let out = items::create(self.state(), self.ctx(ws, None).await?, Json(new.clone())).await;
+        answer(out.map(|(_, item)| item))
+    }
+
+    async fn update_item(&self, ws: &str, item_ref: &str, patch: &ItemPatch) -> Result<Item, ClientError> {
+        answer(items::update(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(patch.clone())).await)
+    }
+
+    async fn add_comment(&self, ws: &str, item_ref: &str, body: &NewComment) -> Result<Comment, ClientError> {
+        let out = items::comment(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await;
+        answer(out.map(|(_, comment)| comment))
+    }
+
+    async fn frontier(&self, ws: &str, query: &FrontierQuery) -> Result<FrontierList, ClientError> {
+        answer(leases::frontier(self.state(), self.ctx(ws, None).await?, Query(query.clone())).await)
+    }
+
+    async fn claim(&self, ws: &str, item_ref: &str, body: &ClaimBody) -> Result<ClaimResponse, ClientError> {
+        answer(leases::claim(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+    }
+
+    async fn renew(&self, ws: &str, item_ref: &str, body: &RenewBody) -> Result<RenewResponse, ClientError> {
+        answer(leases::renew(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+    }
+
+    async fn release(&self, ws: &str, item_ref: &str, body: &ReleaseBody) -> Result<ReleaseResponse, ClientError> {
+        answer(leases::release(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+    }
+
+    async fn complete(&self, ws: &str, item_ref: &str, body: &CompleteBody) -> Result<CompleteResponse, ClientError> {
+        answer(leases::complete(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+    }
+
+    async fn fail(&self, ws: &str, item_ref: &str, body: &FailBody) -> Result<FailResponse, ClientError> {
+        answer(leases::fail(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+    }
+
+    async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse, ClientError> {
+        answer(leases::claim_next(self.state(), self.ctx(ws, None).await?, Json(body.clone())).await)
+    }
+}

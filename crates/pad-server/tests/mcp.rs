@@ -1,0 +1,86 @@
+//! `POST /mcp` runs the tools in-process as the caller the request
+//! authenticated: one authentication and one rate unit per tool call, and
+//! the same answers and refusals as the HTTP API.
+
+mod common;
+
+use common::{Answer, TestServer};
+use serde_json::{Value, json};
+
+/// One stateless MCP `tools/call`, as a streamable-HTTP client sends it.
+async fn tool(s: &TestServer, token: &str, name: &str, arguments: Value) -> Answer {
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": { "name": name, "arguments": arguments } });
+    let resp = s
+        .http
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    let body = resp.json().await.unwrap_or(Value::Null);
+    Answer { status, body, headers }
+}
+
+/// The tool's structured result, and whether it is a tool error.
+fn result(a: &Answer) -> (&Value, bool) {
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let r = &a.body["result"];
+    (&r["structuredContent"], r["isError"].as_bool().unwrap_or(false))
+}
+
+/// Before, `/mcp` authenticated the request and then called this server
+/// back with the caller's token, so each tool call took two units of the
+/// caller's rate: with a burst of two, the second call was refused.
+#[tokio::test]
+async fn a_tool_call_costs_one_rate_unit() {
+    // 1 request/s with a burst of 2.
+    let s = TestServer::start_with(|st| st.rate = pad_server::limits::RateLimiter::new(Some(1.0))).await;
+    for n in 1..=2 {
+        let a = tool(&s, &s.owner, "pad_frontier", json!({})).await;
+        let (out, is_error) = result(&a);
+        assert!(!is_error, "tool call {n} of 2 was refused: {out}");
+        assert!(out["items"].is_array(), "{out}");
+    }
+    // The limit still holds, once per request.
+    let a = tool(&s, &s.owner, "pad_frontier", json!({})).await;
+    assert_eq!(a.status, 429, "{:?}", a.body);
+    assert_eq!(a.code(), "rate_limited");
+}
+
+/// A tool's refusal carries the API's code, message and details.
+#[tokio::test]
+async fn tools_refuse_as_the_api_does() {
+    let s = TestServer::start().await;
+    let item = s.create_item(&s.owner, "default", "Held").await;
+    let claim = format!("/api/v1/workspaces/default/items/{item}/claim");
+    assert_eq!(s.post(&s.owner, &claim, json!({"holder": "a", "ttl_seconds": 600})).await.status, 200);
+
+    let http = s.post(&s.owner, &claim, json!({"holder": "b"})).await;
+    assert_eq!(http.code(), "lease_held");
+    let mcp = tool(&s, &s.owner, "pad_item_claim", json!({"ref": item, "holder": "b"})).await;
+    let (out, is_error) = result(&mcp);
+    assert!(is_error, "{out}");
+    let (api, refused) = (&http.body["error"], &out["error"]);
+    assert_eq!(refused["code"], "lease_held");
+    assert!(refused["message"].as_str().unwrap().starts_with(api["message"].as_str().unwrap()), "{refused}");
+    for field in ["lease_id", "holder", "epoch", "acquired_at", "expires_at", "ttl_seconds"] {
+        assert_eq!(refused["details"][field], api["details"][field], "{field}: {refused} vs {api}");
+    }
+
+    // Not a member of the workspace: the same not_found, naming nothing more.
+    let missing = s.get(&s.owner, "/api/v1/workspaces/nope/items/TASK-1").await;
+    let mcp = tool(&s, &s.owner, "pad_item_show", json!({"ref": "TASK-1", "workspace": "nope"})).await;
+    let (out, is_error) = result(&mcp);
+    assert!(is_error, "{out}");
+    assert_eq!(out["error"]["code"], missing.body["error"]["code"]);
+    assert!(out["error"]["message"].as_str().unwrap().starts_with(missing.body["error"]["message"].as_str().unwrap()));
+
+    // No credential: 401 before any MCP happens.
+    let a =
+        s.call(None, reqwest::Method::POST, "/mcp", Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})));
+    assert_eq!(a.await.status, 401);
+}
