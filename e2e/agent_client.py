@@ -1,7 +1,7 @@
 """pad wired into Claude Code by `pad setup claude`, driven as Claude Code would drive it: the
 MCP server is started from the command and args in the project's written .mcp.json, by the
 official MCP Python SDK. Two sessions of one user, neither naming a holder, race for one item
-over stdio and over HTTP: exactly one wins each time. Run by crates/pad/tests/agents.rs, which
+over stdio and over HTTP: exactly one wins each time. Run by crates/pad/tests/e2e/agents.rs, which
 starts the server and passes PAD_URL, PAD_TOKEN, PAD_HOME, PAD_PROJECT and a PATH with `pad`."""
 
 import asyncio

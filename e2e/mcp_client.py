@@ -1,5 +1,5 @@
 """pad's MCP tools driven by the official MCP Python SDK, over stdio (`pad mcp`)
-and streamable HTTP (`POST /mcp`). Run by crates/pad/tests/mcp.rs, which starts
+and streamable HTTP (`POST /mcp`). Run by crates/pad/tests/e2e/mcp.rs, which starts
 the server and passes PAD_URL, PAD_TOKEN, PAD_VIEWER_TOKEN, PAD_BIN, PAD_HOME."""
 
 import asyncio

@@ -1,6 +1,6 @@
 // pad's web UI, end to end in headless Chromium (ARCHITECTURE.md, Web UI).
 //
-// Driven by crates/pad/tests/ui.rs, which starts a real `pad serve` and sets
+// Driven by crates/pad/tests/e2e/ui.rs, which starts a real `pad serve` and sets
 //   PAD_URL    the server, e.g. http://127.0.0.1:41234
 //   PAD_TOKEN  the owner's token of workspace `default`
 //   PAD_BIN    the `pad` binary, for claims and releases "from another terminal"

@@ -3,7 +3,7 @@
 //! Python SDK against a real `pad serve` (two sessions of one user never
 //! share a lease); and `pad prime`, the brief an agent reads first.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

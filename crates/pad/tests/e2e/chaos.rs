@@ -13,7 +13,7 @@
 //! failing items quarantined after exactly `--max-attempts` failures; lease
 //! claims ≤ runs + kills (no churn).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};

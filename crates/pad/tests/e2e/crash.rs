@@ -10,7 +10,7 @@
 //! The `checker_*` tests feed the checker hand-made histories that must fail,
 //! so that it cannot pass vacuously.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! stay with their server, errors say what to do, `--format json` means JSON
 //! for refusals too.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -5,7 +5,7 @@
 //! restart; the history checker runs afterwards. `PAD_SOAK=N` multiplies the
 //! faults by N.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

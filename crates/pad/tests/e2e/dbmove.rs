@@ -3,7 +3,7 @@
 //! with every answer, token, lease, event id and counter intact; then back
 //! into SQLite. And an online backup taken under concurrent writes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Output;

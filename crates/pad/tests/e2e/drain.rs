@@ -2,7 +2,7 @@
 //! claim-next under contention (L11), `pad run` keeping and losing a lease,
 //! fencing (L10), quarantine (L13) and `pad drain`.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

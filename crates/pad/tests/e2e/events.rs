@@ -1,7 +1,7 @@
 //! "Live events" (docs/api.md, Events): the event log over SSE — what is written, how a
 //! stream resumes, `pad watch` across a server restart, and the stream limit.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

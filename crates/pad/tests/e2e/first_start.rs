@@ -4,7 +4,7 @@
 //! (held there by `PAD_FAILPOINT`); the next start must bootstrap whole.
 //! On SQLite, and on PostgreSQL when `PAD_TEST_DATABASE_URL` is set.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! neither any of those secrets nor their SHA-256 hashes. The one exception is
 //! documented: the first start prints the owner's token once, on one line.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

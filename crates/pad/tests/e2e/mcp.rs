@@ -2,7 +2,7 @@
 //! official MCP Python SDK (installed by `scripts/setup-python-tests`), over
 //! stdio (`pad mcp`) and streamable HTTP (`POST /mcp`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

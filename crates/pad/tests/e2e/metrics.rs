@@ -2,7 +2,7 @@
 //! move as leases are claimed, refused, expire, fail and are quarantined, on
 //! a real `pad serve` over SQLite and (with `PAD_TEST_DATABASE_URL`) PostgreSQL.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::time::Duration;

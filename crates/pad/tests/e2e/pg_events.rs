@@ -1,7 +1,7 @@
 //! Live events across instances (docs/api.md, Events; docs/operations.md): with PostgreSQL, a stream on
 //! instance A sees a claim made through instance B within a second.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

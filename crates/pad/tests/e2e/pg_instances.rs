@@ -2,7 +2,7 @@
 //! claimers spread over three instances race on one item, round after
 //! round, and exactly one wins each time.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

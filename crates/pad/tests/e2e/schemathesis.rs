@@ -4,7 +4,7 @@
 //! matches the documented status codes, content types, headers and schemas.
 //! A bounded run; `PAD_FUZZ_EXAMPLES` raises the count for a soak.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

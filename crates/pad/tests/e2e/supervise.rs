@@ -3,7 +3,7 @@
 //! from /proc. Also `--timeout`, `--exit-code-map`, the JSON lines and the
 //! refusals of bad limits.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Output, Stdio};

@@ -1,7 +1,7 @@
 //! "Serve and drive it": the real `pad serve` driven by the real `pad`
 //! binary, as a person would in a terminal (docs/leases.md, README.md).
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

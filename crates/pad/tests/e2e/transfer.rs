@@ -3,7 +3,7 @@
 //! parent and blockers come back; refs are kept when free and mapped when
 //! not; a failing import leaves no live item behind.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Output;

@@ -6,7 +6,7 @@
 //! `scripts/setup-ui-tests` (`scripts/test` does). `PAD_SKIP_UI_TESTS=1`
 //! skips this test, loudly. Screenshots go to `target/ui-screenshots/`.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! `schema_version`, exit codes 0 · 2 · 3 · 4 · 5 · 7 · 8, and the adapter
 //! directory `pad wit adapter` writes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
