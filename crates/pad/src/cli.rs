@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use pad_core::api::TtlSeconds;
 use pad_core::{ItemRef, Priority, Role, Status};
 
 use crate::output::Format;
@@ -408,9 +409,11 @@ pub struct TtlArgs {
 }
 
 impl TtlArgs {
-    /// The TTL asked for, in seconds; the server checks its bounds.
-    pub fn seconds(&self) -> Option<u64> {
-        self.ttl.or(self.ttl_minutes.map(|m| u64::from(m) * 60)).or(self.ttl_hours.map(|h| u64::from(h) * 3600))
+    /// The TTL asked for, as the API takes it; the server checks its bounds.
+    pub fn seconds(&self) -> Option<TtlSeconds> {
+        let secs =
+            self.ttl.or(self.ttl_minutes.map(|m| u64::from(m) * 60)).or(self.ttl_hours.map(|h| u64::from(h) * 3600));
+        secs.map(TtlSeconds::from)
     }
 }
 
@@ -841,7 +844,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((c.item.item_ref.to_string(), c.ttl.seconds()), ("TASK-1".to_string(), Some(7200)));
+        assert_eq!((c.item.item_ref.to_string(), c.ttl.seconds()), ("TASK-1".to_string(), Some(TtlSeconds(7200))));
     }
 
     #[test]
@@ -858,7 +861,7 @@ mod tests {
             panic!()
         };
         assert_eq!(r.item.item_ref.to_string(), "TASK-3");
-        assert_eq!((r.worker.ttl.seconds(), r.worker.done_on_success), (Some(3), true));
+        assert_eq!((r.worker.ttl.seconds(), r.worker.done_on_success), (Some(TtlSeconds(3)), true));
         assert_eq!(r.worker.command, ["sh", "-c", "echo --ttl"]);
         assert!(parse(&["run", "TASK-3"]).is_err(), "CMD is required");
         assert!(parse(&["run", "TASK-3", "sleep", "1"]).is_err(), "CMD only after --");

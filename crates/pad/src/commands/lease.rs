@@ -17,7 +17,7 @@ pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliEr
     let body = ClaimBody {
         holder: a.holder.holder,
         session_id: a.session,
-        ttl_seconds: a.ttl.seconds().map(Into::into),
+        ttl_seconds: a.ttl.seconds(),
         note: a.note,
         refresh: a.no_refresh.then_some(false),
     };
@@ -39,7 +39,7 @@ pub async fn renew(ctx: &Ctx, client: &Client, a: RenewArgs) -> Result<(), CliEr
         epoch: a.handle.epoch,
         lease_id: a.handle.lease_id,
         holder: a.holder.holder,
-        ttl_seconds: a.ttl.seconds().map(Into::into),
+        ttl_seconds: a.ttl.seconds(),
         note: a.note,
     };
     let renewed = client.renew(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
@@ -97,7 +97,7 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
         filter: filter(a.filter),
         holder: a.holder.holder,
         session_id: a.session,
-        ttl_seconds: a.ttl.seconds().map(Into::into),
+        ttl_seconds: a.ttl.seconds(),
         note: a.note,
     };
     let next = client.claim_next(ctx.ws(), &body).await?;

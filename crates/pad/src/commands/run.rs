@@ -64,7 +64,7 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     let body = ClaimBody {
         holder: worker.holder.clone(),
         session_id: Some(a.session.unwrap_or_else(new_session_id)),
-        ttl_seconds: worker.ttl_seconds.map(Into::into),
+        ttl_seconds: worker.ttl_seconds,
         note: a.note,
         refresh: None,
     };
@@ -137,7 +137,7 @@ async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, ran: &[ItemRef]) -> 
         // A session per item: each run is its own, in the events and in
         // what the next claimant is told.
         session_id: Some(new_session_id()),
-        ttl_seconds: w.ttl_seconds.map(Into::into),
+        ttl_seconds: w.ttl_seconds,
         note: None,
     };
     let at = Instant::now();
@@ -161,7 +161,7 @@ struct Worker<'a> {
     ws: &'a str,
     /// `None` lets the server name the caller (its email).
     holder: Option<String>,
-    ttl_seconds: Option<u64>,
+    ttl_seconds: Option<pad_core::api::TtlSeconds>,
     done_on_success: bool,
     timeout: Option<Duration>,
     kill_after: Duration,

@@ -168,26 +168,14 @@ fn claim_next_grants_each_item_once_across_16_callers() {
 /// `PAD_TEST_DATABASE_URL` names a server (`postgres://user:pw@host/db`).
 #[test]
 fn claim_next_grants_each_item_once_across_16_callers_on_postgres() {
-    let Some(base) = std::env::var("PAD_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
+    // Dropped after the server (declared first), like every scratch database.
+    let Some(db) = common::pg::ScratchDb::create() else {
         eprintln!("SKIPPED: set PAD_TEST_DATABASE_URL=postgres://… to run claim-next contention on Postgres");
         return;
     };
-    let name = format!("pad_drain_{:08x}", rand::random::<u32>());
-    let admin = |sql: &str| {
-        let out = std::process::Command::new("psql").args([&base, "-v", "ON_ERROR_STOP=1", "-c", sql]).output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => panic!("psql {sql}: {}", stderr(&o)),
-            Err(e) => panic!("psql is needed to create a fresh database: {e}"),
-        }
-    };
-    admin(&format!("CREATE DATABASE {name}"));
-    let mut url = Url::parse(&base).unwrap();
-    url.set_path(&name);
-    let server = TestServer::start_with_db(url.as_str());
+    let server = TestServer::start_with_db(&db.url);
     claim_next_contention(&server);
     drop(server);
-    admin(&format!("DROP DATABASE {name}"));
 }
 
 // --- pad run -------------------------------------------------------------------
