@@ -104,6 +104,18 @@ impl CliError {
                 timestamp(held.expires_at),
                 in_words(held.expires_in_seconds)
             )
+        } else if let Some(how) = e.ended_lease().filter(|l| l.ended == pad_core::LeaseEnd::Broken) {
+            // L7: the holder is told why, in the owner's words.
+            let now = match e.current_lease().flatten() {
+                Some(l) => format!("; {} holds it now (epoch {})", l.holder, l.epoch),
+                None => String::new(),
+            };
+            format!(
+                "lease on {item_ref} lost: {} broke it at {}: {}{now}",
+                how.broken_by.as_deref().unwrap_or("an owner"),
+                timestamp(how.ended_at),
+                how.reason.as_deref().unwrap_or("no reason given"),
+            )
         } else if let Some(current) = e.current_lease() {
             match current {
                 Some(l) => format!(
@@ -124,6 +136,16 @@ impl CliError {
         } else {
             return e.into();
         };
+        remember(&e, &message);
+        Self::new(e.exit_code(), message)
+    }
+}
+
+impl CliError {
+    /// The server's refusal in the words the user typed (`--default-ttl`
+    /// for `default_ttl_seconds`); `--format json` still prints the
+    /// server's envelope.
+    pub fn reworded(e: ClientError, message: String) -> Self {
         remember(&e, &message);
         Self::new(e.exit_code(), message)
     }
