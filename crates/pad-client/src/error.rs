@@ -66,6 +66,18 @@ impl ClientError {
         }
     }
 
+    /// For `lease_lost`: the caller's own lease as it ended, when the server
+    /// knows it: `ended: broken` with the owner's `reason` and `broken_by`
+    /// (docs/leases.md L7).
+    pub fn ended_lease(&self) -> Option<pad_core::lease::LastLease> {
+        match self {
+            ClientError::Api { code: ErrorCode::LeaseLost, details, .. } => {
+                details.get("ended").and_then(|e| pad_core::lease::LastLease::deserialize(e).ok())
+            }
+            _ => None,
+        }
+    }
+
     /// The error for a non-2xx answer with this status and body.
     pub(crate) fn from_answer(status: u16, retry_after: Option<u64>, body: &[u8]) -> Self {
         if let Ok(ErrorEnvelope { error }) = serde_json::from_slice::<ErrorEnvelope>(body) {

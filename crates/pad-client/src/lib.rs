@@ -93,6 +93,11 @@ impl Client {
         self.json(self.request(Method::GET, &["workspaces", ws])).await
     }
 
+    /// Change the workspace's lease settings (`PATCH /workspaces/{ws}`; owners).
+    pub async fn update_settings(&self, ws: &str, patch: &pad_core::settings::SettingsPatch) -> Result<WorkspaceView> {
+        self.json(self.request(Method::PATCH, &["workspaces", ws]).json(patch)).await
+    }
+
     /// The caller's view of one workspace (`GET /workspaces/{ws}/me`).
     pub async fn my_workspace(&self, ws: &str) -> Result<WorkspaceView> {
         self.json(self.request(Method::GET, &["workspaces", ws, "me"])).await

@@ -98,7 +98,7 @@ pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
     /// Code-specific: `field` for validation; the live lease for `lease_held`;
-    /// `current` for `lease_lost`; both timestamps for `update_conflict`.
+    /// `current` and `ended` for `lease_lost`; both timestamps for `update_conflict`.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub details: serde_json::Value,

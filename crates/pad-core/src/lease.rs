@@ -118,6 +118,12 @@ pub struct LastLease {
     pub ended: LeaseEnd,
     /// The handoff note written under this lease (claim, renew, fail), if any.
     pub note: Option<String>,
+    /// L7: when an owner broke it, the reason they gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// L7: when an owner broke it, that owner's email.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken_by: Option<String>,
 }
 
 impl LastLease {
@@ -131,7 +137,16 @@ impl LastLease {
             ended_at,
             ended,
             note,
+            reason: None,
+            broken_by: None,
         }
+    }
+
+    /// Is this the lease `handle` names? An empty handle names none.
+    pub fn is_named_by(&self, handle: LeaseHandle) -> bool {
+        !handle.is_empty()
+            && handle.epoch.is_none_or(|e| e == self.epoch)
+            && handle.lease_id.is_none_or(|id| id == self.lease_id)
     }
 }
 

@@ -8,6 +8,7 @@ pub mod api;
 pub mod authz;
 pub mod lease;
 pub mod model;
+pub mod settings;
 pub mod validate;
 
 pub use authz::{Action, Principal, TokenScope, permits};

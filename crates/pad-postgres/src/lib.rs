@@ -16,7 +16,9 @@
 //! intervals could overlap. Time read after the lock follows commit order,
 //! as the SQLite backend's clock does under its write lock.
 
+mod broken;
 mod rows;
+mod settings;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -1009,6 +1011,14 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn update_settings(
+        &self,
+        ws: &Workspace,
+        patch: &pad_core::settings::SettingsPatch,
+    ) -> StoreResult<Workspace> {
+        self.update_settings_tx(ws, patch).await
+    }
+
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {
         let rows = sqlx::query("SELECT name, prefix FROM kinds WHERE workspace_id = $1 ORDER BY position")
             .bind(ws.id)
@@ -1417,7 +1427,8 @@ impl Store for PgStore {
             }
             RenewDecision::Lost(live) => {
                 agree(wrote.as_ref(), None)?;
-                Err(StoreError::lost(live, now))
+                let mut conn = self.pool.acquire().await.map_err(db)?;
+                Err(Self::explain_lost(&mut conn, locked.id, req.handle, StoreError::lost(live, now)).await)
             }
             RenewDecision::Held(l) => {
                 agree(wrote.as_ref(), None)?;
@@ -1468,6 +1479,9 @@ impl Store for PgStore {
                 };
             }
         };
+        if kind == LeaseEnd::Broken {
+            Self::record_break(&mut tx, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
+        }
         let data = shared::event::ended(&lease, kind, req.reason.as_deref());
         let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
         Self::event(&mut tx, ws.id, event, &r, Some(req.actor), now, data).await?;
@@ -1483,8 +1497,10 @@ impl Store for PgStore {
         // The row stays locked until commit, so the lease decided on is the one ended.
         let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
         let now = locked.now;
-        let lease =
-            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
+            Ok(l) => l,
+            Err(e) => return Err(Self::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
+        };
         let old = Self::load_item(&mut tx, locked.id, now).await?;
         if old.status != req.status {
             let new = Item { status: req.status, ..old.clone() };
@@ -1519,8 +1535,10 @@ impl Store for PgStore {
         let mut tx = self.begin().await?;
         let locked = Self::lock_item(&mut tx, ws, &r).await?.live(&r)?;
         let now = locked.now;
-        let lease =
-            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
+            Ok(l) => l,
+            Err(e) => return Err(Self::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
+        };
         let failures: i64 = sqlx::query_scalar("SELECT failures + 1 FROM items WHERE id = $1")
             .bind(locked.id)
             .fetch_one(&mut *tx)

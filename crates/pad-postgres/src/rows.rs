@@ -22,6 +22,7 @@ pub const ITEM_SELECT: &str =
         i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
         i.lease_expires_at, i.lease_ttl_seconds, i.lease_id, i.lease_note, i.lease_note_lease_id,
         i.not_before, i.failures, i.retry_at, i.last_failure_note,
+        i.broken_lease_id, i.broken_reason, i.broken_by,
         i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
         i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note,
         p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
@@ -116,8 +117,18 @@ fn last_lease(
             ended_at: row.get("last_lease_ended_at"),
             ended: ended.parse::<LeaseEnd>().map_err(|e| corrupt("last lease", e))?,
             note: row.get("last_lease_note"),
+            reason: None,
+            broken_by: None,
         }),
     };
+    // L7: the break's reason and breaker belong to the lease they name.
+    let recorded = recorded.map(|mut l| {
+        if l.ended == LeaseEnd::Broken && row.get::<Option<i64>, _>("broken_lease_id") == Some(l.lease_id) {
+            l.reason = row.get("broken_reason");
+            l.broken_by = row.get("broken_by");
+        }
+        l
+    });
     Ok(lease::last_lease(slot, current_note, recorded, now))
 }
 

@@ -81,8 +81,8 @@ impl From<StoreError> for ApiError {
                 details: lease_details(&lease, now),
                 ..ApiError::new(ErrorCode::LeaseHeld, message)
             },
-            StoreError::LeaseLost { current, now } => ApiError::new(ErrorCode::LeaseLost, message)
-                .with_details(json!({ "current": current.map(|l| lease_details(&l, now)) })),
+            StoreError::LeaseLost { current, now, ended } => ApiError::new(ErrorCode::LeaseLost, message)
+                .with_details(json!({ "current": current.map(|l| lease_details(&l, now)), "ended": ended })),
             StoreError::UpdateConflict { expected, actual } => ApiError::new(ErrorCode::UpdateConflict, message)
                 .with_details(json!({ "expected_updated_at": expected, "actual_updated_at": actual })),
             StoreError::Unavailable(detail) => {

@@ -110,7 +110,7 @@ pub fn app(state: AppState) -> Router {
         .route("/me", get(wss::me))
         .route("/session", post(session::create).delete(session::delete))
         .route("/workspaces", get(wss::list).post(wss::create))
-        .route("/workspaces/{ws}", get(wss::show))
+        .route("/workspaces/{ws}", get(wss::show).patch(wss::update_settings))
         .route("/workspaces/{ws}/me", get(wss::me_in))
         .route("/workspaces/{ws}/kinds", get(wss::kinds).post(wss::add_kind))
         .route("/workspaces/{ws}/members", get(wss::members).post(wss::set_member))

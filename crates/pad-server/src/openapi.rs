@@ -11,7 +11,7 @@ use crate::routes::{events, items, leases, render, workspaces};
 #[openapi(
     info(title = "pad", description = "A work-item tracker with execution leases. All routes need `Authorization: Bearer <token>`."),
     paths(
-        workspaces::me, workspaces::list, workspaces::create, workspaces::show, workspaces::me_in,
+        workspaces::me, workspaces::list, workspaces::create, workspaces::show, workspaces::update_settings, workspaces::me_in,
         workspaces::kinds, workspaces::add_kind, workspaces::members, workspaces::set_member,
         workspaces::tokens, workspaces::create_token, workspaces::revoke_token, workspaces::remove_member,
         items::list, items::create, items::show, items::update, items::delete, items::restore,

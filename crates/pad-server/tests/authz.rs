@@ -66,6 +66,8 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         }
         ("DELETE", p) if p == format!("{ws}/members/{{email}}") => (Owner, None),
         ("POST", p) if p == format!("{ws}/kinds") => (Owner, Some(json!({"name": "epic", "prefix": "EPIC"}))),
+        // docs/api.md, "Workspace settings".
+        ("PATCH", p) if p == ws => (Owner, Some(json!({"quarantine_after_expiries": 4}))),
         _ => return None,
     })
 }

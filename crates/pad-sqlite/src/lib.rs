@@ -7,8 +7,10 @@
 //! under the write lock, asks the rule, and writes its answer. Reads use a
 //! separate pool of read-only connections.
 
+mod broken;
 mod clock;
 mod rows;
+mod settings;
 
 use std::path::Path;
 use std::time::Duration;
@@ -679,6 +681,14 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn update_settings(
+        &self,
+        ws: &Workspace,
+        patch: &pad_core::settings::SettingsPatch,
+    ) -> StoreResult<Workspace> {
+        self.update_settings_tx(ws, patch).await
+    }
+
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {
         let rows = sqlx::query("SELECT name, prefix FROM kinds WHERE workspace_id = ? ORDER BY rowid")
             .bind(ws.id)
@@ -1050,7 +1060,9 @@ impl Store for SqliteStore {
                 tx.commit().await.map_err(db)?;
                 Ok(l)
             }
-            RenewDecision::Lost(live) => Err(StoreError::lost(live, now)),
+            RenewDecision::Lost(live) => {
+                Err(Self::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await)
+            }
             RenewDecision::Held(l) => Err(StoreError::held(l, now)),
         }
     }
@@ -1077,6 +1089,9 @@ impl Store for SqliteStore {
             ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
         };
         Self::end_lease(&mut tx, locked.id, kind, now).await?;
+        if kind == LeaseEnd::Broken {
+            Self::record_break(&mut tx, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
+        }
         let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
         let data = shared::event::ended(&lease, kind, req.reason.as_deref());
         Self::event(&mut tx, ws.id, event, &r, Some(req.actor), now, data).await?;
@@ -1090,8 +1105,10 @@ impl Store for SqliteStore {
         let (mut tx, now) = self.begin().await?;
         let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
         let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
-        let lease =
-            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
+            Ok(l) => l,
+            Err(e) => return Err(Self::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
+        };
         let old = Self::load_item(&mut tx, locked.id, now).await?;
         if old.status != req.status {
             // A content change like any update: one version, `updated_at` moves.
@@ -1122,8 +1139,10 @@ impl Store for SqliteStore {
         let (mut tx, now) = self.begin().await?;
         let locked = Self::lock_live_item(&mut tx, ws, &r).await?;
         let claimant = Claimant { user_id: req.actor.user_id, holder: &req.holder, session_id: None };
-        let lease =
-            lease::decide_end(&locked.slot, &claimant, req.handle, now).map_err(|e| shared::end_refused(e, now))?;
+        let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
+            Ok(l) => l,
+            Err(e) => return Err(Self::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
+        };
         let failures: i64 = sqlx::query_scalar("SELECT failures + 1 FROM items WHERE id = ?")
             .bind(locked.id)
             .fetch_one(&mut *tx)

@@ -43,6 +43,7 @@ macro_rules! conformance_suite {
             l6_release_is_idempotent_and_refuses_others,
             l7_other_user_with_same_holder_is_refused,
             l7_owner_breaks_a_lease_with_a_reason,
+            l7_a_broken_lease_tells_its_holder_why,
             l8_bad_ttl_is_refused_before_any_write,
             l9_leases_never_touch_content,
             l10_fenced_writes_need_the_live_epoch,
@@ -84,7 +85,8 @@ macro_rules! conformance_suite {
             items_list_by_parent_and_open_blockers,
             events_filter_by_ref_and_type,
             events_are_gap_free_under_concurrent_writers,
-            requeue_clears_quarantine_counts_and_backoff
+            requeue_clears_quarantine_counts_and_backoff,
+            workspace_settings_change_whole_or_not_at_all
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -380,6 +382,62 @@ pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
     assert_eq!(out.reason, "broken");
     assert_eq!(out.lease.unwrap().holder, "runner-e");
     assert_eq!(f.get("TASK-1").await.lease, None);
+}
+
+/// L7, "Told why": the break's reason and breaker stay with the lease they
+/// ended, and the holder's next renew, complete or fail under it is refused
+/// with them.
+pub async fn l7_a_broken_lease_tells_its_holder_why(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    let mut claim = f.claim("runner-e", 60);
+    claim.actor = f.editor;
+    let l = f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap().lease;
+    let mut brk = f.release("owner@example.com");
+    brk.force = true;
+    brk.reason = Some("deploy freeze".into());
+    f.store.release(&f.ws, "TASK-1", &brk).await.unwrap();
+    let last = f.get("TASK-1").await.last_lease.unwrap();
+    assert_eq!((last.ended, last.lease_id), (LeaseEnd::Broken, l.lease_id));
+    assert_eq!((last.reason.as_deref(), last.broken_by.as_deref()), (Some("deploy freeze"), Some("owner@example.com")));
+
+    let told = |e: StoreError| match e {
+        StoreError::LeaseLost { ended, .. } => {
+            let ended = ended.expect("the caller's lease, as it ended");
+            assert_eq!((ended.ended, ended.lease_id), (LeaseEnd::Broken, l.lease_id));
+            assert_eq!(ended.reason.as_deref(), Some("deploy freeze"));
+            assert_eq!(ended.broken_by.as_deref(), Some("owner@example.com"));
+        }
+        other => panic!("expected lease_lost, got {other:?}"),
+    };
+    let mut renew = f.renew("runner-e", l.epoch);
+    renew.actor = f.editor;
+    let e = f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap_err();
+    assert!(e.to_string().contains("broken by owner@example.com: deploy freeze"), "{e}");
+    told(e);
+    let mut complete = f.complete("runner-e", LeaseHandle::epoch(l.epoch));
+    complete.actor = f.editor;
+    told(f.store.complete(&f.ws, "TASK-1", &complete).await.unwrap_err());
+    let mut fail = f.fail("runner-e", LeaseHandle::lease_id(l.lease_id), Some("gave up"));
+    fail.actor = f.editor;
+    told(f.store.fail(&f.ws, "TASK-1", &fail).await.unwrap_err());
+    assert_eq!(f.get("TASK-1").await.failures, 0, "a refused fail writes nothing");
+
+    // While someone else holds the item the broken lease is still the last
+    // one; once that lease ends, the caller's lease is history and no longer
+    // described, and no later ending carries the old reason.
+    let next = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-f", 60)).await.unwrap().lease;
+    match f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap_err() {
+        StoreError::LeaseLost { current, ended, .. } => {
+            assert_eq!(current.unwrap().holder, "runner-f");
+            assert_eq!(ended.unwrap().lease_id, l.lease_id);
+        }
+        other => panic!("expected lease_lost, got {other:?}"),
+    }
+    f.store.release(&f.ws, "TASK-1", &f.release("runner-f")).await.unwrap();
+    assert!(matches!(f.store.renew(&f.ws, "TASK-1", &renew).await, Err(StoreError::LeaseLost { ended: None, .. })));
+    let last = f.get("TASK-1").await.last_lease.unwrap();
+    assert_eq!((last.lease_id, last.reason, last.broken_by), (next.lease_id, None, None));
 }
 
 pub async fn l8_bad_ttl_is_refused_before_any_write(store: Arc<dyn Store>) {
@@ -1729,4 +1787,52 @@ pub async fn events_filter_by_ref_and_type(store: Arc<dyn Store>) {
         ["TASK-2 lease.claimed", "TASK-2 lease.released"]
     );
     assert!(kinds(only(r("TASK-9"), vec![])).await.is_empty());
+}
+
+/// docs/api.md, "Workspace settings": a patch changes only what it names, is
+/// checked against the stored settings, writes nothing when refused, and the
+/// next claim obeys the new TTL bounds (L8).
+pub async fn workspace_settings_change_whole_or_not_at_all(store: Arc<dyn Store>) {
+    use pad_core::settings::SettingsPatch;
+    let f = Fixture::new(store).await;
+    let patch = SettingsPatch {
+        default_ttl_seconds: Some(1800),
+        max_ttl_seconds: Some(3600),
+        quarantine_after_expiries: Some(5),
+        quarantine_after_failures: Some(0),
+    };
+    let ws = f.store.update_settings(&f.ws, &patch).await.unwrap();
+    let s = &ws.settings;
+    assert_eq!(
+        (s.default_ttl_seconds, s.max_ttl_seconds, s.quarantine_after_expiries, s.quarantine_after_failures),
+        (1800, 3600, 5, 0)
+    );
+    assert_eq!(s.retry_backoff_base_seconds, f.ws.settings.retry_backoff_base_seconds, "unnamed settings stay");
+    let (stored, _) = f.store.membership(f.owner, "acme").await.unwrap();
+    assert_eq!(stored.settings, ws.settings);
+
+    // Checked against the stored settings, not the caller's stale copy: the
+    // maximum is now 1h, so a 2h default is refused and nothing changes.
+    let bad =
+        SettingsPatch { default_ttl_seconds: Some(7200), quarantine_after_expiries: Some(9), ..Default::default() };
+    match f.store.update_settings(&f.ws, &bad).await {
+        Err(StoreError::Validation(e)) => {
+            assert_eq!(e.field, "default_ttl_seconds");
+            assert!(e.to_string().contains("maximum (1h); got 2h"), "{e}");
+        }
+        other => panic!("expected validation_failed, got {other:?}"),
+    }
+    let lower_max = SettingsPatch { max_ttl_seconds: Some(600), ..Default::default() };
+    assert!(
+        matches!(f.store.update_settings(&ws, &lower_max).await, Err(StoreError::Validation(e)) if e.field == "max_ttl_seconds")
+    );
+    assert!(matches!(f.store.update_settings(&ws, &SettingsPatch::default()).await, Err(StoreError::Validation(_))));
+    assert_eq!(f.store.membership(f.owner, "acme").await.unwrap().0.settings, ws.settings);
+
+    // Claims follow the new bounds.
+    f.item("one").await;
+    assert!(matches!(f.store.claim(&ws, "TASK-1", &f.claim("runner-a", 3601)).await, Err(StoreError::InvalidTtl(_))));
+    let mut req = f.claim("runner-a", 1);
+    req.ttl_seconds = None;
+    assert_eq!(f.store.claim(&ws, "TASK-1", &req).await.unwrap().lease.ttl_seconds, 1800);
 }

@@ -59,6 +59,16 @@ pub trait Store: Send + Sync + 'static {
     /// revokes their tokens scoped to `ws`, in one transaction.
     async fn remove_member(&self, ws: &Workspace, email: &str) -> StoreResult<()>;
 
+    /// Changes the workspace's lease settings (docs/api.md, "Workspace
+    /// settings"), checked against the settings as stored at the write, and
+    /// returns the workspace as it now is. Leases already granted keep their
+    /// expiry.
+    async fn update_settings(
+        &self,
+        ws: &Workspace,
+        patch: &pad_core::settings::SettingsPatch,
+    ) -> StoreResult<Workspace>;
+
     /// Stores an unscoped token (all of `user`'s workspaces) by its hash; the
     /// secret itself never reaches the store. Refused past
     /// `TOKENS_PER_USER_MAX` live tokens of `user`. Who may mint what is

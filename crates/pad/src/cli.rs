@@ -719,6 +719,8 @@ pub enum WorkspaceCommand {
     List,
     /// One workspace: settings, kinds, your role [default: the current one]
     Show { slug: Option<String> },
+    /// Change lease settings (owners): TTL default and maximum, quarantine thresholds
+    Set(WorkspaceSetArgs),
     /// Create a workspace you own
     Create {
         slug: String,
@@ -726,6 +728,23 @@ pub enum WorkspaceCommand {
         #[arg(long)]
         name: Option<String>,
     },
+}
+
+/// `pad workspace set` (docs/api.md, "Workspace settings").
+#[derive(Debug, Args)]
+pub struct WorkspaceSetArgs {
+    /// TTL of a claim that names none: 90s, 30m, 1h30m (at most the maximum)
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
+    pub default_ttl: Option<u64>,
+    /// Longest TTL a claim may ask for, up to 24h
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
+    pub max_ttl: Option<u64>,
+    /// Lease expiries that quarantine an item (needs-human); 0 turns it off
+    #[arg(long, value_name = "N")]
+    pub quarantine_after_expiries: Option<u32>,
+    /// Failures that quarantine an item (needs-human); 0 turns it off
+    #[arg(long, value_name = "N")]
+    pub quarantine_after_failures: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]

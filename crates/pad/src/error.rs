@@ -104,6 +104,18 @@ impl CliError {
                 timestamp(held.expires_at),
                 in_words(held.expires_in_seconds)
             )
+        } else if let Some(how) = e.ended_lease().filter(|l| l.ended == pad_core::LeaseEnd::Broken) {
+            // L7: the holder is told why, in the owner's words.
+            let now = match e.current_lease().flatten() {
+                Some(l) => format!("; {} holds it now (epoch {})", l.holder, l.epoch),
+                None => String::new(),
+            };
+            format!(
+                "lease on {item_ref} lost: {} broke it at {}: {}{now}",
+                how.broken_by.as_deref().unwrap_or("an owner"),
+                timestamp(how.ended_at),
+                how.reason.as_deref().unwrap_or("no reason given"),
+            )
         } else if let Some(current) = e.current_lease() {
             match current {
                 Some(l) => format!(
@@ -112,7 +124,13 @@ impl CliError {
                     l.holder,
                     timestamp(l.expires_at)
                 ),
-                None => format!("lease on {item_ref} lost: no live lease (it expired or was released)"),
+                None => match e.ended_lease() {
+                    Some(l) if l.ended == pad_core::LeaseEnd::Expired => {
+                        format!("lease on {item_ref} lost: it expired at {}", timestamp(l.ended_at))
+                    }
+                    Some(l) => format!("lease on {item_ref} lost: it was {} at {}", l.ended, timestamp(l.ended_at)),
+                    None => format!("lease on {item_ref} lost: no live lease (it expired or was released)"),
+                },
             }
         } else if let ClientError::Api { code: ErrorCode::UpdateConflict, details, .. } = &e {
             let at = |k: &str| details.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
@@ -124,6 +142,16 @@ impl CliError {
         } else {
             return e.into();
         };
+        remember(&e, &message);
+        Self::new(e.exit_code(), message)
+    }
+}
+
+impl CliError {
+    /// The server's refusal in the words the user typed (`--default-ttl`
+    /// for `default_ttl_seconds`); `--format json` still prints the
+    /// server's envelope.
+    pub fn reworded(e: ClientError, message: String) -> Self {
         remember(&e, &message);
         Self::new(e.exit_code(), message)
     }
@@ -223,6 +251,22 @@ mod tests {
         assert_eq!((message.as_str(), code), ("title: refused", 2));
         let (_, code) = failed(ClientError::Unavailable("refused".into()).into());
         assert_eq!(code, 8);
+    }
+
+    #[test]
+    fn lease_lost_says_how_the_callers_lease_ended() {
+        let ended = |how: &str, reason: serde_json::Value| {
+            json!({"current": null, "ended": {"lease_id": 4, "epoch": 2, "holder": "w", "session_id": null,
+                "acquired_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:05:00Z", "ended": how,
+                "note": null, "reason": reason, "broken_by": "o@x"}})
+        };
+        let r: ItemRef = "TASK-1".parse().unwrap();
+        let (m, code) = failed(CliError::for_item(&r, api(ErrorCode::LeaseLost, ended("broken", json!("freeze")))));
+        assert_eq!((m.as_str(), code), ("lease on TASK-1 lost: o@x broke it at 2026-01-01T00:05:00Z: freeze", 7));
+        let (m, _) = failed(CliError::for_item(&r, api(ErrorCode::LeaseLost, ended("expired", json!(null)))));
+        assert_eq!(m, "lease on TASK-1 lost: it expired at 2026-01-01T00:05:00Z");
+        let (m, _) = failed(CliError::for_item(&r, api(ErrorCode::LeaseLost, json!({"current": null, "ended": null}))));
+        assert_eq!(m, "lease on TASK-1 lost: no live lease (it expired or was released)");
     }
 
     #[test]

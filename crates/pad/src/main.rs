@@ -29,6 +29,7 @@ async fn main() -> ExitCode {
         e.exit()
     });
     let format = cli.global.format;
+    output::init_plain();
     match commands::run(cli).await {
         Ok(()) | Err(CliError::ClosedPipe) => ExitCode::SUCCESS,
         Err(CliError::Exit(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

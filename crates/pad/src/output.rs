@@ -37,6 +37,39 @@ pub fn colour_enabled() -> bool {
     !set("NO_COLOR") && (set("CLICOLOR_FORCE") || std::io::stdout().is_terminal())
 }
 
+/// Tables for scripts (README.md, "Tables for people and scripts"): into a pipe, rows are plain
+/// TAB-separated fields with no header, marker or colour, and times are
+/// RFC 3339. Decided once by `main`; renderers called elsewhere (unit
+/// tests) get the terminal form.
+static PLAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// stdout is not a terminal and `CLICOLOR_FORCE` does not ask for the
+/// terminal's form anyway.
+pub fn init_plain() {
+    let force = std::env::var_os("CLICOLOR_FORCE").is_some_and(|v| !v.is_empty() && v != "0");
+    let _ = PLAIN.set(!std::io::stdout().is_terminal() && !force);
+}
+
+pub fn plain() -> bool {
+    PLAIN.get().copied().unwrap_or(false)
+}
+
+/// A time in a table: `5m ago`, `in 3m` (`3d ago`, then the date, for old
+/// ones) for people; RFC 3339 for scripts.
+pub fn when(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    if plain() {
+        return timestamp(t);
+    }
+    let ahead = seconds_until(t, now);
+    match ahead {
+        1.. => format!("in {}", in_words(ahead)),
+        _ if -ahead < 60 => "just now".to_string(),
+        _ if -ahead < 7 * 86_400 && -ahead >= 86_400 => format!("{}d ago", -ahead / 86_400),
+        _ if -ahead < 86_400 => format!("{} ago", in_words(-ahead)),
+        _ => t.format("%Y-%m-%d").to_string(),
+    }
+}
+
 pub fn cyan(text: &str, colour: bool) -> String {
     if colour { format!("\x1b[36m{text}\x1b[0m") } else { text.to_string() }
 }
@@ -44,6 +77,9 @@ pub fn cyan(text: &str, colour: bool) -> String {
 /// Columns padded to their widest cell; the last column is not padded, so
 /// lines carry no trailing spaces. Cells may hold colour escapes.
 pub fn table<S: AsRef<str>>(header: &[&str], rows: &[Vec<S>]) -> String {
+    if plain() {
+        return tab_separated(rows);
+    }
     let mut widths: Vec<usize> = header.iter().map(|h| visible_width(h)).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -64,6 +100,32 @@ pub fn table<S: AsRef<str>>(header: &[&str], rows: &[Vec<S>]) -> String {
     line(&mut header.iter().copied());
     for row in rows {
         line(&mut row.iter().map(AsRef::as_ref));
+    }
+    out
+}
+
+/// One line per row, fields joined by TAB, colour and gutter padding
+/// dropped, a TAB or newline inside a field made a space so fields stay put.
+fn tab_separated<S: AsRef<str>>(rows: &[Vec<S>]) -> String {
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> =
+            row.iter().map(|c| strip_escapes(c.as_ref()).trim().replace(['\t', '\n', '\r'], " ")).collect();
+        out.push_str(&cells.join("\t"));
+        out.push('\n');
+    }
+    out
+}
+
+fn strip_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            out.push(c);
+        }
     }
     out
 }
@@ -188,6 +250,18 @@ mod tests {
         let text = table(&["  REF", "STATUS", "TITLE"], &rows);
         let plain: Vec<String> = text.lines().map(|l| l.replace("\x1b[36m", "").replace("\x1b[0m", "")).collect();
         assert_eq!(plain, ["  REF     STATUS  TITLE", "» TASK-1  open    A", "  BUG-12  done    B"]);
+    }
+
+    #[test]
+    fn times_read_relative_on_a_terminal() {
+        let now = DateTime::from_timestamp(1_000_000_000, 0).unwrap();
+        let at = |secs: i64| when(now + chrono::Duration::seconds(secs), now);
+        assert_eq!(at(180), "in 3m");
+        assert_eq!(at(-20), "just now");
+        assert_eq!(at(-300), "5m ago");
+        assert_eq!(at(-3 * 86_400), "3d ago");
+        assert_eq!(at(-30 * 86_400), "2001-08-10");
+        assert_eq!(strip_escapes(&cyan("»", true)), "»");
     }
 
     #[test]

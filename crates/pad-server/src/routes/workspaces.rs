@@ -7,6 +7,7 @@ use pad_core::api::{
     TokenList, TokenScopeKind, WorkspaceList, WorkspaceRole, WorkspaceView,
 };
 use pad_core::authz::{self, MintRefusal, MintRequest, TokenAccess};
+use pad_core::settings::SettingsPatch;
 use pad_core::{Action, Kind, Member, Role, Workspace};
 
 use crate::AppState;
@@ -62,6 +63,22 @@ pub async fn create(
 pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<WorkspaceView> {
     ctx.require(Action::Read)?;
     Ok(axum::Json(view(&s, ctx.ws, ctx.role).await?))
+}
+
+/// Change the lease settings: TTL default and maximum, quarantine
+/// thresholds (docs/api.md, "Workspace settings"). Owners only.
+#[utoipa::path(patch, path = "/api/v1/workspaces/{ws}", tag = "workspaces", params(("ws" = String, Path)),
+    request_body = SettingsPatch,
+    responses((status = 200, body = WorkspaceView), (status = 400, body = ErrorEnvelope, description = "validation_failed, naming the setting"),
+        (status = 403, body = ErrorEnvelope, description = "forbidden: not an owner"), (status = "default", body = ErrorEnvelope)))]
+pub async fn update_settings(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<SettingsPatch>,
+) -> JsonOut<WorkspaceView> {
+    ctx.require(Action::Administer)?;
+    let ws = s.store.update_settings(&ctx.ws, &body).await?;
+    Ok(axum::Json(view(&s, ws, ctx.role).await?))
 }
 
 /// The caller's view of one workspace, with its role there.

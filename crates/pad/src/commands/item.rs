@@ -10,7 +10,7 @@ use pad_core::{Comment, Item, ItemPatch, NewItem, Version};
 use super::{Ctx, about, lease};
 use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, UpdateArgs};
 use crate::error::CliError;
-use crate::output::{colour_enabled, cyan, fit, in_words, seconds_until, table, terminal_width, timestamp};
+use crate::output::{self, colour_enabled, cyan, fit, in_words, seconds_until, table, terminal_width, timestamp};
 
 pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
@@ -30,7 +30,7 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             if page.items.is_empty() {
                 eprintln!("no items");
             }
-            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled()), terminal_width()))?;
+            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled(), Utc::now()), terminal_width()))?;
             if let Some(cursor) = &page.next_cursor {
                 eprintln!("more items: {again} --cursor {cursor}");
             }
@@ -89,7 +89,7 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             if page.items.is_empty() {
                 eprintln!("No ready item");
             }
-            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled()), terminal_width()))
+            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled(), Utc::now()), terminal_width()))
         }
     }
 }
@@ -211,24 +211,38 @@ fn patch(a: UpdateArgs) -> Result<ItemPatch, CliError> {
 }
 
 /// `»` marks rows with a live lease, in the gutter before the ref, so the
-/// columns stay put (README.md).
-fn render_list(items: &[Item], colour: bool) -> String {
+/// columns stay put; leased rows name their holder and expiry (README.md,
+/// "Tables for people and scripts"). On a terminal the lease columns appear when a row is leased;
+/// into a pipe they are always there, so fields keep their places.
+fn render_list(items: &[Item], colour: bool, now: DateTime<Utc>) -> String {
     if items.is_empty() {
         return String::new();
     }
+    let lease_columns = output::plain() || items.iter().any(|i| i.lease.is_some());
     let rows: Vec<Vec<String>> = items
         .iter()
         .map(|i| {
-            let marker = if i.lease.is_some() { cyan("»", colour) } else { " ".to_string() };
-            vec![
+            // Into a pipe the holder field says it; a marker would only
+            // have to be cut off the ref.
+            let marker = if i.lease.is_some() && !output::plain() { cyan("»", colour) } else { " ".to_string() };
+            let mut row = vec![
                 format!("{marker} {}", i.item_ref),
                 paint(status_colour(i.status), i.status.as_str(), colour),
                 paint(priority_colour(i.priority), i.priority.as_str(), colour),
-                i.title.clone(),
-            ]
+            ];
+            if lease_columns {
+                row.push(i.lease.as_ref().map(|l| l.holder.clone()).unwrap_or_default());
+                row.push(i.lease.as_ref().map(|l| output::when(l.expires_at, now)).unwrap_or_default());
+            }
+            row.push(i.title.clone());
+            row
         })
         .collect();
-    table(&["  REF", "STATUS", "PRIORITY", "TITLE"], &rows)
+    if lease_columns {
+        table(&["  REF", "STATUS", "PRIORITY", "HOLDER", "EXPIRES", "TITLE"], &rows)
+    } else {
+        table(&["  REF", "STATUS", "PRIORITY", "TITLE"], &rows)
+    }
 }
 
 /// ANSI colour codes, as `gh` uses them: what needs attention stands out.
@@ -286,6 +300,10 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
         if let Some(note) = &l.note {
             field_line(&mut out, "Note", note);
         }
+        if let Some(by) = &l.broken_by {
+            let reason = l.reason.as_deref().unwrap_or("no reason given");
+            field_line(&mut out, "Broken", &format!("by {by}: {reason}"));
+        }
     }
     if i.failures > 0 {
         field_line(&mut out, "Failures", &i.failures.to_string());
@@ -324,7 +342,7 @@ fn render_history(versions: &[Version]) -> String {
         .iter()
         .map(|v| {
             let fields = v.changes.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>().join(", "));
-            vec![v.version.to_string(), timestamp(v.at), v.actor.clone(), fields.unwrap_or_default()]
+            vec![v.version.to_string(), output::when(v.at, Utc::now()), v.actor.clone(), fields.unwrap_or_default()]
         })
         .collect();
     table(&["VERSION", "AT", "BY", "CHANGED"], &rows)
@@ -398,18 +416,21 @@ mod tests {
     }
 
     #[test]
-    fn list_marks_leased_rows_without_an_extra_column() {
-        let text = render_list(&[item(true), item(false)], false);
+    fn list_names_the_holder_of_leased_rows_and_leaves_the_columns_out_otherwise() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
+        let text = render_list(&[item(true), item(false)], false, now);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines,
             [
-                "  REF     STATUS  PRIORITY  TITLE",
-                "» TASK-1  open    high      Fix it",
-                "  TASK-1  open    high      Fix it"
+                "  REF     STATUS  PRIORITY  HOLDER    EXPIRES  TITLE",
+                "» TASK-1  open    high      runner-a  in 14m   Fix it",
+                "  TASK-1  open    high                         Fix it"
             ]
         );
-        assert!(render_list(&[item(true)], true).contains("\x1b[36m»\x1b[0m TASK-1"));
+        let free: Vec<String> = render_list(&[item(false)], false, now).lines().map(str::to_string).collect();
+        assert_eq!(free, ["  REF     STATUS  PRIORITY  TITLE", "  TASK-1  open    high      Fix it"]);
+        assert!(render_list(&[item(true)], true, now).contains("\x1b[36m»\x1b[0m TASK-1"));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use pad_core::api::SetMember;
 use super::Ctx;
 use crate::cli::MemberCommand;
 use crate::error::CliError;
-use crate::output::{table, timestamp};
+use crate::output::{table, when};
 
 pub async fn run(ctx: &Ctx, cmd: MemberCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
@@ -16,7 +16,7 @@ pub async fn run(ctx: &Ctx, cmd: MemberCommand) -> Result<(), CliError> {
                 let rows: Vec<Vec<String>> = l
                     .members
                     .iter()
-                    .map(|m| vec![m.email.clone(), m.role.to_string(), timestamp(m.added_at)])
+                    .map(|m| vec![m.email.clone(), m.role.to_string(), when(m.added_at, chrono::Utc::now())])
                     .collect();
                 table(&["EMAIL", "ROLE", "ADDED"], &rows)
             })

@@ -5,7 +5,7 @@ use pad_core::api::{CreateToken, TokenScopeKind};
 use super::Ctx;
 use crate::cli::TokenCommand;
 use crate::error::CliError;
-use crate::output::{table, timestamp};
+use crate::output::{table, when};
 
 pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
@@ -17,12 +17,13 @@ pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> Result<(), CliError> {
                     .tokens
                     .iter()
                     .map(|t| {
-                        let used = t.last_used_at.map(timestamp).unwrap_or_else(|| "never".into());
+                        let now = chrono::Utc::now();
+                        let used = t.last_used_at.map(|t| when(t, now)).unwrap_or_else(|| "never".into());
                         let scope = match (&t.workspace, t.role) {
                             (Some(ws), Some(role)) => format!("{ws} ({role})"),
                             _ => "all".to_string(),
                         };
-                        vec![t.id.to_string(), t.name.clone(), t.email.clone(), scope, timestamp(t.created_at), used]
+                        vec![t.id.to_string(), t.name.clone(), t.email.clone(), scope, when(t.created_at, now), used]
                     })
                     .collect();
                 table(&["ID", "NAME", "EMAIL", "SCOPE", "CREATED", "LAST USED"], &rows)

@@ -1,6 +1,8 @@
-//! `pad workspace list|show|create`.
+//! `pad workspace list|show|set|create`.
 
-use pad_core::api::{CreateWorkspace, WorkspaceView};
+use pad_client::ClientError;
+use pad_core::api::{CreateWorkspace, ErrorCode, WorkspaceView};
+use pad_core::settings::{Setting, SettingsPatch};
 
 use super::Ctx;
 use crate::cli::WorkspaceCommand;
@@ -22,6 +24,21 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCommand) -> Result<(), CliError> {
             let view = client.workspace(slug.as_deref().unwrap_or(ctx.ws())).await?;
             ctx.emit(&view, render)
         }
+        WorkspaceCommand::Set(args) => {
+            let secs = |d: Option<u64>| d.map(|d| u32::try_from(d).unwrap_or(u32::MAX));
+            let patch = SettingsPatch {
+                default_ttl_seconds: secs(args.default_ttl),
+                max_ttl_seconds: secs(args.max_ttl),
+                quarantine_after_expiries: args.quarantine_after_expiries,
+                quarantine_after_failures: args.quarantine_after_failures,
+            };
+            if patch.is_empty() {
+                let flags: Vec<&str> = Setting::ALL.into_iter().map(flag).collect();
+                return Err(CliError::usage(format!("nothing to change: give one or more of {}", flags.join(", "))));
+            }
+            let view = client.update_settings(ctx.ws(), &patch).await.map_err(in_flags)?;
+            ctx.emit(&view, |w| format!("Updated workspace {}\n{}", w.slug, render(w)))
+        }
         WorkspaceCommand::Create { slug, name } => {
             let view = client.create_workspace(&CreateWorkspace { slug, name }).await?;
             ctx.emit(&view, |w| format!("Created workspace {}\n", w.slug))
@@ -29,11 +46,37 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCommand) -> Result<(), CliError> {
     }
 }
 
+/// The flag a setting is given with; `WorkspaceSetArgs` has one per setting.
+fn flag(s: Setting) -> &'static str {
+    match s {
+        Setting::DefaultTtl => "--default-ttl",
+        Setting::MaxTtl => "--max-ttl",
+        Setting::QuarantineAfterExpiries => "--quarantine-after-expiries",
+        Setting::QuarantineAfterFailures => "--quarantine-after-failures",
+    }
+}
+
+/// A refused setting, said with the flags the user typed rather than the
+/// wire names the server uses.
+fn in_flags(e: ClientError) -> CliError {
+    let ClientError::Api { code: ErrorCode::ValidationFailed, message, .. } = &e else { return e.into() };
+    // The server says `default_ttl_seconds: must be …`.
+    let said = Setting::ALL.into_iter().fold(message.clone(), |m, s| {
+        m.replace(&format!("{}: ", s.field()), &format!("{} ", flag(s))).replace(s.field(), flag(s))
+    });
+    CliError::reworded(e, said)
+}
+
+/// `after 3`, or `never` for 0 (quarantine off).
+fn threshold(n: u32, what: &str) -> String {
+    if n == 0 { format!("never by {what}") } else { format!("after {n} {what}") }
+}
+
 fn render(w: &WorkspaceView) -> String {
     let s = &w.settings;
     let kinds: Vec<String> = w.kinds.iter().map(|k| format!("{} ({})", k.name, k.prefix)).collect();
     format!(
-        "{} ({})\nRole:        {}\nCreated:     {}\nKinds:       {}\nLease TTL:   {} default, {} max\nQuarantine:  after {} expiries\n",
+        "{} ({})\nRole:        {}\nCreated:     {}\nKinds:       {}\nLease TTL:   {} default, {} max\nQuarantine:  {}, {}\n",
         w.slug,
         w.name,
         w.role,
@@ -41,6 +84,7 @@ fn render(w: &WorkspaceView) -> String {
         kinds.join(", "),
         in_words(s.default_ttl_seconds.into()),
         in_words(s.max_ttl_seconds.into()),
-        s.quarantine_after_expiries,
+        threshold(s.quarantine_after_expiries, "expiries"),
+        threshold(s.quarantine_after_failures, "failures"),
     )
 }

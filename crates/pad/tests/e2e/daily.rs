@@ -323,7 +323,7 @@ fn list_aliases_and_a_next_page_hint_that_keeps_the_filters() {
     let args: Vec<&str> = hint.split(' ').skip(1).collect();
     let rest = server.pad_output(&args);
     assert!(rest.status.success(), "{}", stderr(&rest));
-    assert_eq!(stdout(&rest).lines().count(), 2, "a header and one item: {}", stdout(&rest));
+    assert_eq!(stdout(&rest).lines().count(), 1, "one item, no header into a pipe: {}", stdout(&rest));
     assert!(server.pad_output(["item", "view", "TASK-1"]).status.success());
 }
 
@@ -383,4 +383,230 @@ fn titles_fit_the_terminal_and_pipes_get_them_whole() {
     let row = seen.lines().find(|l| l.contains("A long title")).expect("the row");
     assert!(row.trim_end().ends_with('…'), "{row:?}");
     assert!(row.trim_end().chars().count() <= 60, "{row:?}");
+}
+
+/// docs/api.md, "Workspace settings": owners change the TTL bounds and the
+/// quarantine thresholds from the CLI; refusals are in the flags' words, and
+/// other roles are told the role they would need.
+#[test]
+fn workspace_set_changes_lease_settings_for_owners_only() {
+    let server = TestServer::start();
+    let o = server.pad_output([
+        "workspace",
+        "set",
+        "--default-ttl",
+        "30m",
+        "--max-ttl",
+        "2h",
+        "--quarantine-after-expiries",
+        "5",
+        "--quarantine-after-failures",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = server.pad_output(["workspace", "show"]);
+    let out = stdout(&o);
+    assert!(out.contains("Lease TTL:   30m default, 2h max"), "{out}");
+    assert!(out.contains("Quarantine:  after 5 expiries, never by failures"), "{out}");
+    // A claim now gets the new default, and the new maximum bounds `--ttl`.
+    assert!(server.pad_output(["item", "create", "t"]).status.success());
+    let o = server.pad_output(["--format", "json", "item", "claim", "TASK-1", "--holder", "a"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["lease"]["ttl_seconds"], 1800, "{v}");
+    let o = server.pad_output(["item", "claim", "TASK-1", "--holder", "a", "--ttl", "3h"]);
+    assert!(stderr(&o).contains("between 1s and 2h (the workspace maximum); got 3h"), "{}", stderr(&o));
+
+    // Bad values: exit 2, said with the flags; JSON is the API's envelope.
+    let o = server.pad_output(["workspace", "set", "--default-ttl", "3h"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).trim(), "error: --default-ttl must be between 1s and the maximum (2h); got 3h");
+    let o = server.pad_output(["workspace", "set", "--max-ttl", "10m"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--max-ttl must be at least the default TTL (30m); got 10m"), "{}", stderr(&o));
+    let o = server.pad_output(["workspace", "set", "--max-ttl", "25h"]);
+    assert!(stderr(&o).contains("--max-ttl must be between 1s and 24h; got 25h"), "{}", stderr(&o));
+    let o = server.pad_output(["workspace", "set"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("error: nothing to change: give one or more of --default-ttl, --max-ttl"),
+        "{}",
+        stderr(&o)
+    );
+    let o = server.pad_output(["--format", "json", "workspace", "set", "--quarantine-after-failures", "5000"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
+    assert_eq!(v["error"]["code"], "validation_failed");
+    assert_eq!(v["error"]["details"]["field"], "quarantine_after_failures");
+    let o = server.pad_output(["--format", "json", "workspace", "show"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["settings"]["default_ttl_seconds"], 1800, "a refused change wrote nothing: {v}");
+    assert_eq!(v["settings"]["quarantine_after_failures"], 0);
+
+    // Editors and viewers are told which role would do.
+    for role in ["editor", "viewer"] {
+        let email = format!("{role}@x");
+        assert!(server.pad_output(["member", "add", &email, "--role", role]).status.success());
+        let token = stdout(&server.pad_output(["token", "create", role, "--email", &email])).trim().to_string();
+        let o = server.pad().env("PAD_TOKEN", &token).args(["workspace", "set", "--max-ttl", "1h"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(4), "{role}");
+        let e = stderr(&o);
+        assert!(e.contains(&format!("is {role}; to manage members, kinds and settings you need owner")), "{e}");
+    }
+}
+
+/// docs/leases.md L7, "Told why": a worker whose lease an owner broke is
+/// told the reason and who broke it — by renew, complete and fail, in JSON,
+/// and by `pad run`, which stops its command.
+#[test]
+fn a_worker_whose_lease_was_broken_is_told_why() {
+    let server = TestServer::start();
+    for t in ["one", "two"] {
+        assert!(server.pad_output(["item", "create", t]).status.success());
+    }
+    let o = server.pad_output(["--format", "json", "item", "claim", "TASK-1", "--holder", "worker-1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lease: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let epoch = lease["lease"]["epoch"].to_string();
+    let who: serde_json::Value =
+        serde_json::from_str(&stdout(&server.pad_output(["--format", "json", "auth", "whoami"]))).unwrap();
+    let me = who["email"].as_str().expect("the owner's email").to_string();
+    let o = server.pad_output(["item", "release", "TASK-1", "--force", "--reason", "deploy freeze"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    for verb in ["renew", "complete", "fail"] {
+        let o = server.pad_output(["item", verb, "TASK-1", "--epoch", &epoch, "--holder", "worker-1"]);
+        assert_eq!(o.status.code(), Some(7), "{verb}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("lease on TASK-1 lost: ") && e.contains(" broke it at ") && e.ends_with(": deploy freeze\n"),
+            "{verb}: {e}"
+        );
+        assert!(e.contains(&format!("lost: {me} broke it at ")), "{verb} names the owner: {e}");
+    }
+    let o =
+        server.pad_output(["--format", "json", "item", "renew", "TASK-1", "--epoch", &epoch, "--holder", "worker-1"]);
+    assert_eq!(o.status.code(), Some(7));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
+    assert_eq!(v["error"]["code"], "lease_lost");
+    let ended = &v["error"]["details"]["ended"];
+    assert_eq!((ended["ended"].as_str(), ended["reason"].as_str()), (Some("broken"), Some("deploy freeze")), "{v}");
+    assert_eq!(ended["broken_by"].as_str(), Some(me.as_str()), "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("deploy freeze"), "{v}");
+    // `item show` says it too.
+    let show = stdout(&server.pad_output(["item", "show", "TASK-1"]));
+    assert!(show.contains("deploy freeze"), "{show}");
+
+    // `pad run` loses the lease at its next heartbeat and says why.
+    let run = server
+        .pad()
+        .args(["run", "TASK-2", "--holder", "runner", "--ttl", "3s", "--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = server.pad_output(["--format", "json", "item", "show", "TASK-2"]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        if v["lease"]["holder"] == "runner" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "pad run never claimed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = server.pad_output(["item", "release", "TASK-2", "--force", "--reason", "wrong branch"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("pad: TASK-2: lease on TASK-2 lost: ") && e.contains(": wrong branch; stopped `sleep`"), "{e}");
+
+    // So does `pad drain`.
+    let drain = server
+        .pad()
+        .args(["drain", "--once", "--holder", "drainer", "--ttl", "3s", "--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let taken = loop {
+        let o = server.pad_output(["--format", "json", "item", "list", "--leased"]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let mine = v["items"].as_array().unwrap().iter().find(|i| i["lease"]["holder"] == "drainer").cloned();
+        if let Some(item) = mine {
+            break item["ref"].as_str().unwrap().to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "pad drain never claimed");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let o = server.pad_output(["item", "release", &taken, "--force", "--reason", "drain stop"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&drain.wait_with_output().unwrap());
+    assert!(
+        e.contains(&format!("pad: {taken}: lease on {taken} lost: {me} broke it at ")) && e.contains(": drain stop;"),
+        "{e}"
+    );
+}
+
+/// `pad ARGS` on a 200-column terminal: what it wrote there.
+fn on_terminal(server: &TestServer, args: &[&str]) -> String {
+    let (mut master, slave) = pty();
+    let winsize = libc::winsize { ws_row: 24, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: sets the size of a terminal this test owns.
+    assert_eq!(unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&slave), libc::TIOCSWINSZ, &winsize) }, 0);
+    let _keep = slave.try_clone().unwrap();
+    let status = server
+        .pad()
+        .env_remove("COLUMNS")
+        .args(args)
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave))
+        .status()
+        .unwrap();
+    assert!(status.success(), "{args:?}");
+    // SAFETY: fcntl on a descriptor this test owns.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&master);
+        libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
+    }
+    let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+    while let Ok(n @ 1..) = master.read(&mut buf) {
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).replace('\r', "")
+}
+
+/// README.md, "Tables for people and scripts": like gh. On a terminal: a header, the `»` marker, the
+/// holder of a leased row and times relative to now. Into a pipe: one line
+/// per row of TAB-separated fields, no header, marker or colour, and
+/// RFC 3339 times.
+#[test]
+fn tables_are_for_people_on_a_terminal_and_for_scripts_in_a_pipe() {
+    let server = TestServer::start();
+    assert!(server.pad_output(["item", "create", "parent"]).status.success());
+    assert!(server.pad_output(["item", "create", "child", "--parent", "TASK-1"]).status.success());
+    let o = server.pad_output(["item", "claim", "TASK-2", "--holder", "runner-a", "--ttl", "15m"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let piped = stdout(&server.pad_output(["item", "list"]));
+    let rows: Vec<Vec<&str>> = piped.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "no header: {piped:?}");
+    let leased = rows.iter().find(|r| r[0] == "TASK-2").unwrap_or_else(|| panic!("TASK-2 in {piped:?}"));
+    assert_eq!((leased.len(), leased[1], leased[3], leased[5]), (6, "open", "runner-a", "child"), "{piped:?}");
+    chrono::DateTime::parse_from_rfc3339(leased[4]).expect("an RFC 3339 expiry");
+    let free = rows.iter().find(|r| r[0] == "TASK-1").expect("TASK-1");
+    assert_eq!((free.len(), free[3], free[4]), (6, "", ""), "{piped:?}");
+    assert!(!piped.contains('»') && !piped.contains('\x1b'), "{piped:?}");
+    let children = stdout(&server.pad_output(["item", "list", "--parent", "TASK-1"]));
+    assert!(children.starts_with("TASK-2\t") && children.lines().count() == 1, "{children:?}");
+    let history = stdout(&server.pad_output(["item", "history", "TASK-2"]));
+    let at = history.lines().next().and_then(|l| l.split('\t').nth(1)).expect("a version");
+    chrono::DateTime::parse_from_rfc3339(at).expect("an RFC 3339 time");
+
+    let list = on_terminal(&server, &["item", "list"]);
+    let header = list.lines().next().unwrap_or_default();
+    assert!(header.starts_with("  REF") && header.contains("HOLDER") && header.contains("EXPIRES"), "{list:?}");
+    let row = list.lines().find(|l| l.contains("TASK-2")).expect("the leased row");
+    assert!(row.starts_with("» TASK-2") && row.contains("runner-a") && row.contains("in 1"), "{row:?}");
+    assert!(on_terminal(&server, &["item", "history", "TASK-2"]).contains("just now"));
 }

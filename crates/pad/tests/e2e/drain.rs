@@ -257,7 +257,7 @@ fn a_broken_lease_stops_the_child_and_run_exits_7() {
     let out = run.wait_with_output().unwrap();
     assert_eq!(code(&out), 7, "{}", stderr(&out));
     assert!(broken_at.elapsed() < Duration::from_secs(3), "noticed at the next renewal: {:?}", broken_at.elapsed());
-    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost") && stderr(&out).contains(": stuck for hours;"), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&flag).unwrap().trim(), "got-term");
 }
 

@@ -56,12 +56,14 @@ fn tour_create_claim_contend_show_list_release() {
     assert!(lease.starts_with("Lease:    runner-a (expires in ") && lease.ends_with(')'), "{show}");
     assert!(!ok(&s.pad_output(["item", "show", "TASK-2"])).contains("Lease:"));
 
-    // List: » marks the leased row only; stdout is a pipe, so no colour.
+    // List: stdout is a pipe, so plain TAB-separated fields (README.md,
+    // "Tables for people and scripts"): no header, marker or colour; the leased row names its holder.
     let list = ok(&s.pad_output(["item", "list"]));
     assert_plain(&list);
     let row = |r: &str| list.lines().find(|l| l.contains(r)).unwrap_or_else(|| panic!("{r} in {list}")).to_string();
-    assert!(row("TASK-1").starts_with("» TASK-1 "), "{list}");
-    assert!(row("TASK-2").starts_with("  TASK-2 "), "{list}");
+    assert!(row("TASK-1").starts_with("TASK-1\topen\t") && row("TASK-1").contains("\trunner-a\t"), "{list}");
+    assert!(row("TASK-2").starts_with("TASK-2\t"), "{list}");
+    assert!(!list.contains('»') && !list.contains("REF"), "{list}");
 
     // JSON carries the lease object on show and list, and no key when unleased.
     let item = json(&s.pad_output(["item", "show", "TASK-1", "--format", "json"]));
@@ -152,7 +154,7 @@ fn a_closed_pipe_is_not_an_error() {
     let out = with_env_of(&s, Command::new("bash")).args(["-c", &pipeline]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     assert_eq!(text(&out.stderr), "");
-    assert!(text(&out.stdout).starts_with("  REF "), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).starts_with("TASK-") && text(&out.stdout).contains('\t'), "{}", text(&out.stdout));
 }
 
 /// `cmd` with the environment and directory `TestServer::pad()` gives `pad`.
