@@ -77,6 +77,9 @@ pub async fn update_settings(
     Json(body): Json<SettingsPatch>,
 ) -> JsonOut<WorkspaceView> {
     ctx.require(Action::Administer)?;
+    // The settings ride in the cached workspace row (docs/operations.md,
+    // "Authentication cache"): the next request must read the new ones.
+    let _fresh = s.auth_cache.invalidation();
     let ws = s.store.update_settings(&ctx.ws, &body).await?;
     Ok(axum::Json(view(&s, ws, ctx.role).await?))
 }
