@@ -9,6 +9,7 @@ pub mod authz;
 pub mod lease;
 pub mod model;
 pub mod validate;
+pub mod webhook;
 
 pub use authz::{Action, Principal, TokenScope, permits};
 pub use lease::{ClaimDecision, Claimant, Lease, ReleaseDecision, RenewDecision, Ttl};

@@ -14,6 +14,7 @@ pub mod openapi;
 mod routes;
 pub mod session;
 pub mod web;
+pub mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -163,7 +164,11 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/frontier", get(leases::frontier))
         .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
         .route("/workspaces/{ws}/events", get(events::page))
-        .route("/workspaces/{ws}/events/stream", get(events::stream));
+        .route("/workspaces/{ws}/events/stream", get(events::stream))
+        .route("/workspaces/{ws}/webhooks", get(routes::webhooks::list).post(routes::webhooks::create))
+        .route("/workspaces/{ws}/webhooks/{id}", delete(routes::webhooks::delete))
+        .route("/workspaces/{ws}/webhooks/{id}/test", post(routes::webhooks::test))
+        .route("/workspaces/{ws}/webhooks/{id}/deliveries", get(routes::webhooks::deliveries));
     let mut router = Router::new();
     if let Some(url) = state.self_url.clone() {
         let mcp = Router::new()
@@ -250,6 +255,7 @@ pub async fn serve_state(
         pad_client::Url::parse(&format!("http://{}", std::net::SocketAddr::new(ip, a.port()))).ok()
     });
     let observer = tokio::spawn(observe_expiries(state.clone()));
+    let deliverer = tokio::spawn(webhooks::deliver_loop(state.clone()));
     let closing = state.closing.clone();
     let shutdown = async move {
         shutdown.await;
@@ -258,6 +264,7 @@ pub async fn serve_state(
     let connections = state.connections.clone();
     let result = listen::serve_connections(listener, app(state), connections, shutdown).await;
     observer.abort();
+    deliverer.abort();
     result
 }
 
