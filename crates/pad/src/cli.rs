@@ -786,8 +786,9 @@ pub enum TokenCommand {
 pub enum WebhookCommand {
     /// Subscribe a URL and print its signing secret (shown only once)
     Add {
-        /// An http:// or https:// URL
-        url: String,
+        /// An http:// or https:// URL (not `url`: that id is the global --url)
+        #[arg(value_name = "URL")]
+        target: String,
         /// Deliver only this event type (repeatable) [default: every type]
         #[arg(long = "event", value_name = "TYPE")]
         events: Vec<pad_core::EventKind>,

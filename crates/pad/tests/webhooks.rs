@@ -321,3 +321,60 @@ fn non_http_urls_and_non_owners_are_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `pad webhook add|list|test|deliveries|remove`, in text and `--format json`.
+#[test]
+fn cli_manages_webhooks() {
+    let server = TestServer::start();
+    let receiver = Receiver::start(&[]);
+    let run = |args: &[&str]| {
+        let out = server.pad_output(args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (code, _, err) = run(&["webhook", "add", "ftp://example.com/x"]);
+    assert_eq!(code, Some(2), "validation_failed exits 2: {err}");
+    assert!(err.contains("http:// or https://"), "{err}");
+    let (code, _, err) = run(&["webhook", "add", &receiver.url, "--event", "no.such"]);
+    assert_eq!(code, Some(2), "{err}");
+
+    let (code, out, err) =
+        run(&["webhook", "add", &receiver.url, "--event", "item.created", "--event", "lease.claimed"]);
+    assert_eq!(code, Some(0), "{err}");
+    let secret = out.trim().to_string();
+    assert!(secret.starts_with("whsec_") && !out.contains(' '), "only the secret on stdout: {out}");
+    assert!(err.contains("shown only this once"), "{err}");
+
+    let (code, out, _) = run(&["webhook", "list", "--format", "json"]);
+    assert_eq!(code, Some(0));
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let hook = &list["webhooks"][0];
+    assert_eq!(hook["url"], receiver.url.as_str());
+    assert_eq!(hook["events"], serde_json::json!(["item.created", "lease.claimed"]));
+    assert!(!out.contains(&secret));
+    let id = hook["id"].as_i64().unwrap().to_string();
+    let (_, out, _) = run(&["webhook", "list"]);
+    assert!(out.contains("item.created,lease.claimed") && out.contains(&receiver.url), "{out}");
+
+    let (code, out, err) = run(&["webhook", "test", &id, "--format", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let test: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((test["status_code"].as_i64(), test["outcome"].as_str()), (Some(200), Some("delivered")));
+    let got = receiver.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].event()["type"], "webhook.test");
+    assert_eq!(got[0].headers["x-pad-signature"], format!("sha256={}", hmac_hex(&secret, &got[0].body)));
+
+    let (code, out, _) = run(&["webhook", "deliveries", &id]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("webhook.test") && out.contains("200") && out.contains("delivered"), "{out}");
+
+    let (code, _, err) = run(&["webhook", "remove", &id]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, _) = run(&["webhook", "remove", &id]);
+    assert_eq!(code, Some(5), "not_found exits 5");
+}

@@ -10,8 +10,8 @@ use crate::output::{table, timestamp};
 pub async fn run(ctx: &Ctx, cmd: WebhookCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
     match cmd {
-        WebhookCommand::Add { url, events } => {
-            let created = client.create_webhook(ctx.ws(), &CreateWebhook { url, events }).await?;
+        WebhookCommand::Add { target, events } => {
+            let created = client.create_webhook(ctx.ws(), &CreateWebhook { url: target, events }).await?;
             eprintln!(
                 "Webhook {} delivers to {}: its signing secret is shown only this once, so keep it now",
                 created.webhook.id, created.webhook.url
