@@ -378,3 +378,38 @@ fn cli_manages_webhooks() {
     let (code, _, _) = run(&["webhook", "remove", &id]);
     assert_eq!(code, Some(5), "not_found exits 5");
 }
+
+/// An `https://` subscription is delivered over TLS: a loopback listener
+/// that is not a TLS server sees a TLS handshake record (0x16 0x03) first,
+/// and the attempt is logged as failed without a status.
+#[test]
+fn https_urls_are_delivered_over_tls() {
+    let server = TestServer::start();
+    let rt = rt();
+    let c = client(&server);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}/hook", listener.local_addr().unwrap());
+    // Without TLS the client would refuse the scheme before connecting:
+    // give up on the accept after a while instead of hanging.
+    listener.set_nonblocking(true).unwrap();
+    let first = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            match listener.accept() {
+                Ok((mut conn, _)) => {
+                    conn.set_nonblocking(false).unwrap();
+                    let mut head = [0u8; 2];
+                    conn.read_exact(&mut head).unwrap();
+                    return Some(head);
+                }
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => return None,
+            }
+        }
+    });
+    let hook = subscribe(&rt, &c, &url, &[]);
+    let test = rt.block_on(c.test_webhook("default", hook.webhook.id)).unwrap();
+    assert_eq!(first.join().unwrap(), Some([0x16, 0x03]), "a TLS ClientHello; the attempt: {test:?}");
+    assert_eq!((test.status_code, test.outcome), (None, DeliveryOutcome::Failed), "{test:?}");
+    assert!(test.error.is_some(), "{test:?}");
+}
