@@ -252,6 +252,42 @@ impl Client {
         self.send(self.request(Method::DELETE, &["workspaces", ws, "tokens", &id.to_string()])).await.map(drop)
     }
 
+    // --- webhooks (docs/webhooks.md) -----------------------------------------
+
+    /// The answer is the only time the signing secret is shown.
+    pub async fn create_webhook(
+        &self,
+        ws: &str,
+        body: &pad_core::webhook::CreateWebhook,
+    ) -> Result<pad_core::webhook::WebhookCreated> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "webhooks"]).json(body)).await
+    }
+
+    pub async fn webhooks(&self, ws: &str) -> Result<pad_core::webhook::WebhookList> {
+        self.json(self.request(Method::GET, &["workspaces", ws, "webhooks"])).await
+    }
+
+    pub async fn delete_webhook(&self, ws: &str, id: i64) -> Result<()> {
+        self.send(self.request(Method::DELETE, &["workspaces", ws, "webhooks", &id.to_string()])).await.map(drop)
+    }
+
+    /// Sends a `webhook.test` delivery now and answers how it went.
+    pub async fn test_webhook(&self, ws: &str, id: i64) -> Result<pad_core::webhook::WebhookDelivery> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "webhooks", &id.to_string(), "test"])).await
+    }
+
+    /// The delivery log, newest first.
+    pub async fn webhook_deliveries(
+        &self,
+        ws: &str,
+        id: i64,
+        limit: Option<u32>,
+    ) -> Result<pad_core::webhook::DeliveryList> {
+        let q = pad_core::webhook::DeliveriesQuery { limit };
+        self.json(self.request(Method::GET, &["workspaces", ws, "webhooks", &id.to_string(), "deliveries"]).query(&q))
+            .await
+    }
+
     // --- plumbing ------------------------------------------------------------
 
     /// `segments` are percent-encoded one by one, so a ref or slug typed by a

@@ -10,6 +10,7 @@ pub mod lease;
 pub mod model;
 pub mod settings;
 pub mod validate;
+pub mod webhook;
 
 pub use authz::{Action, Principal, TokenScope, permits};
 pub use lease::{ClaimDecision, Claimant, Lease, ReleaseDecision, RenewDecision, Ttl};

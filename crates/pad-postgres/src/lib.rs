@@ -19,6 +19,7 @@
 mod broken;
 mod rows;
 mod settings;
+mod webhooks;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -624,6 +625,7 @@ impl PgStore {
         if written != 1 {
             return Err(StoreError::Internal(format!("more than {EVENTS_PER_TRANSACTION} events in one transaction")));
         }
+        webhooks::enqueue(conn, ws, kind).await?;
         Ok(())
     }
 
@@ -1698,6 +1700,56 @@ impl Store for PgStore {
                 data: row.get("data"),
             })
             .collect())
+    }
+
+    // Webhooks: all in webhooks.rs (docs/webhooks.md).
+    async fn create_webhook(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        new: &pad_core::webhook::CreateWebhook,
+        secret: &str,
+    ) -> StoreResult<pad_core::webhook::Webhook> {
+        webhooks::create(self, ws, actor, new, secret).await
+    }
+    async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<pad_core::webhook::Webhook>> {
+        webhooks::list(self, ws).await
+    }
+    async fn delete_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<()> {
+        webhooks::delete(self, ws, id).await
+    }
+    async fn webhook_target(&self, ws: &Workspace, id: i64) -> StoreResult<pad_store::WebhookTarget> {
+        webhooks::target(self, ws, id).await
+    }
+    async fn webhook_deliveries(
+        &self,
+        ws: &Workspace,
+        id: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<pad_core::webhook::WebhookDelivery>> {
+        webhooks::deliveries(self, ws, id, limit).await
+    }
+    async fn claim_webhook_deliveries(
+        &self,
+        limit: u32,
+        hold_seconds: i64,
+    ) -> StoreResult<Vec<pad_store::DueDelivery>> {
+        webhooks::claim(self, limit, hold_seconds).await
+    }
+    async fn finish_webhook_delivery(
+        &self,
+        due: &pad_store::DueDelivery,
+        result: &pad_store::AttemptResult,
+    ) -> StoreResult<()> {
+        webhooks::finish(self, due, result).await
+    }
+    async fn log_webhook_test(
+        &self,
+        ws: &Workspace,
+        id: i64,
+        result: &pad_store::AttemptResult,
+    ) -> StoreResult<pad_core::webhook::WebhookDelivery> {
+        webhooks::log_test(self, ws, id, result).await
     }
 }
 

@@ -16,6 +16,7 @@ pub mod openapi;
 mod routes;
 pub mod session;
 pub mod web;
+pub mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -133,7 +134,11 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/frontier", get(leases::frontier))
         .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
         .route("/workspaces/{ws}/events", get(events::page))
-        .route("/workspaces/{ws}/events/stream", get(events::stream));
+        .route("/workspaces/{ws}/events/stream", get(events::stream))
+        .route("/workspaces/{ws}/webhooks", get(routes::webhooks::list).post(routes::webhooks::create))
+        .route("/workspaces/{ws}/webhooks/{id}", delete(routes::webhooks::delete))
+        .route("/workspaces/{ws}/webhooks/{id}/test", post(routes::webhooks::test))
+        .route("/workspaces/{ws}/webhooks/{id}/deliveries", get(routes::webhooks::deliveries));
     // The MCP service reads its body itself, so the body cap is a layer here.
     let mcp = Router::new()
         .nest_service("/mcp", pad_mcp::http_service())
@@ -200,6 +205,7 @@ pub async fn serve_state(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let observer = tokio::spawn(observe_expiries(state.clone()));
+    let deliverer = tokio::spawn(webhooks::deliver_loop(state.clone()));
     let closing = state.closing.clone();
     let shutdown = async move {
         shutdown.await;
@@ -208,6 +214,7 @@ pub async fn serve_state(
     let connections = state.connections.clone();
     let result = listen::serve_connections(listener, app(state), connections, shutdown).await;
     observer.abort();
+    deliverer.abort();
     result
 }
 

@@ -5,7 +5,7 @@
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::routes::{events, items, leases, render, workspaces};
+use crate::routes::{events, items, leases, render, webhooks, workspaces};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -18,6 +18,7 @@ use crate::routes::{events, items, leases, render, workspaces};
         items::history, items::comments, items::comment, render::body_html, render::render,
         leases::claim, leases::renew, leases::release, leases::complete, leases::fail, leases::requeue, leases::frontier, leases::claim_next,
         events::page, events::stream, crate::session::create, crate::session::delete,
+        webhooks::create, webhooks::list, webhooks::delete, webhooks::test, webhooks::deliveries,
     ),
     modifiers(&Bearer),
     security(("bearer" = [])),

@@ -11,6 +11,7 @@ mod broken;
 mod clock;
 mod rows;
 mod settings;
+mod webhooks;
 
 use std::path::Path;
 use std::time::Duration;
@@ -291,6 +292,7 @@ impl SqliteStore {
             .execute(&mut *conn)
             .await
             .map_err(db)?;
+        webhooks::enqueue(conn, ws, kind, micros(now)).await?;
         Ok(())
     }
 
@@ -1315,6 +1317,56 @@ impl Store for SqliteStore {
                 })
             })
             .collect()
+    }
+
+    // Webhooks: all in webhooks.rs (docs/webhooks.md).
+    async fn create_webhook(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        new: &pad_core::webhook::CreateWebhook,
+        secret: &str,
+    ) -> StoreResult<pad_core::webhook::Webhook> {
+        webhooks::create(self, ws, actor, new, secret).await
+    }
+    async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<pad_core::webhook::Webhook>> {
+        webhooks::list(self, ws).await
+    }
+    async fn delete_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<()> {
+        webhooks::delete(self, ws, id).await
+    }
+    async fn webhook_target(&self, ws: &Workspace, id: i64) -> StoreResult<pad_store::WebhookTarget> {
+        webhooks::target(self, ws, id).await
+    }
+    async fn webhook_deliveries(
+        &self,
+        ws: &Workspace,
+        id: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<pad_core::webhook::WebhookDelivery>> {
+        webhooks::deliveries(self, ws, id, limit).await
+    }
+    async fn claim_webhook_deliveries(
+        &self,
+        limit: u32,
+        hold_seconds: i64,
+    ) -> StoreResult<Vec<pad_store::DueDelivery>> {
+        webhooks::claim(self, limit, hold_seconds).await
+    }
+    async fn finish_webhook_delivery(
+        &self,
+        due: &pad_store::DueDelivery,
+        result: &pad_store::AttemptResult,
+    ) -> StoreResult<()> {
+        webhooks::finish(self, due, result).await
+    }
+    async fn log_webhook_test(
+        &self,
+        ws: &Workspace,
+        id: i64,
+        result: &pad_store::AttemptResult,
+    ) -> StoreResult<pad_core::webhook::WebhookDelivery> {
+        webhooks::log_test(self, ws, id, result).await
     }
 }
 

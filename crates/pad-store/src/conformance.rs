@@ -86,7 +86,8 @@ macro_rules! conformance_suite {
             events_filter_by_ref_and_type,
             events_are_gap_free_under_concurrent_writers,
             requeue_clears_quarantine_counts_and_backoff,
-            workspace_settings_change_whole_or_not_at_all
+            workspace_settings_change_whole_or_not_at_all,
+            webhooks_outbox_is_claimed_in_order_and_retried
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -1835,4 +1836,65 @@ pub async fn workspace_settings_change_whole_or_not_at_all(store: Arc<dyn Store>
     let mut req = f.claim("runner-a", 1);
     req.ttl_seconds = None;
     assert_eq!(f.store.claim(&ws, "TASK-1", &req).await.unwrap().lease.ttl_seconds, 1800);
+}
+
+/// docs/webhooks.md: an event queues one outbox row per matching subscription;
+/// only a subscription's oldest pending event is claimable, once; a failed
+/// attempt waits for its backoff, a 2xx ends the row; every attempt is logged.
+pub async fn webhooks_outbox_is_claimed_in_order_and_retried(store: Arc<dyn Store>) {
+    use crate::AttemptResult;
+    use pad_core::webhook::{CreateWebhook, DeliveryOutcome, WEBHOOKS_PER_WORKSPACE_MAX};
+    let f = Fixture::new(store).await;
+    let new = |url: &str, events| CreateWebhook { url: url.into(), events };
+    let bad = f.store.create_webhook(&f.ws, f.owner, &new("ftp://x/y", vec![]), "s").await.unwrap_err();
+    assert!(matches!(&bad, StoreError::Validation(v) if v.field == "url"), "{bad:?}");
+    let hook = f
+        .store
+        .create_webhook(&f.ws, f.owner, &new("http://127.0.0.1:9/a", vec![pad_core::EventKind::ItemCreated]), "sekrit")
+        .await
+        .unwrap();
+    assert_eq!(f.store.webhook_target(&f.ws, hook.id).await.unwrap().secret, "sekrit");
+    f.item("one").await;
+    f.item("two").await;
+    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap(); // not subscribed
+    assert_eq!(f.store.list_webhooks(&f.ws).await.unwrap()[0].pending, 2);
+
+    let due = f.store.claim_webhook_deliveries(10, 30).await.unwrap();
+    assert_eq!(due.len(), 1, "only the oldest pending event of a subscription");
+    assert_eq!((due[0].event.item_ref.as_deref(), due[0].attempts), (Some("TASK-1"), 0));
+    assert_eq!(due[0].secret, "sekrit");
+    assert!(f.store.claim_webhook_deliveries(10, 30).await.unwrap().is_empty(), "claimed once");
+
+    let failed = AttemptResult { status_code: Some(500), error: Some("HTTP 500".into()), duration_ms: 3 };
+    f.store.finish_webhook_delivery(&due[0], &failed).await.unwrap();
+    assert!(f.store.claim_webhook_deliveries(10, 30).await.unwrap().is_empty(), "waits for its backoff");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let again = f.store.claim_webhook_deliveries(10, 30).await.unwrap();
+    assert_eq!((again.len(), again[0].event.id, again[0].attempts), (1, due[0].event.id, 1));
+    let ok = AttemptResult { status_code: Some(204), error: None, duration_ms: 2 };
+    f.store.finish_webhook_delivery(&again[0], &ok).await.unwrap();
+    // A stale claim (the first) only logs: it does not end the next row.
+    f.store.finish_webhook_delivery(&due[0], &ok).await.unwrap();
+    let next = f.store.claim_webhook_deliveries(10, 30).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].event.item_ref.as_deref(), Some("TASK-2"));
+    f.store.finish_webhook_delivery(&next[0], &ok).await.unwrap();
+    assert_eq!(f.store.list_webhooks(&f.ws).await.unwrap()[0].pending, 0);
+
+    let log = f.store.webhook_deliveries(&f.ws, hook.id, 10).await.unwrap();
+    let seen: Vec<_> = log.iter().map(|d| (d.attempt, d.status_code, d.outcome)).collect();
+    use DeliveryOutcome::{Delivered, Retrying};
+    assert_eq!(
+        seen,
+        [(1, Some(204), Delivered), (1, Some(204), Delivered), (2, Some(204), Delivered), (1, Some(500), Retrying)]
+    );
+
+    for i in 1..WEBHOOKS_PER_WORKSPACE_MAX {
+        f.store.create_webhook(&f.ws, f.owner, &new(&format!("http://h/{i}"), vec![]), "s").await.unwrap();
+    }
+    let full = f.store.create_webhook(&f.ws, f.owner, &new("http://h/last", vec![]), "s").await.unwrap_err();
+    assert!(matches!(&full, StoreError::Validation(v) if v.field == "webhooks"), "{full:?}");
+    f.store.delete_webhook(&f.ws, hook.id).await.unwrap();
+    assert!(matches!(f.store.delete_webhook(&f.ws, hook.id).await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(f.store.webhook_deliveries(&f.ws, hook.id, 10).await, Err(StoreError::NotFound { .. })));
 }

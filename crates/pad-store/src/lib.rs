@@ -5,6 +5,7 @@
 mod error;
 mod requests;
 pub mod shared;
+mod webhooks;
 
 pub mod conformance;
 
@@ -20,6 +21,7 @@ pub use requests::{
     ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ObservedExpiry,
     ReleaseOutcome, ReleaseRequest, RenewRequest,
 };
+pub use webhooks::{AttemptResult, DueDelivery, WebhookTarget, check_webhook_cap};
 
 /// The authenticated caller of a store operation: who wrote the history
 /// version, comment or lease.
@@ -194,4 +196,43 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         filter: &EventFilter,
     ) -> StoreResult<Vec<Event>>;
+
+    // Webhooks (docs/webhooks.md). Every event insert also queues one outbox
+    // row per matching subscription, in the event's transaction.
+
+    /// Stores a subscription with its signing `secret` (kept in clear:
+    /// signing needs it). Refused past `WEBHOOKS_PER_WORKSPACE_MAX`.
+    async fn create_webhook(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        new: &pad_core::webhook::CreateWebhook,
+        secret: &str,
+    ) -> StoreResult<pad_core::webhook::Webhook>;
+    async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<pad_core::webhook::Webhook>>;
+    /// Deletes the subscription, its pending deliveries and its log.
+    async fn delete_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<()>;
+    async fn webhook_target(&self, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget>;
+    /// The delivery log of one subscription, newest first.
+    async fn webhook_deliveries(
+        &self,
+        ws: &Workspace,
+        id: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<pad_core::webhook::WebhookDelivery>>;
+    /// Claims up to `limit` due outbox rows for `hold_seconds`, only the
+    /// oldest pending event of each subscription (in-order delivery), none
+    /// claimed by another instance.
+    async fn claim_webhook_deliveries(&self, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>>;
+    /// Logs the attempt and applies `pad_core::webhook::after_attempt`:
+    /// delivered or given up ends the row, else it waits for its retry.
+    /// A claim that ran out and passed on only logs.
+    async fn finish_webhook_delivery(&self, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()>;
+    /// Logs a `webhook.test` delivery.
+    async fn log_webhook_test(
+        &self,
+        ws: &Workspace,
+        id: i64,
+        result: &AttemptResult,
+    ) -> StoreResult<pad_core::webhook::WebhookDelivery>;
 }

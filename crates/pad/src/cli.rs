@@ -59,6 +59,9 @@ pub enum Command {
     /// API tokens
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Send the workspace's events to URLs (owners; docs/webhooks.md)
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// Sign in to a server and see who you are
     #[command(subcommand)]
     Auth(AuthCommand),
@@ -799,6 +802,32 @@ pub enum TokenCommand {
     },
     /// Revoke a token by id
     Revoke { id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Subscribe a URL and print its signing secret (shown only once)
+    Add {
+        /// An http:// or https:// URL (not `url`: that id is the global --url)
+        #[arg(value_name = "URL")]
+        target: String,
+        /// Deliver only this event type (repeatable) [default: every type]
+        #[arg(long = "event", value_name = "TYPE")]
+        events: Vec<pad_core::EventKind>,
+    },
+    /// The workspace's webhooks (never their secrets)
+    List,
+    /// Unsubscribe (pending deliveries and the log go too)
+    Remove { id: i64 },
+    /// Send a webhook.test delivery now and show how it went
+    Test { id: i64 },
+    /// The delivery log of a webhook, newest first
+    Deliveries {
+        id: i64,
+        /// How many [default: 50, at most 500]
+        #[arg(long)]
+        limit: Option<u32>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -73,6 +73,7 @@ macro_rules! string_enum {
         }
     };
 }
+pub(crate) use string_enum;
 
 #[cfg(test)]
 mod checks;

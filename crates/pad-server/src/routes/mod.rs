@@ -4,4 +4,5 @@ pub mod events;
 pub mod items;
 pub mod leases;
 pub mod render;
+pub mod webhooks;
 pub mod workspaces;

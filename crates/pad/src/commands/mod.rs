@@ -17,6 +17,7 @@ mod setup;
 mod token;
 mod transfer;
 mod watch;
+mod webhook;
 pub mod wit;
 mod workspace;
 
@@ -42,6 +43,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Workspace(cmd) => workspace::run(&ctx()?, cmd).await,
         Command::Member(cmd) => member::run(&ctx()?, cmd).await,
         Command::Token(cmd) => token::run(&ctx()?, cmd).await,
+        Command::Webhook(cmd) => webhook::run(&ctx()?, cmd).await,
         Command::Auth(cmd) => auth::run(&ctx()?, cmd).await,
         Command::Run(args) => run::run(&ctx()?, args).await,
         Command::Drain(args) => run::drain(&ctx()?, args).await,

@@ -25,4 +25,5 @@ mod supervise;
 mod tour;
 mod transfer;
 mod ui;
+mod webhooks;
 mod wit;

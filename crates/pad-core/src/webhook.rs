@@ -1,0 +1,204 @@
+//! Webhooks (docs/webhooks.md): what a subscription may be, the wire shapes
+//! of its routes, and the retry rule of its deliveries, as pure functions.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::EventKind;
+use crate::validate::{self, Lines, ValidationError};
+
+/// Subscriptions one workspace may hold.
+pub const WEBHOOKS_PER_WORKSPACE_MAX: i64 = 20;
+/// The longest URL a subscription may name, in characters.
+pub const WEBHOOK_URL_MAX: usize = 2048;
+/// Attempts per event before the delivery is given up as `failed`.
+pub const WEBHOOK_MAX_ATTEMPTS: u32 = 15;
+/// The longest wait between two attempts.
+pub const WEBHOOK_BACKOFF_MAX: Duration = Duration::from_secs(3600);
+/// The type of the delivery `POST …/webhooks/{id}/test` sends; never a
+/// stored event.
+pub const TEST_EVENT: &str = "webhook.test";
+/// Delivery log entries kept per subscription (older ones are dropped).
+pub const DELIVERIES_KEPT: i64 = 500;
+
+/// A subscription as the API shows it. The secret is never in it: it is
+/// shown once, in [`WebhookCreated`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Webhook {
+    pub id: i64,
+    pub url: String,
+    /// The event types delivered; empty: every type.
+    pub events: Vec<EventKind>,
+    /// Who created it.
+    pub created_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// Events waiting to be delivered to it.
+    pub pending: i64,
+}
+
+/// `POST /api/v1/workspaces/{ws}/webhooks`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhook {
+    /// `http://` or `https://`, at most 2048 characters.
+    #[schema(min_length = 8, max_length = 2048)]
+    pub url: String,
+    /// The event types to deliver; empty or absent: every type.
+    #[serde(default)]
+    pub events: Vec<EventKind>,
+}
+
+/// The creation answer: the signing secret is here and in no other answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WebhookCreated {
+    /// The HMAC-SHA256 key of `X-Pad-Signature`.
+    pub secret: String,
+    #[serde(flatten)]
+    pub webhook: Webhook,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WebhookList {
+    pub webhooks: Vec<Webhook>,
+}
+
+crate::model::string_enum!(
+    /// What one delivery attempt led to.
+    DeliveryOutcome { Delivered = "delivered", Retrying = "retrying", Failed = "failed" }
+);
+
+/// One attempt of one delivery, as the delivery log keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WebhookDelivery {
+    pub id: i64,
+    /// The event delivered; `null` for a `webhook.test` delivery.
+    pub event_id: Option<i64>,
+    pub event_type: String,
+    /// 1 for the first attempt of this event.
+    pub attempt: u32,
+    /// The receiver's HTTP status; `null` when none came (refused, timed out).
+    pub status_code: Option<u16>,
+    /// Why the attempt did not get an answer, or the status's reason.
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    pub outcome: DeliveryOutcome,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeliveryList {
+    /// Newest first.
+    pub deliveries: Vec<WebhookDelivery>,
+}
+
+/// Query of `GET …/webhooks/{id}/deliveries`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeliveriesQuery {
+    /// How many, newest first; default 50, values outside 1..=500 are clamped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+}
+
+/// Only `http://` and `https://` URLs with a host, bounded, on one line.
+/// Where the URL points (a private address included) is the operator's
+/// choice (docs/webhooks.md, "Where deliveries go").
+pub fn validate_url(url: &str) -> Result<(), ValidationError> {
+    validate::text("url", url, 1, WEBHOOK_URL_MAX, Lines::Single)?;
+    let lower = url.to_ascii_lowercase();
+    let Some(rest) = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://")) else {
+        return Err(ValidationError::new("url", "must be an http:// or https:// URL"));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains(char::is_whitespace) {
+        return Err(ValidationError::new("url", "must name a host (http://HOST[:PORT]/PATH)"));
+    }
+    if authority.contains('@') {
+        return Err(ValidationError::new("url", "must not carry credentials (user:password@); sign with the secret"));
+    }
+    Ok(())
+}
+
+/// The event filter as stored: sorted, each type once.
+pub fn normalize_events(events: &[EventKind]) -> Vec<EventKind> {
+    let mut v = events.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// What follows attempt number `attempt` (1-based) that did not succeed:
+/// wait `Some(delay)` and try again, or `None`: give up. The delay doubles
+/// from one second, up to [`WEBHOOK_BACKOFF_MAX`]; attempt
+/// [`WEBHOOK_MAX_ATTEMPTS`] is the last.
+pub fn retry_delay(attempt: u32) -> Option<Duration> {
+    if attempt >= WEBHOOK_MAX_ATTEMPTS {
+        return None;
+    }
+    let secs = 1u64.checked_shl(attempt.saturating_sub(1)).unwrap_or(u64::MAX);
+    Some(Duration::from_secs(secs).min(WEBHOOK_BACKOFF_MAX))
+}
+
+/// A receiver accepted a delivery iff it answered 2xx.
+pub fn accepted(status: Option<u16>) -> bool {
+    status.is_some_and(|s| (200..300).contains(&s))
+}
+
+/// The outcome of attempt `attempt` that got `status`, and when to retry.
+pub fn after_attempt(attempt: u32, status: Option<u16>) -> (DeliveryOutcome, Option<Duration>) {
+    if accepted(status) {
+        return (DeliveryOutcome::Delivered, None);
+    }
+    match retry_delay(attempt) {
+        Some(d) => (DeliveryOutcome::Retrying, Some(d)),
+        None => (DeliveryOutcome::Failed, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_http_and_https_urls_with_a_host() {
+        for ok in ["http://127.0.0.1:8080/hook", "https://example.com", "HTTPS://Example.com/a?b=c"] {
+            assert!(validate_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "ftp://example.com",
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "example.com/hook",
+            "http://",
+            "http:///path",
+            "http://user:pw@example.com/",
+            "http://exa mple.com/",
+            "",
+        ] {
+            let e = validate_url(bad).unwrap_err();
+            assert_eq!(e.field, "url", "{bad}");
+        }
+        let long = format!("https://example.com/{}", "a".repeat(WEBHOOK_URL_MAX));
+        assert!(validate_url(&long).is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_is_capped_and_ends() {
+        assert_eq!(retry_delay(1), Some(Duration::from_secs(1)));
+        assert_eq!(retry_delay(2), Some(Duration::from_secs(2)));
+        assert_eq!(retry_delay(5), Some(Duration::from_secs(16)));
+        assert_eq!(retry_delay(14), Some(WEBHOOK_BACKOFF_MAX));
+        assert_eq!(retry_delay(WEBHOOK_MAX_ATTEMPTS), None);
+        assert_eq!(after_attempt(1, Some(204)), (DeliveryOutcome::Delivered, None));
+        assert_eq!(after_attempt(1, Some(500)), (DeliveryOutcome::Retrying, Some(Duration::from_secs(1))));
+        assert_eq!(after_attempt(1, None).0, DeliveryOutcome::Retrying);
+        assert_eq!(after_attempt(WEBHOOK_MAX_ATTEMPTS, Some(301)).0, DeliveryOutcome::Failed);
+    }
+}

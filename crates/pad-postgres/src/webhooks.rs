@@ -1,0 +1,330 @@
+//! Webhook subscriptions, their outbox and delivery log on PostgreSQL
+//! (docs/webhooks.md). Mirrors `pad-sqlite/src/webhooks.rs` function by
+//! function. Many instances share the outbox: a claim is one statement that
+//! locks the rows it takes with `FOR UPDATE SKIP LOCKED` and marks them
+//! claimed until a deadline, so exactly one instance delivers each attempt
+//! and a crashed instance's claim passes on when it runs out.
+
+use pad_core::webhook::{self, CreateWebhook, DeliveryOutcome, Webhook, WebhookDelivery};
+use pad_core::{Event, EventKind, Workspace};
+use pad_store::{Actor, AttemptResult, DueDelivery, StoreError, StoreResult, WebhookTarget};
+use sqlx::Row;
+use sqlx::postgres::{PgConnection, PgRow};
+
+use crate::{PgStore, db};
+
+const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.created_at,
+        (SELECT COUNT(*) FROM webhook_outbox o WHERE o.webhook_id = w.id) AS pending
+    FROM webhooks w LEFT JOIN users u ON u.id = w.created_by";
+
+const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_code, error, duration_ms, outcome, at
+    FROM webhook_deliveries";
+
+/// Queues the event this transaction just appended (its highest id in the
+/// transaction's id range, see `EVENTS_PER_TRANSACTION` in lib.rs) for every
+/// subscription of `$1` that wants `$2`: the outbox row commits or rolls back
+/// with the event (docs/webhooks.md, "Outbox").
+const ENQUEUE: &str = "INSERT INTO webhook_outbox (webhook_id, event_id, next_attempt_at)
+    SELECT w.id,
+        (SELECT max(id) FROM events WHERE id >= pg_current_xact_id()::text::bigint * 65536
+                                      AND id < (pg_current_xact_id()::text::bigint + 1) * 65536),
+        clock_timestamp()
+    FROM webhooks w
+    WHERE w.workspace_id = $1 AND (cardinality(w.event_types) = 0 OR $2 = ANY(w.event_types))";
+
+/// Claims the due heads of subscriptions. Only the oldest pending event of a
+/// subscription is eligible (in-order delivery), and only below the event
+/// visibility horizon (the same one as `EVENTS_AFTER` in lib.rs): an event
+/// whose transaction may still commit with a smaller id would otherwise be
+/// overtaken by a later one. $1 limit, $2 hold seconds.
+const CLAIM: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
+    others AS MATERIALIZED (
+        SELECT a.backend_xid FROM pg_stat_activity a
+        WHERE a.backend_xid IS NOT NULL
+          AND (a.backend_type <> 'client backend'
+               OR a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))
+    ),
+    horizon AS MATERIALIZED (
+        SELECT COALESCE(
+            (SELECT min(x::text::bigint) FROM snap, pg_snapshot_xip(snap.s) AS x
+             WHERE NOT EXISTS (SELECT 1 FROM others o WHERE o.backend_xid = xid(x))),
+            (SELECT pg_snapshot_xmax(snap.s)::text::bigint FROM snap)
+        ) * 65536 AS below
+    ),
+    due AS (
+        SELECT o.id FROM webhook_outbox o
+        WHERE o.event_id < (SELECT below FROM horizon)
+          AND o.next_attempt_at <= clock_timestamp()
+          AND (o.claimed_until IS NULL OR o.claimed_until <= clock_timestamp())
+          AND NOT EXISTS (SELECT 1 FROM webhook_outbox p WHERE p.webhook_id = o.webhook_id AND p.event_id < o.event_id)
+        ORDER BY o.next_attempt_at, o.id
+        LIMIT $1
+        FOR UPDATE OF o SKIP LOCKED
+    )
+    UPDATE webhook_outbox o SET claim = md5(random()::text || clock_timestamp()::text || o.id::text),
+        claimed_until = clock_timestamp() + make_interval(secs => $2)
+    FROM due WHERE o.id = due.id
+    RETURNING o.id";
+
+fn webhook_from_row(row: &PgRow) -> StoreResult<Webhook> {
+    let types: Vec<String> = row.get("event_types");
+    Ok(Webhook {
+        id: row.get("id"),
+        url: row.get("url"),
+        events: types.iter().map(|t| t.parse()).collect::<Result<_, _>>()?,
+        created_by: row.get("email"),
+        created_at: row.get("created_at"),
+        pending: row.get("pending"),
+    })
+}
+
+fn delivery_from_row(row: &PgRow) -> StoreResult<WebhookDelivery> {
+    let outcome: String = row.get("outcome");
+    Ok(WebhookDelivery {
+        id: row.get("id"),
+        event_id: row.get("event_id"),
+        event_type: row.get("event_type"),
+        attempt: u32::try_from(row.get::<i32, _>("attempt")).unwrap_or(0),
+        status_code: row.get::<Option<i32>, _>("status_code").and_then(|s| u16::try_from(s).ok()),
+        error: row.get("error"),
+        duration_ms: u64::try_from(row.get::<i64, _>("duration_ms")).unwrap_or(0),
+        outcome: outcome.parse()?,
+        at: row.get("at"),
+    })
+}
+
+pub(crate) async fn enqueue(conn: &mut PgConnection, ws: i64, kind: EventKind) -> StoreResult<()> {
+    sqlx::query(ENQUEUE).bind(ws).bind(kind.as_str()).execute(&mut *conn).await.map_err(db)?;
+    Ok(())
+}
+
+pub(crate) async fn create(
+    s: &PgStore,
+    ws: &Workspace,
+    actor: Actor,
+    new: &CreateWebhook,
+    secret: &str,
+) -> StoreResult<Webhook> {
+    webhook::validate_url(&new.url)?;
+    let events: Vec<&str> = webhook::normalize_events(&new.events).iter().map(|k| k.as_str()).collect();
+    let mut tx = s.begin().await?;
+    // Serializes creates per workspace, so the cap holds under concurrency.
+    sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
+        .bind(ws.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhooks WHERE workspace_id = $1")
+        .bind(ws.id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+    pad_store::check_webhook_cap(n)?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO webhooks (workspace_id, url, event_types, secret, created_by, created_at)
+         VALUES ($1, $2, $3, $4, $5, clock_timestamp()) RETURNING id",
+    )
+    .bind(ws.id)
+    .bind(&new.url)
+    .bind(events)
+    .bind(secret)
+    .bind(actor.user_id)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db)?;
+    let sql = format!("{WEBHOOK_SELECT} WHERE w.id = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+    tx.commit().await.map_err(db)?;
+    webhook_from_row(&row)
+}
+
+pub(crate) async fn list(s: &PgStore, ws: &Workspace) -> StoreResult<Vec<Webhook>> {
+    let sql = format!("{WEBHOOK_SELECT} WHERE w.workspace_id = $1 ORDER BY w.id");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(ws.id).fetch_all(&s.pool).await.map_err(db)?;
+    rows.iter().map(webhook_from_row).collect()
+}
+
+pub(crate) async fn delete(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<()> {
+    let gone = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND workspace_id = $2")
+        .bind(id)
+        .bind(ws.id)
+        .execute(&s.pool)
+        .await
+        .map_err(db)?
+        .rows_affected();
+    if gone == 0 {
+        return Err(StoreError::not_found(format!("webhook {id}")));
+    }
+    Ok(())
+}
+
+pub(crate) async fn target(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
+    let row = sqlx::query("SELECT id, url, secret FROM webhooks WHERE id = $1 AND workspace_id = $2")
+        .bind(id)
+        .bind(ws.id)
+        .fetch_optional(&s.pool)
+        .await
+        .map_err(db)?
+        .ok_or_else(|| StoreError::not_found(format!("webhook {id}")))?;
+    Ok(WebhookTarget { id: row.get("id"), url: row.get("url"), secret: row.get("secret") })
+}
+
+pub(crate) async fn deliveries(s: &PgStore, ws: &Workspace, id: i64, limit: u32) -> StoreResult<Vec<WebhookDelivery>> {
+    target(s, ws, id).await?;
+    let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(i64::from(limit.clamp(1, 500)))
+        .fetch_all(&s.pool)
+        .await
+        .map_err(db)?;
+    rows.iter().map(delivery_from_row).collect()
+}
+
+pub(crate) async fn claim(s: &PgStore, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
+    // Asked every second by every instance: skip the horizon and the locks
+    // while nothing is due.
+    let any: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM webhook_outbox WHERE next_attempt_at <= clock_timestamp())")
+            .fetch_one(&s.pool)
+            .await
+            .map_err(db)?;
+    if !any {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = sqlx::query_scalar(CLAIM)
+        .bind(i64::from(limit))
+        .bind(hold_seconds as f64)
+        .fetch_all(&s.pool)
+        .await
+        .map_err(db)?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(
+        "SELECT o.id, o.claim, o.webhook_id, o.attempts, w.url, w.secret, ws.slug,
+                e.id AS event_id, e.type, e.item_ref, u.email, e.at, e.data
+         FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id JOIN workspaces ws ON ws.id = w.workspace_id
+         JOIN events e ON e.id = o.event_id LEFT JOIN users u ON u.id = e.actor_id
+         WHERE o.id = ANY($1) ORDER BY o.next_attempt_at, o.id",
+    )
+    .bind(&ids)
+    .fetch_all(&s.pool)
+    .await
+    .map_err(db)?;
+    Ok(rows
+        .iter()
+        .map(|row| DueDelivery {
+            outbox_id: row.get("id"),
+            claim: row.get("claim"),
+            webhook_id: row.get("webhook_id"),
+            workspace: row.get("slug"),
+            url: row.get("url"),
+            secret: row.get("secret"),
+            attempts: u32::try_from(row.get::<i32, _>("attempts")).unwrap_or(0),
+            event: Event {
+                id: row.get("event_id"),
+                kind: row.get("type"),
+                item_ref: row.get("item_ref"),
+                actor: row.get("email"),
+                at: row.get("at"),
+                data: row.get("data"),
+            },
+        })
+        .collect())
+}
+
+pub(crate) async fn finish(s: &PgStore, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
+    let attempt = due.attempts + 1;
+    let (outcome, retry) = webhook::after_attempt(attempt, result.status_code);
+    let mut tx = s.begin().await?;
+    match retry {
+        None => {
+            sqlx::query("DELETE FROM webhook_outbox WHERE id = $1 AND claim = $2")
+                .bind(due.outbox_id)
+                .bind(&due.claim)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        Some(delay) => {
+            sqlx::query(
+                "UPDATE webhook_outbox SET attempts = $1, next_attempt_at = clock_timestamp() + make_interval(secs => $2),
+                        claim = NULL, claimed_until = NULL
+                 WHERE id = $3 AND claim = $4",
+            )
+            .bind(i32::try_from(attempt).unwrap_or(i32::MAX))
+            .bind(delay.as_secs_f64())
+            .bind(due.outbox_id)
+            .bind(&due.claim)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
+    }
+    log(&mut tx, due.webhook_id, Some(due.event.id), &due.event.kind, attempt, result, outcome).await?;
+    tx.commit().await.map_err(db)
+}
+
+pub(crate) async fn log_test(
+    s: &PgStore,
+    ws: &Workspace,
+    id: i64,
+    result: &AttemptResult,
+) -> StoreResult<WebhookDelivery> {
+    let outcome =
+        if webhook::accepted(result.status_code) { DeliveryOutcome::Delivered } else { DeliveryOutcome::Failed };
+    let mut tx = s.begin().await?;
+    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM webhooks WHERE id = $1 AND workspace_id = $2")
+        .bind(id)
+        .bind(ws.id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+    if exists.is_none() {
+        return Err(StoreError::not_found(format!("webhook {id}")));
+    }
+    log(&mut tx, id, None, webhook::TEST_EVENT, 1, result, outcome).await?;
+    let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+    tx.commit().await.map_err(db)?;
+    delivery_from_row(&row)
+}
+
+/// One delivery log row (skipped if the subscription was deleted meanwhile),
+/// keeping the newest `DELIVERIES_KEPT` of the subscription.
+async fn log(
+    conn: &mut PgConnection,
+    webhook_id: i64,
+    event_id: Option<i64>,
+    event_type: &str,
+    attempt: u32,
+    result: &AttemptResult,
+    outcome: DeliveryOutcome,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO webhook_deliveries (webhook_id, event_id, event_type, attempt, status_code, error, duration_ms, outcome, at)
+         SELECT id, $1, $2, $3, $4, $5, $6, $7, clock_timestamp() FROM webhooks WHERE id = $8",
+    )
+    .bind(event_id)
+    .bind(event_type)
+    .bind(i32::try_from(attempt).unwrap_or(i32::MAX))
+    .bind(result.status_code.map(i32::from))
+    .bind(result.error.as_deref())
+    .bind(i64::try_from(result.duration_ms).unwrap_or(i64::MAX))
+    .bind(outcome.as_str())
+    .bind(webhook_id)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    sqlx::query(
+        "DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (
+            SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+    )
+    .bind(webhook_id)
+    .bind(webhook::DELIVERIES_KEPT)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
