@@ -1,101 +1,18 @@
 //! Users, workspaces, members, tokens, web sessions and kinds.
 
-use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, validate_slug};
-use pad_core::validate::{self, Lines};
+use async_trait::async_trait;
+use pad_core::model::{validate_kind_name, validate_prefix, validate_slug};
+use pad_core::validate;
 use pad_core::{Kind, Member, Principal, Role, Timestamp, TokenInfo, User, Workspace};
-use pad_store::steps::{Begin, WriteTx};
-use pad_store::{Actor, StoreError, StoreResult, shared};
+use pad_store::steps::AccountSteps;
+use pad_store::{Actor, StoreError, StoreResult};
 use sqlx::Row;
 
 use crate::rows;
-use crate::{PgStore, db};
-
-/// One token insert, under the per-user cap (docs/api.md, "Tokens"). The
-/// user's row lock serializes concurrent mints of one user, so the cap
-/// holds across instances.
-pub(crate) async fn insert_token(
-    s: &PgStore,
-    user: Actor,
-    name: &str,
-    hash: &str,
-    scope: Option<(i64, Role)>,
-) -> StoreResult<TokenInfo> {
-    validate::text("name", name, 1, 200, Lines::Single)?;
-    let mut tx = s.begin().await?;
-    sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
-        .bind(user.user_id)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE user_id = $1 AND revoked_at IS NULL")
-        .bind(user.user_id)
-        .fetch_one(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    shared::too_many_tokens(live)?;
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role)
-         VALUES ($1, $2, $3, now(), $4, $5) RETURNING id",
-    )
-    .bind(user.user_id)
-    .bind(name)
-    .bind(hash)
-    .bind(scope.map(|s| s.0))
-    .bind(scope.map(|s| s.1.as_str()))
-    .fetch_one(&mut *tx.conn)
-    .await
-    .map_err(db)?;
-    let sql = format!("{} WHERE t.id = $1", rows::TOKEN_SELECT);
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx.conn).await.map_err(db)?;
-    tx.commit().await?;
-    rows::token_from_row(&row)
-}
+use crate::{PgStore, Tx, db};
 
 pub(crate) async fn has_users(s: &PgStore) -> StoreResult<bool> {
     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users)").fetch_one(&s.pool).await.map_err(db)
-}
-
-pub(crate) async fn ensure_user(s: &PgStore, email: &str) -> StoreResult<User> {
-    validate::email("email", email)?;
-    let mut conn = s.pool.acquire().await.map_err(db)?;
-    rows::ensure_user(&mut conn, email).await
-}
-
-pub(crate) async fn create_workspace(s: &PgStore, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
-    validate_slug("slug", slug)?;
-    validate::text("name", name, 1, 200, Lines::Single)?;
-    let mut tx = s.begin().await?;
-    // `DO NOTHING` waits for a concurrent insert of the same slug and then
-    // skips: two instances bootstrapping at once get one workspace, and the
-    // loser a validation error it can recognize.
-    let row = sqlx::query(
-        "INSERT INTO workspaces (slug, name, created_at) VALUES ($1, $2, now())
-         ON CONFLICT (slug) DO NOTHING RETURNING *",
-    )
-    .bind(slug)
-    .bind(name)
-    .fetch_optional(&mut *tx.conn)
-    .await
-    .map_err(db)?
-    .ok_or_else(|| StoreError::invalid("slug", format!("workspace {slug:?} already exists")))?;
-    let ws = rows::workspace_from_row(&row)?;
-    sqlx::query("INSERT INTO members (workspace_id, user_id, role, added_at) VALUES ($1, $2, 'owner', now())")
-        .bind(ws.id)
-        .bind(owner.user_id)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    for (kind, prefix) in DEFAULT_KINDS {
-        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES ($1, $2, $3)")
-            .bind(ws.id)
-            .bind(kind)
-            .bind(prefix)
-            .execute(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-    }
-    tx.commit().await?;
-    Ok(ws)
 }
 
 pub(crate) async fn list_workspaces(s: &PgStore, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
@@ -119,48 +36,6 @@ pub(crate) async fn membership(s: &PgStore, user: Actor, slug: &str) -> StoreRes
     Ok((rows::workspace_from_row(&row)?, rows::role(&row)?))
 }
 
-pub(crate) async fn set_member(s: &PgStore, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    // Serializes membership changes per workspace, so two concurrent
-    // demotions cannot both see "another owner remains".
-    sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
-        .bind(ws.id)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    let user = rows::ensure_user(&mut tx.conn, email).await?;
-    let current: Option<String> =
-        sqlx::query_scalar("SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2")
-            .bind(ws.id)
-            .bind(user.id)
-            .fetch_optional(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-    if current.as_deref() == Some("owner") && role != Role::Owner {
-        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = $1 AND role = 'owner'")
-            .bind(ws.id)
-            .fetch_one(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-        if owners <= 1 {
-            return Err(StoreError::invalid("role", "a workspace needs at least one owner"));
-        }
-    }
-    let added: Timestamp = sqlx::query_scalar(
-        "INSERT INTO members (workspace_id, user_id, role, added_at) VALUES ($1, $2, $3, now())
-         ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role RETURNING added_at",
-    )
-    .bind(ws.id)
-    .bind(user.id)
-    .bind(role.as_str())
-    .fetch_one(&mut *tx.conn)
-    .await
-    .map_err(db)?;
-    tx.commit().await?;
-    Ok(Member { email: user.email, role, added_at: added })
-}
-
 pub(crate) async fn list_members(s: &PgStore, ws: &Workspace) -> StoreResult<Vec<Member>> {
     let rows = sqlx::query("SELECT u.email, m.role, m.added_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 ORDER BY m.added_at, u.id")
         .bind(ws.id)
@@ -170,51 +45,6 @@ pub(crate) async fn list_members(s: &PgStore, ws: &Workspace) -> StoreResult<Vec
     rows.iter()
         .map(|r| Ok(Member { email: r.get("email"), role: rows::role(r)?, added_at: r.get("added_at") }))
         .collect()
-}
-
-pub(crate) async fn remove_member(s: &PgStore, ws: &Workspace, email: &str) -> StoreResult<()> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    // Serializes membership changes per workspace, as set_member does.
-    sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
-        .bind(ws.id)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    let row = sqlx::query(
-        "SELECT m.user_id, m.role FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 AND u.email = $2",
-    )
-    .bind(ws.id)
-    .bind(email.to_lowercase())
-    .fetch_optional(&mut *tx.conn)
-    .await
-    .map_err(db)?
-    .ok_or_else(|| StoreError::not_found(format!("member {email}")))?;
-    let user: i64 = row.get("user_id");
-    if rows::role(&row)? == Role::Owner {
-        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = $1 AND role = 'owner'")
-            .bind(ws.id)
-            .fetch_one(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-        if owners <= 1 {
-            return Err(StoreError::invalid("email", "a workspace needs at least one owner"));
-        }
-    }
-    sqlx::query("DELETE FROM members WHERE workspace_id = $1 AND user_id = $2")
-        .bind(ws.id)
-        .bind(user)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    sqlx::query("UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND workspace_id = $2 AND revoked_at IS NULL")
-        .bind(user)
-        .bind(ws.id)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    tx.commit().await?;
-    Ok(())
 }
 
 pub(crate) async fn list_tokens(s: &PgStore, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
@@ -283,54 +113,6 @@ pub(crate) async fn user_by_email(s: &PgStore, email: &str) -> StoreResult<Optio
         .await
         .map_err(db)?;
     Ok(id.map(|id| User { id, email }))
-}
-
-pub(crate) async fn bootstrap(s: &PgStore, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
-    validate::email("email", email)?;
-    validate_slug("slug", slug)?;
-    let mut tx = s.begin().await?;
-    // Instances starting at once on an empty database: the first takes
-    // the lock and bootstraps, the others wait and then see its user.
-    sqlx::query("LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE").execute(&mut *tx.conn).await.map_err(db)?;
-    let any: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users)").fetch_one(&mut *tx.conn).await.map_err(db)?;
-    if any {
-        return Ok(false);
-    }
-    let user = rows::ensure_user(&mut tx.conn, email).await?;
-    shared::failpoint("bootstrap-user");
-    let ws: i64 =
-        sqlx::query_scalar("INSERT INTO workspaces (slug, name, created_at) VALUES ($1, $2, now()) RETURNING id")
-            .bind(slug)
-            .bind(name)
-            .fetch_one(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-    sqlx::query("INSERT INTO members (workspace_id, user_id, role, added_at) VALUES ($1, $2, 'owner', now())")
-        .bind(ws)
-        .bind(user.id)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    for (kind, prefix) in DEFAULT_KINDS {
-        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES ($1, $2, $3)")
-            .bind(ws)
-            .bind(kind)
-            .bind(prefix)
-            .execute(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-    }
-    shared::failpoint("bootstrap-workspace");
-    sqlx::query("INSERT INTO tokens (user_id, name, hash, created_at) VALUES ($1, 'bootstrap', $2, now())")
-        .bind(user.id)
-        .bind(hash)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    shared::failpoint("bootstrap-token");
-    tx.commit().await?;
-    Ok(true)
 }
 
 pub(crate) async fn create_session(s: &PgStore, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {
@@ -407,4 +189,160 @@ pub(crate) async fn add_kind(s: &PgStore, ws: &Workspace, name: &str, prefix: &s
         ));
     }
     Ok(Kind { name: name.into(), prefix: prefix.into() })
+}
+
+#[async_trait]
+impl AccountSteps for Tx {
+    async fn lock_first_start(&mut self) -> StoreResult<()> {
+        sqlx::query("LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE").execute(&mut *self.conn).await.map_err(db)?;
+        Ok(())
+    }
+
+    async fn any_user(&mut self) -> StoreResult<bool> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users)").fetch_one(&mut *self.conn).await.map_err(db)
+    }
+
+    async fn ensure_user(&mut self, email: &str) -> StoreResult<User> {
+        rows::ensure_user(&mut self.conn, email).await
+    }
+
+    async fn insert_workspace(&mut self, slug: &str, name: &str) -> StoreResult<Option<Workspace>> {
+        // `DO NOTHING` waits for a concurrent insert of the same slug and then
+        // skips: two instances bootstrapping at once get one workspace, and the
+        // loser a validation error it can recognize.
+        let row = sqlx::query(
+            "INSERT INTO workspaces (slug, name, created_at) VALUES ($1, $2, now())
+             ON CONFLICT (slug) DO NOTHING RETURNING *",
+        )
+        .bind(slug)
+        .bind(name)
+        .fetch_optional(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        row.as_ref().map(rows::workspace_from_row).transpose()
+    }
+
+    async fn insert_kind(&mut self, ws: i64, name: &str, prefix: &str) -> StoreResult<()> {
+        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES ($1, $2, $3)")
+            .bind(ws)
+            .bind(name)
+            .bind(prefix)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn lock_members(&mut self, ws: i64) -> StoreResult<()> {
+        sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
+            .bind(ws)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn put_member(&mut self, ws: i64, user: i64, role: Role) -> StoreResult<Timestamp> {
+        sqlx::query_scalar(
+            "INSERT INTO members (workspace_id, user_id, role, added_at) VALUES ($1, $2, $3, now())
+             ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role RETURNING added_at",
+        )
+        .bind(ws)
+        .bind(user)
+        .bind(role.as_str())
+        .fetch_one(&mut *self.conn)
+        .await
+        .map_err(db)
+    }
+
+    async fn member_role(&mut self, ws: i64, user: i64) -> StoreResult<Option<Role>> {
+        let role: Option<String> =
+            sqlx::query_scalar("SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2")
+                .bind(ws)
+                .bind(user)
+                .fetch_optional(&mut *self.conn)
+                .await
+                .map_err(db)?;
+        role.as_deref().map(pad_store::rows::role).transpose()
+    }
+
+    async fn member_by_email(&mut self, ws: i64, email: &str) -> StoreResult<Option<(i64, Role)>> {
+        let row = sqlx::query(
+            "SELECT m.user_id, m.role FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 AND u.email = $2",
+        )
+        .bind(ws)
+        .bind(email.to_lowercase())
+        .fetch_optional(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        row.map(|row| Ok((row.get("user_id"), rows::role(&row)?))).transpose()
+    }
+
+    async fn owners(&mut self, ws: i64) -> StoreResult<i64> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = $1 AND role = 'owner'")
+            .bind(ws)
+            .fetch_one(&mut *self.conn)
+            .await
+            .map_err(db)
+    }
+
+    async fn delete_member(&mut self, ws: i64, user: i64) -> StoreResult<()> {
+        sqlx::query("DELETE FROM members WHERE workspace_id = $1 AND user_id = $2")
+            .bind(ws)
+            .bind(user)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        sqlx::query(
+            "UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND workspace_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(user)
+        .bind(ws)
+        .execute(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn lock_tokens(&mut self, user: i64) -> StoreResult<()> {
+        // The user's row lock serializes its mints across instances.
+        sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
+            .bind(user)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn live_tokens(&mut self, user: i64) -> StoreResult<i64> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE user_id = $1 AND revoked_at IS NULL")
+            .bind(user)
+            .fetch_one(&mut *self.conn)
+            .await
+            .map_err(db)
+    }
+
+    async fn insert_token(
+        &mut self,
+        user: i64,
+        name: &str,
+        hash: &str,
+        scope: Option<(i64, Role)>,
+    ) -> StoreResult<TokenInfo> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role)
+             VALUES ($1, $2, $3, now(), $4, $5) RETURNING id",
+        )
+        .bind(user)
+        .bind(name)
+        .bind(hash)
+        .bind(scope.map(|s| s.0))
+        .bind(scope.map(|s| s.1.as_str()))
+        .fetch_one(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        let sql = format!("{} WHERE t.id = $1", rows::TOKEN_SELECT);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *self.conn).await.map_err(db)?;
+        rows::token_from_row(&row)
+    }
 }

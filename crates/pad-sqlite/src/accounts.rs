@@ -1,105 +1,19 @@
 //! Users, workspaces, members, tokens, web sessions and kinds.
 
-use pad_core::model::{DEFAULT_KINDS, validate_kind_name, validate_prefix, validate_slug};
-use pad_core::validate::{self, Lines};
-use pad_core::{Kind, Member, Principal, Role, TokenInfo, User, Workspace};
-use pad_store::steps::{Begin, WriteTx};
-use pad_store::{Actor, StoreError, StoreResult, shared};
+use async_trait::async_trait;
+use pad_core::model::{validate_kind_name, validate_prefix, validate_slug};
+use pad_core::validate;
+use pad_core::{Kind, Member, Principal, Role, Timestamp, TokenInfo, User, Workspace};
+use pad_store::steps::{AccountSteps, Begin, WriteTx};
+use pad_store::{Actor, StoreError, StoreResult};
 use sqlx::Row;
 
 use crate::rows::{self, micros, ts};
-use crate::{SqliteStore, db};
-
-/// One token insert, under the per-user cap (docs/api.md, "Tokens").
-pub(crate) async fn insert_token(
-    s: &SqliteStore,
-    user: Actor,
-    name: &str,
-    hash: &str,
-    scope: Option<(i64, Role)>,
-) -> StoreResult<TokenInfo> {
-    validate::text("name", name, 1, 200, Lines::Single)?;
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE user_id = ? AND revoked_at IS NULL")
-        .bind(user.user_id)
-        .fetch_one(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    shared::too_many_tokens(live)?;
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-    )
-    .bind(user.user_id)
-    .bind(name)
-    .bind(hash)
-    .bind(micros(now))
-    .bind(scope.map(|s| s.0))
-    .bind(scope.map(|s| s.1.as_str()))
-    .fetch_one(&mut *tx.conn)
-    .await
-    .map_err(db)?;
-    let sql = format!("{} WHERE t.id = ?", rows::TOKEN_SELECT);
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx.conn).await.map_err(db)?;
-    tx.commit().await?;
-    rows::token_from_row(&row)
-}
+use crate::{SqliteStore, Tx, db};
 
 pub(crate) async fn has_users(s: &SqliteStore) -> StoreResult<bool> {
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(&s.reader).await.map_err(db)?;
     Ok(n > 0)
-}
-
-pub(crate) async fn ensure_user(s: &SqliteStore, email: &str) -> StoreResult<User> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let user = rows::ensure_user(&mut tx.conn, email, now).await?;
-    tx.commit().await?;
-    Ok(user)
-}
-
-pub(crate) async fn create_workspace(s: &SqliteStore, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
-    validate_slug("slug", slug)?;
-    validate::text("name", name, 1, 200, Lines::Single)?;
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let taken: Option<i64> = sqlx::query_scalar("SELECT id FROM workspaces WHERE slug = ?")
-        .bind(slug)
-        .fetch_optional(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    if taken.is_some() {
-        return Err(StoreError::invalid("slug", format!("workspace {slug:?} already exists")));
-    }
-    let id: i64 = sqlx::query_scalar("INSERT INTO workspaces (slug, name, created_at) VALUES (?, ?, ?) RETURNING id")
-        .bind(slug)
-        .bind(name)
-        .bind(micros(now))
-        .fetch_one(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    sqlx::query("INSERT INTO members (workspace_id, user_id, role, added_at) VALUES (?, ?, 'owner', ?)")
-        .bind(id)
-        .bind(owner.user_id)
-        .bind(micros(now))
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    for (kind, prefix) in DEFAULT_KINDS {
-        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES (?, ?, ?)")
-            .bind(id)
-            .bind(kind)
-            .bind(prefix)
-            .execute(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-    }
-    let row =
-        sqlx::query("SELECT * FROM workspaces WHERE id = ?").bind(id).fetch_one(&mut *tx.conn).await.map_err(db)?;
-    let ws = rows::workspace_from_row(&row)?;
-    tx.commit().await?;
-    Ok(ws)
 }
 
 pub(crate) async fn list_workspaces(s: &SqliteStore, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
@@ -123,48 +37,6 @@ pub(crate) async fn membership(s: &SqliteStore, user: Actor, slug: &str) -> Stor
     Ok((rows::workspace_from_row(&row)?, rows::role(&row)?))
 }
 
-pub(crate) async fn set_member(s: &SqliteStore, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let user = rows::ensure_user(&mut tx.conn, email, now).await?;
-    let current: Option<String> = sqlx::query_scalar("SELECT role FROM members WHERE workspace_id = ? AND user_id = ?")
-        .bind(ws.id)
-        .bind(user.id)
-        .fetch_optional(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    if current.as_deref() == Some("owner") && role != Role::Owner {
-        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = ? AND role = 'owner'")
-            .bind(ws.id)
-            .fetch_one(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-        if owners <= 1 {
-            return Err(StoreError::invalid("role", "a workspace needs at least one owner"));
-        }
-    }
-    sqlx::query(
-        "INSERT INTO members (workspace_id, user_id, role, added_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role",
-    )
-    .bind(ws.id)
-    .bind(user.id)
-    .bind(role.as_str())
-    .bind(micros(now))
-    .execute(&mut *tx.conn)
-    .await
-    .map_err(db)?;
-    let added: i64 = sqlx::query_scalar("SELECT added_at FROM members WHERE workspace_id = ? AND user_id = ?")
-        .bind(ws.id)
-        .bind(user.id)
-        .fetch_one(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    tx.commit().await?;
-    Ok(Member { email: user.email, role, added_at: ts(added)? })
-}
-
 pub(crate) async fn list_members(s: &SqliteStore, ws: &Workspace) -> StoreResult<Vec<Member>> {
     let rows = sqlx::query("SELECT u.email, m.role, m.added_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = ? ORDER BY m.added_at, u.id")
         .bind(ws.id)
@@ -174,47 +46,6 @@ pub(crate) async fn list_members(s: &SqliteStore, ws: &Workspace) -> StoreResult
     rows.iter()
         .map(|r| Ok(Member { email: r.get("email"), role: rows::role(r)?, added_at: ts(r.get("added_at"))? }))
         .collect()
-}
-
-pub(crate) async fn remove_member(s: &SqliteStore, ws: &Workspace, email: &str) -> StoreResult<()> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let row = sqlx::query(
-        "SELECT m.user_id, m.role FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = ? AND u.email = ?",
-    )
-    .bind(ws.id)
-    .bind(email.to_lowercase())
-    .fetch_optional(&mut *tx.conn)
-    .await
-    .map_err(db)?
-    .ok_or_else(|| StoreError::not_found(format!("member {email}")))?;
-    let user: i64 = row.get("user_id");
-    if rows::role(&row)? == Role::Owner {
-        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = ? AND role = 'owner'")
-            .bind(ws.id)
-            .fetch_one(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-        if owners <= 1 {
-            return Err(StoreError::invalid("email", "a workspace needs at least one owner"));
-        }
-    }
-    sqlx::query("DELETE FROM members WHERE workspace_id = ? AND user_id = ?")
-        .bind(ws.id)
-        .bind(user)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    sqlx::query("UPDATE tokens SET revoked_at = ? WHERE user_id = ? AND workspace_id = ? AND revoked_at IS NULL")
-        .bind(micros(now))
-        .bind(user)
-        .bind(ws.id)
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    tx.commit().await?;
-    Ok(())
 }
 
 pub(crate) async fn list_tokens(s: &SqliteStore, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
@@ -287,54 +118,6 @@ pub(crate) async fn user_by_email(s: &SqliteStore, email: &str) -> StoreResult<O
         .await
         .map_err(db)?;
     Ok(id.map(|id| User { id, email }))
-}
-
-pub(crate) async fn bootstrap(s: &SqliteStore, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
-    validate::email("email", email)?;
-    validate_slug("slug", slug)?;
-    // BEGIN IMMEDIATE: no other writer runs between the check and the inserts.
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(&mut *tx.conn).await.map_err(db)?;
-    if users > 0 {
-        return Ok(false);
-    }
-    let user = rows::ensure_user(&mut tx.conn, email, now).await?;
-    shared::failpoint("bootstrap-user");
-    let ws: i64 = sqlx::query_scalar("INSERT INTO workspaces (slug, name, created_at) VALUES (?, ?, ?) RETURNING id")
-        .bind(slug)
-        .bind(name)
-        .bind(micros(now))
-        .fetch_one(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    sqlx::query("INSERT INTO members (workspace_id, user_id, role, added_at) VALUES (?, ?, 'owner', ?)")
-        .bind(ws)
-        .bind(user.id)
-        .bind(micros(now))
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    for (kind, prefix) in DEFAULT_KINDS {
-        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES (?, ?, ?)")
-            .bind(ws)
-            .bind(kind)
-            .bind(prefix)
-            .execute(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-    }
-    shared::failpoint("bootstrap-workspace");
-    sqlx::query("INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, 'bootstrap', ?, ?)")
-        .bind(user.id)
-        .bind(hash)
-        .bind(micros(now))
-        .execute(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    shared::failpoint("bootstrap-token");
-    tx.commit().await?;
-    Ok(true)
 }
 
 pub(crate) async fn create_session(s: &SqliteStore, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {
@@ -415,4 +198,151 @@ pub(crate) async fn add_kind(s: &SqliteStore, ws: &Workspace, name: &str, prefix
         .map_err(db)?;
     tx.commit().await?;
     Ok(Kind { name: name.into(), prefix: prefix.into() })
+}
+
+#[async_trait]
+impl AccountSteps for Tx {
+    async fn lock_first_start(&mut self) -> StoreResult<()> {
+        // BEGIN IMMEDIATE: no other writer runs between the check and the inserts.
+        Ok(())
+    }
+
+    async fn any_user(&mut self) -> StoreResult<bool> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(&mut *self.conn).await.map_err(db)?;
+        Ok(n > 0)
+    }
+
+    async fn ensure_user(&mut self, email: &str) -> StoreResult<User> {
+        rows::ensure_user(&mut self.conn, email, self.now).await
+    }
+
+    async fn insert_workspace(&mut self, slug: &str, name: &str) -> StoreResult<Option<Workspace>> {
+        let row = sqlx::query(
+            "INSERT INTO workspaces (slug, name, created_at) VALUES (?, ?, ?)
+             ON CONFLICT (slug) DO NOTHING RETURNING *",
+        )
+        .bind(slug)
+        .bind(name)
+        .bind(micros(self.now))
+        .fetch_optional(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        row.as_ref().map(rows::workspace_from_row).transpose()
+    }
+
+    async fn insert_kind(&mut self, ws: i64, name: &str, prefix: &str) -> StoreResult<()> {
+        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES (?, ?, ?)")
+            .bind(ws)
+            .bind(name)
+            .bind(prefix)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn lock_members(&mut self, _ws: i64) -> StoreResult<()> {
+        // Writers are serialized (BEGIN IMMEDIATE).
+        Ok(())
+    }
+
+    async fn put_member(&mut self, ws: i64, user: i64, role: Role) -> StoreResult<Timestamp> {
+        let added: i64 = sqlx::query_scalar(
+            "INSERT INTO members (workspace_id, user_id, role, added_at) VALUES (?, ?, ?, ?)
+             ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role RETURNING added_at",
+        )
+        .bind(ws)
+        .bind(user)
+        .bind(role.as_str())
+        .bind(micros(self.now))
+        .fetch_one(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        ts(added)
+    }
+
+    async fn member_role(&mut self, ws: i64, user: i64) -> StoreResult<Option<Role>> {
+        let role: Option<String> =
+            sqlx::query_scalar("SELECT role FROM members WHERE workspace_id = ? AND user_id = ?")
+                .bind(ws)
+                .bind(user)
+                .fetch_optional(&mut *self.conn)
+                .await
+                .map_err(db)?;
+        role.as_deref().map(pad_store::rows::role).transpose()
+    }
+
+    async fn member_by_email(&mut self, ws: i64, email: &str) -> StoreResult<Option<(i64, Role)>> {
+        let row = sqlx::query(
+            "SELECT m.user_id, m.role FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = ? AND u.email = ?",
+        )
+        .bind(ws)
+        .bind(email.to_lowercase())
+        .fetch_optional(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        row.map(|row| Ok((row.get("user_id"), rows::role(&row)?))).transpose()
+    }
+
+    async fn owners(&mut self, ws: i64) -> StoreResult<i64> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = ? AND role = 'owner'")
+            .bind(ws)
+            .fetch_one(&mut *self.conn)
+            .await
+            .map_err(db)
+    }
+
+    async fn delete_member(&mut self, ws: i64, user: i64) -> StoreResult<()> {
+        sqlx::query("DELETE FROM members WHERE workspace_id = ? AND user_id = ?")
+            .bind(ws)
+            .bind(user)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE user_id = ? AND workspace_id = ? AND revoked_at IS NULL")
+            .bind(micros(self.now))
+            .bind(user)
+            .bind(ws)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn lock_tokens(&mut self, _user: i64) -> StoreResult<()> {
+        // Writers are serialized (BEGIN IMMEDIATE).
+        Ok(())
+    }
+
+    async fn live_tokens(&mut self, user: i64) -> StoreResult<i64> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM tokens WHERE user_id = ? AND revoked_at IS NULL")
+            .bind(user)
+            .fetch_one(&mut *self.conn)
+            .await
+            .map_err(db)
+    }
+
+    async fn insert_token(
+        &mut self,
+        user: i64,
+        name: &str,
+        hash: &str,
+        scope: Option<(i64, Role)>,
+    ) -> StoreResult<TokenInfo> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(user)
+        .bind(name)
+        .bind(hash)
+        .bind(micros(self.now))
+        .bind(scope.map(|s| s.0))
+        .bind(scope.map(|s| s.1.as_str()))
+        .fetch_one(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        let sql = format!("{} WHERE t.id = ?", rows::TOKEN_SELECT);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *self.conn).await.map_err(db)?;
+        rows::token_from_row(&row)
+    }
 }

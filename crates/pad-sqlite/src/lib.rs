@@ -144,11 +144,11 @@ impl Store for SqliteStore {
     }
 
     async fn ensure_user(&self, email: &str) -> StoreResult<User> {
-        accounts::ensure_user(self, email).await
+        steps::ensure_user(self, email).await
     }
 
     async fn create_workspace(&self, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
-        accounts::create_workspace(self, slug, name, owner).await
+        steps::create_workspace(self, slug, name, owner).await
     }
 
     async fn list_workspaces(&self, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
@@ -160,7 +160,7 @@ impl Store for SqliteStore {
     }
 
     async fn set_member(&self, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
-        accounts::set_member(self, ws, email, role).await
+        steps::set_member(self, ws, email, role).await
     }
 
     async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>> {
@@ -168,11 +168,11 @@ impl Store for SqliteStore {
     }
 
     async fn remove_member(&self, ws: &Workspace, email: &str) -> StoreResult<()> {
-        accounts::remove_member(self, ws, email).await
+        steps::remove_member(self, ws, email).await
     }
 
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
-        accounts::insert_token(self, user, name, hash, None).await
+        steps::insert_token(self, user, name, hash, None).await
     }
 
     async fn create_scoped_token(
@@ -183,7 +183,7 @@ impl Store for SqliteStore {
         ws: &Workspace,
         role: Role,
     ) -> StoreResult<TokenInfo> {
-        accounts::insert_token(self, user, name, hash, Some((ws.id, role))).await
+        steps::insert_token(self, user, name, hash, Some((ws.id, role))).await
     }
 
     async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
@@ -207,7 +207,7 @@ impl Store for SqliteStore {
     }
 
     async fn bootstrap(&self, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
-        accounts::bootstrap(self, email, slug, name, hash).await
+        steps::bootstrap(self, email, slug, name, hash).await
     }
 
     async fn create_session(&self, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {

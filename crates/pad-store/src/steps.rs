@@ -11,9 +11,11 @@ use async_trait::async_trait;
 use pad_core::lease::{self, LeaseEnd, LeaseHandle, LeaseSlot, Ttl};
 use pad_core::model::ValidNewItem;
 use pad_core::model::ValidPatch;
+use pad_core::model::{DEFAULT_KINDS, validate_slug};
+use pad_core::validate::{self, Lines};
 use pad_core::{
-    EventKind, FrontierFilter, Item, ItemPatch, ItemRef, Lease, NEEDS_HUMAN, NewItem, Status, Timestamp,
-    ValidFrontierFilter, Workspace,
+    EventKind, FrontierFilter, Item, ItemPatch, ItemRef, Lease, Member, NEEDS_HUMAN, NewItem, Role, Status, Timestamp,
+    TokenInfo, User, ValidFrontierFilter, Workspace,
 };
 use serde_json::{Map, Value};
 
@@ -35,7 +37,7 @@ pub trait Begin: Send + Sync {
 /// A backend's write transaction: everything the flows need. Dropping it
 /// without [`commit`](WriteTx::commit) rolls back.
 #[async_trait]
-pub trait WriteTx: ItemSteps + LeaseSteps + EventSteps {
+pub trait WriteTx: AccountSteps + ItemSteps + LeaseSteps + EventSteps {
     async fn commit(self) -> StoreResult<()>;
     /// Rolls back now, releasing any locks at once.
     async fn rollback(self);
@@ -56,6 +58,39 @@ impl Locked {
     pub fn live(self, r: &ItemRef) -> StoreResult<Self> {
         if self.deleted { Err(StoreError::not_found(format!("item {r} (deleted)"))) } else { Ok(self) }
     }
+}
+
+/// The steps of account writes (each backend's `accounts.rs`).
+#[async_trait]
+pub trait AccountSteps: Send {
+    /// Holds off other first starts until commit.
+    async fn lock_first_start(&mut self) -> StoreResult<()>;
+    async fn any_user(&mut self) -> StoreResult<bool>;
+    /// The user with this email (stored lower-case), created if needed.
+    async fn ensure_user(&mut self, email: &str) -> StoreResult<User>;
+    /// `None` when the slug is taken.
+    async fn insert_workspace(&mut self, slug: &str, name: &str) -> StoreResult<Option<Workspace>>;
+    async fn insert_kind(&mut self, ws: i64, name: &str, prefix: &str) -> StoreResult<()>;
+    /// Serializes membership changes of a workspace until commit.
+    async fn lock_members(&mut self, ws: i64) -> StoreResult<()>;
+    /// Adds a member or changes its role; returns when it was added.
+    async fn put_member(&mut self, ws: i64, user: i64, role: Role) -> StoreResult<Timestamp>;
+    async fn member_role(&mut self, ws: i64, user: i64) -> StoreResult<Option<Role>>;
+    /// The member with this email: its user id and role.
+    async fn member_by_email(&mut self, ws: i64, email: &str) -> StoreResult<Option<(i64, Role)>>;
+    async fn owners(&mut self, ws: i64) -> StoreResult<i64>;
+    /// Removes the member and revokes its tokens scoped to `ws`.
+    async fn delete_member(&mut self, ws: i64, user: i64) -> StoreResult<()>;
+    /// Serializes token mints of one user until commit.
+    async fn lock_tokens(&mut self, user: i64) -> StoreResult<()>;
+    async fn live_tokens(&mut self, user: i64) -> StoreResult<i64>;
+    async fn insert_token(
+        &mut self,
+        user: i64,
+        name: &str,
+        hash: &str,
+        scope: Option<(i64, Role)>,
+    ) -> StoreResult<TokenInfo>;
 }
 
 /// The steps of item writes (each backend's `items.rs`).
@@ -504,4 +539,109 @@ pub async fn fail<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &FailReques
     let item = tx.load_item(locked.id, now).await?;
     tx.commit().await?;
     Ok(FailOutcome { item, quarantined })
+}
+
+pub async fn ensure_user<S: Begin>(s: &S, email: &str) -> StoreResult<User> {
+    validate::email("email", email)?;
+    let mut tx = s.begin().await?;
+    let user = tx.ensure_user(email).await?;
+    tx.commit().await?;
+    Ok(user)
+}
+
+/// A workspace with its owner and the default kinds.
+async fn new_workspace<T: WriteTx>(tx: &mut T, slug: &str, name: &str, owner: i64) -> StoreResult<Workspace> {
+    let ws = tx
+        .insert_workspace(slug, name)
+        .await?
+        .ok_or_else(|| StoreError::invalid("slug", format!("workspace {slug:?} already exists")))?;
+    tx.put_member(ws.id, owner, Role::Owner).await?;
+    for (kind, prefix) in DEFAULT_KINDS {
+        tx.insert_kind(ws.id, kind, prefix).await?;
+    }
+    Ok(ws)
+}
+
+pub async fn create_workspace<S: Begin>(s: &S, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
+    validate_slug("slug", slug)?;
+    validate::text("name", name, 1, 200, Lines::Single)?;
+    let mut tx = s.begin().await?;
+    let ws = new_workspace(&mut tx, slug, name, owner.user_id).await?;
+    tx.commit().await?;
+    Ok(ws)
+}
+
+/// The first start, in one transaction (docs/reliability.md, "First start").
+pub async fn bootstrap<S: Begin>(s: &S, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
+    validate::email("email", email)?;
+    validate_slug("slug", slug)?;
+    let mut tx = s.begin().await?;
+    // Instances starting at once on an empty store: the first bootstraps,
+    // the others wait and then see its user.
+    tx.lock_first_start().await?;
+    if tx.any_user().await? {
+        return Ok(false);
+    }
+    let user = tx.ensure_user(email).await?;
+    shared::failpoint("bootstrap-user");
+    new_workspace(&mut tx, slug, name, user.id).await?;
+    shared::failpoint("bootstrap-workspace");
+    tx.insert_token(user.id, "bootstrap", hash, None).await?;
+    shared::failpoint("bootstrap-token");
+    tx.commit().await?;
+    Ok(true)
+}
+
+fn last_owner(field: &str) -> StoreError {
+    StoreError::invalid(field, "a workspace needs at least one owner")
+}
+
+/// Adds a member (creating the user) or changes its role; never demotes the
+/// last owner.
+pub async fn set_member<S: Begin>(s: &S, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
+    validate::email("email", email)?;
+    let mut tx = s.begin().await?;
+    // Two concurrent demotions must not both see "another owner remains".
+    tx.lock_members(ws.id).await?;
+    let user = tx.ensure_user(email).await?;
+    if tx.member_role(ws.id, user.id).await? == Some(Role::Owner) && role != Role::Owner && tx.owners(ws.id).await? <= 1
+    {
+        return Err(last_owner("role"));
+    }
+    let added_at = tx.put_member(ws.id, user.id, role).await?;
+    tx.commit().await?;
+    Ok(Member { email: user.email, role, added_at })
+}
+
+/// Removes a member (never the last owner) and revokes its scoped tokens.
+pub async fn remove_member<S: Begin>(s: &S, ws: &Workspace, email: &str) -> StoreResult<()> {
+    validate::email("email", email)?;
+    let mut tx = s.begin().await?;
+    tx.lock_members(ws.id).await?;
+    let (user, role) =
+        tx.member_by_email(ws.id, email).await?.ok_or_else(|| StoreError::not_found(format!("member {email}")))?;
+    if role == Role::Owner && tx.owners(ws.id).await? <= 1 {
+        return Err(last_owner("email"));
+    }
+    tx.delete_member(ws.id, user).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// One token insert, under the per-user cap (docs/api.md, "Tokens").
+pub async fn insert_token<S: Begin>(
+    s: &S,
+    user: Actor,
+    name: &str,
+    hash: &str,
+    scope: Option<(i64, Role)>,
+) -> StoreResult<TokenInfo> {
+    validate::text("name", name, 1, 200, Lines::Single)?;
+    let mut tx = s.begin().await?;
+    // Concurrent mints of one user take turns, so the cap holds.
+    tx.lock_tokens(user.user_id).await?;
+    shared::too_many_tokens(tx.live_tokens(user.user_id).await?)?;
+    let token = tx.insert_token(user.user_id, name, hash, scope).await?;
+    tx.commit().await?;
+    Ok(token)
 }
