@@ -20,6 +20,7 @@ mod leases;
 mod rows;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -28,6 +29,7 @@ use pad_core::{
     Comment, Event, EventFilter, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, Lease, Member, NewItem,
     Page, Principal, Role, Timestamp, TokenInfo, User, Version, Workspace,
 };
+use pad_store::clock::{SystemWall, Wall};
 use pad_store::steps::{self, Begin, WriteTx};
 use pad_store::{
     Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, ReleaseOutcome,
@@ -56,6 +58,19 @@ fn db(e: sqlx::Error) -> StoreError {
             StoreError::Unavailable(e.to_string())
         }
         _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+/// `PAD_SQLITE_SYNCHRONOUS` (docs/operations.md, "SQLite durability"):
+/// `normal` (the default) loses no committed write to a crash of pad, and
+/// may lose the last ones to a power cut; `full` syncs every commit, so a
+/// power cut loses nothing acknowledged either, at the cost of one fsync
+/// per write.
+fn synchronous(setting: Option<&str>) -> StoreResult<SqliteSynchronous> {
+    match setting.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("normal") => Ok(SqliteSynchronous::Normal),
+        Some("full") => Ok(SqliteSynchronous::Full),
+        Some(v) => Err(StoreError::invalid("PAD_SQLITE_SYNCHRONOUS", format!("{v:?} is not normal or full"))),
     }
 }
 
@@ -92,6 +107,17 @@ impl WriteTx for Tx {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and applies migrations.
     pub async fn open(path: &Path) -> StoreResult<Self> {
+        Self::open_with_clock(path, Arc::new(SystemWall)).await
+    }
+
+    /// Like [`open`](Self::open), with the store's clock reading `wall`
+    /// instead of the system clock (tests move it forward instead of sleeping).
+    pub async fn open_with_clock(path: &Path, wall: Arc<dyn Wall>) -> StoreResult<Self> {
+        let sync = synchronous(std::env::var("PAD_SQLITE_SYNCHRONOUS").ok().as_deref())?;
+        Self::open_inner(path, wall, sync).await
+    }
+
+    async fn open_inner(path: &Path, wall: Arc<dyn Wall>, sync: SqliteSynchronous) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
@@ -100,7 +126,7 @@ impl SqliteStore {
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(sync)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
         let writer = SqlitePoolOptions::new()
@@ -116,7 +142,7 @@ impl SqliteStore {
             .connect_with(opts.read_only(true))
             .await
             .map_err(db)?;
-        Ok(SqliteStore { writer, reader, clock: Clock::default() })
+        Ok(SqliteStore { writer, reader, clock: Clock::new(wall) })
     }
 
     /// Accepts `sqlite://PATH`, `sqlite:PATH` or a plain path.
@@ -325,5 +351,62 @@ impl Store for SqliteStore {
         filter: &EventFilter,
     ) -> StoreResult<Vec<Event>> {
         events::events_where(self, ws, after, limit, filter).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pad_store::StoreError;
+    use sqlx::sqlite::SqliteSynchronous;
+
+    #[test]
+    fn synchronous_is_normal_unless_full_is_asked_for() {
+        assert!(matches!(super::synchronous(None), Ok(SqliteSynchronous::Normal)));
+        assert!(matches!(super::synchronous(Some("normal")), Ok(SqliteSynchronous::Normal)));
+        assert!(matches!(super::synchronous(Some("FULL")), Ok(SqliteSynchronous::Full)));
+        let Err(StoreError::Validation(e)) = super::synchronous(Some("off")) else { panic!("off is refused") };
+        assert_eq!(e.field, "PAD_SQLITE_SYNCHRONOUS");
+    }
+
+    /// The cost of `synchronous=FULL` (docs/operations.md): claim + release
+    /// cycles on one item, one caller, each mode on its own fresh store.
+    /// Run by hand: `cargo test -p pad-sqlite --release -- --ignored --nocapture synchronous_cost`.
+    #[tokio::test]
+    #[ignore]
+    async fn synchronous_cost() {
+        use pad_core::NewItem;
+        use pad_store::{Actor, ClaimRequest, ReleaseRequest, Store};
+        const CYCLES: u32 = 500;
+        for sync in [SqliteSynchronous::Normal, SqliteSynchronous::Full, SqliteSynchronous::Normal] {
+            let dir = tempfile::tempdir().unwrap();
+            let wall = std::sync::Arc::new(pad_store::clock::SystemWall);
+            let s = super::SqliteStore::open_inner(&dir.path().join("pad.db"), wall, sync).await.unwrap();
+            let owner = Actor { user_id: s.ensure_user("o@example.com").await.unwrap().id };
+            let ws = s.create_workspace("w", "W", owner).await.unwrap();
+            let new = NewItem { title: "one".into(), ..Default::default() };
+            let r = s.create_item(&ws, owner, &new).await.unwrap().item_ref;
+            let claim = ClaimRequest {
+                actor: owner,
+                holder: "h".into(),
+                session_id: None,
+                ttl_seconds: Some(60),
+                note: None,
+                refresh: true,
+            };
+            let release = ReleaseRequest {
+                actor: owner,
+                holder: "h".into(),
+                handle: Default::default(),
+                force: false,
+                reason: None,
+            };
+            let started = std::time::Instant::now();
+            for _ in 0..CYCLES {
+                s.claim(&ws, &r, &claim).await.unwrap();
+                s.release(&ws, &r, &release).await.unwrap();
+            }
+            let per = started.elapsed() / CYCLES;
+            println!("synchronous={sync:?}: {per:?} per claim+release ({} writes/s)", 2e6 / per.as_micros() as f64);
+        }
     }
 }

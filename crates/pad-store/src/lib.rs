@@ -1,14 +1,14 @@
 //! The `Store` trait: everything pad persists, behind one interface that the
-//! SQLite and Postgres backends implement. The [`conformance`] suite is
-//! written once against the trait and run by every backend's tests.
+//! SQLite and Postgres backends implement, and the steps they share. The
+//! conformance suite (crate `pad-test-support`) is written once against the
+//! trait and run by every backend's tests.
 
+pub mod clock;
 mod error;
 mod requests;
 pub mod rows;
 pub mod shared;
 pub mod steps;
-
-pub mod conformance;
 
 use async_trait::async_trait;
 use pad_core::lease::LeaseHandle;

@@ -1,9 +1,9 @@
 //! The conformance suite: one set of behaviours, written once against
-//! [`Store`], that every backend must pass. Each test names the docs/leases.md rule it
+//! [`Store`](pad_store::Store), that every backend must pass. Each test names the docs/leases.md rule it
 //! proves. A backend runs it with [`conformance_suite!`](crate::conformance_suite):
 //!
 //! ```ignore
-//! pad_store::conformance_suite!(my_backend_factory());
+//! pad_test_support::conformance_suite!(my_backend_factory());
 //! ```
 //!
 //! where the factory is an `async` expression yielding
@@ -20,13 +20,30 @@ use pad_core::{
 
 use pad_core::lease::{LeaseEnd, LeaseHandle};
 
-use crate::{Actor, ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest, Store, StoreError};
+use crate::TestClock;
+use pad_store::{Actor, ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest, Store, StoreError};
 
 /// A fresh, empty store for one test, and whatever keeps it alive (a temp
 /// directory, a scratch database) until the test ends.
 pub struct TestStore {
     pub store: Arc<dyn Store>,
     pub guard: Box<dyn Any + Send + Sync>,
+    /// The store's clock, when the test can move it (SQLite); `None` makes
+    /// [`pass`] sleep instead (PostgreSQL's clock is the database's).
+    pub clock: Option<Arc<TestClock>>,
+}
+
+tokio::task_local! {
+    static CLOCK: Option<Arc<TestClock>>;
+}
+
+/// Lets `d` pass on the store's clock: moves the test clock when the store
+/// has one, else sleeps.
+pub async fn pass(d: Duration) {
+    match CLOCK.try_with(Clone::clone) {
+        Ok(Some(clock)) => clock.advance(d),
+        _ => tokio::time::sleep(d).await,
+    }
 }
 
 /// Generates one `#[tokio::test]` per conformance test, each on a fresh store.
@@ -95,8 +112,8 @@ macro_rules! conformance_suite {
             async fn $name() {
                 match $make.await {
                     Some(ts) => {
-                        let $crate::conformance::TestStore { store, guard } = ts;
-                        $crate::conformance::$name(store).await;
+                        let $crate::conformance::TestStore { store, guard, clock } = ts;
+                        $crate::conformance::scoped(clock, $crate::conformance::$name(store)).await;
                         drop(guard);
                     }
                     None => eprintln!("SKIPPED {}: no store configured", stringify!($name)),
@@ -104,6 +121,11 @@ macro_rules! conformance_suite {
             }
         )+
     };
+}
+
+/// Runs a test with its store's clock in reach of [`pass`].
+pub async fn scoped(clock: Option<Arc<TestClock>>, test: impl std::future::Future<Output = ()>) {
+    CLOCK.scope(clock, test).await
 }
 
 /// A workspace with an owner, an editor and a viewer.
@@ -307,7 +329,7 @@ pub async fn l4_renew_after_expiry_is_lost(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     match f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("runner-a", l.epoch)).await {
         Err(StoreError::LeaseLost { current: None, .. }) => {}
         other => panic!("{other:?}"),
@@ -322,7 +344,7 @@ pub async fn l5_expired_lease_is_absent_and_claimable(store: Arc<dyn Store>) {
     f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap();
     let leased = ItemFilter { leased: Some(true), ..Default::default() };
     assert_eq!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.len(), 1);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     // Nothing ran in between: expiry alone made it absent everywhere.
     assert_eq!(f.get("TASK-1").await.lease, None);
     assert!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.is_empty());
@@ -440,7 +462,7 @@ pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
     let fenced =
         |epoch, title: &str| ItemPatch { title: Some(title.into()), lease_epoch: Some(epoch), ..Default::default() };
     f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(l.epoch, "by a")).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     let b = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap().lease;
     match f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(l.epoch, "stale a")).await {
         Err(StoreError::LeaseLost { current, .. }) => assert_eq!(current.unwrap().holder, "runner-b"),
@@ -1004,7 +1026,7 @@ pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store
     let u = s.create_token(f.editor, "web2", "tok-web2").await.unwrap();
     s.create_session(u.id, "sess-4", 1).await.unwrap();
     assert!(s.authenticate_session("sess-4").await.unwrap().is_some());
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     assert_eq!(s.authenticate_session("sess-4").await.unwrap(), None, "expired");
 }
 
@@ -1188,7 +1210,7 @@ pub async fn l12_handoff_note_reaches_the_next_claimant(store: Arc<dyn Store>) {
     f.store.renew(&f.ws, &rf("TASK-1"), &renew).await.unwrap();
     // While the lease lives, its note is readable on the item.
     assert_eq!(f.get("TASK-1").await.lease_note.as_deref(), Some("migrated 3 of 7 tables"));
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     // Expired: no live lease, so no live note (the handoff below still has it).
     assert_eq!(f.get("TASK-1").await.lease_note, None);
     let second = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap();
@@ -1217,7 +1239,7 @@ pub async fn l13_quarantine_after_repeated_expiries(store: Arc<dyn Store>) {
         let (item, _) =
             f.store.claim_next(&f.ws, &auto, &f.claim(&format!("crasher-{round}"), 1)).await.unwrap().unwrap();
         assert_eq!(item.item_ref.to_string(), "TASK-1", "round {round}");
-        tokio::time::sleep(Duration::from_millis(1100)).await;
+        pass(Duration::from_millis(1100)).await;
     }
     // The next claim-next observes the third expiry, quarantines TASK-1 and moves on.
     let (item, _) = f.store.claim_next(&f.ws, &auto, &f.claim("next", 60)).await.unwrap().unwrap();
@@ -1334,7 +1356,7 @@ pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
     f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 1)).await.unwrap();
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0, "a live lease is not expired");
     assert_eq!(f.store.live_leases().await.unwrap(), [(f.ws.slug.clone(), 1)]);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     assert!(f.store.live_leases().await.unwrap().is_empty(), "an expired lease is not live, recorded or not");
     let observed = f.store.observe_expiries().await.unwrap();
     assert_eq!(observed.len(), 1);
@@ -1471,7 +1493,7 @@ pub async fn requeue_clears_quarantine_counts_and_backoff(store: Arc<dyn Store>)
     let f = Fixture::new(store).await;
     f.item("doomed").await;
     f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 1)).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
@@ -1530,7 +1552,7 @@ pub async fn l15_complete_on_an_expired_lease_is_lost(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     lost(f.store.complete(&f.ws, &rf("TASK-1"), &f.complete("w", LeaseHandle::epoch(l.epoch))).await.unwrap_err());
     let item = f.get("TASK-1").await;
     assert_eq!(item.status, Status::Open);
@@ -1658,14 +1680,14 @@ pub async fn l18_last_lease_shows_how_each_lease_ended(store: Arc<dyn Store>) {
     assert_eq!((last.ended, last.holder.as_str(), last.note.as_deref()), (LeaseEnd::Broken, "v", None));
     // Expiry, with no reaper: derived at once, the same once recorded.
     let e = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("x", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     let derived = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((derived.ended, derived.ended_at, derived.lease_id), (LeaseEnd::Expired, e.expires_at, e.lease_id));
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
     assert_eq!(f.get("TASK-1").await.last_lease.unwrap(), derived);
     // A grant over an unrecorded expiry records it too.
     let y = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("y", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("z", 60)).await.unwrap();
     let last = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((last.ended, last.ended_at, last.holder.as_str()), (LeaseEnd::Expired, y.expires_at, "y"));
