@@ -258,6 +258,11 @@ pub fn task_ref(n: i64) -> String {
     format!("TASK-{n}")
 }
 
+/// [`task_ref`] as the store takes it.
+pub fn task_item_ref(n: i64) -> pad_core::ItemRef {
+    pad_core::ItemRef { prefix: "TASK".into(), number: n }
+}
+
 /// This process's resident set and its peak, in MiB, from /proc/self/status.
 /// The server runs in-process, so this is server *and* load generator.
 pub fn process_rss_mib() -> Option<(f64, f64)> {

@@ -1,9 +1,9 @@
-//! A broken lease's reason and breaker, and telling its holder
-//! (docs/leases.md L7, L18, "Told why").
+//! A broken lease's reason and breaker, recorded with the break so its
+//! holder can be told (docs/leases.md L7, L18, "Told why"; the telling is
+//! `pad_store::steps::explain_lost`).
 
 use pad_core::Lease;
-use pad_core::lease::LeaseHandle;
-use pad_store::{Actor, StoreError, StoreResult};
+use pad_store::{Actor, StoreResult};
 use sqlx::postgres::PgConnection;
 
 use crate::{PgStore, db};
@@ -31,21 +31,5 @@ impl PgStore {
         .await
         .map_err(db)?;
         Ok(())
-    }
-
-    /// A `lease_lost` refusal, with the caller's own lease as it ended when
-    /// the item's last lease is the one `handle` names. The refusal stands
-    /// even if that cannot be read.
-    pub(crate) async fn explain_lost(
-        conn: &mut PgConnection,
-        item_id: i64,
-        handle: LeaseHandle,
-        e: StoreError,
-    ) -> StoreError {
-        let StoreError::LeaseLost { now, .. } = &e else { return e };
-        match Self::load_item(conn, item_id, *now).await {
-            Ok(item) => e.with_ended(item.last_lease, handle),
-            Err(_) => e,
-        }
     }
 }

@@ -1,17 +1,14 @@
 //! Row mapping: PostgreSQL rows to the domain types.
 
-use pad_core::lease::{self, LastLease, LeaseEnd, LeaseSlot};
-use pad_core::{
-    Item, ItemRef, Lease, Principal, Priority, Role, Status, Timestamp, TokenInfo, TokenScope, User, Workspace,
-    WorkspaceSettings,
-};
+use pad_core::lease::LeaseSlot;
+use pad_core::{Item, ItemRef, Lease, Principal, Role, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings};
+use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns, corrupt};
+use pad_store::steps::Locked;
 use pad_store::{StoreError, StoreResult};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Internal(format!("unreadable {what} in the database: {e}"))
-}
+use crate::db;
 
 /// Every item read goes through this one SELECT, so get and list agree.
 /// `db_now` is the statement's clock, which reads use to tell live leases
@@ -37,137 +34,95 @@ pub const ITEM_SELECT: &str =
     LEFT JOIN users a ON a.id = i.assignee_id
     JOIN users c ON c.id = i.created_by";
 
-fn ttl_seconds(row: &PgRow, column: &str) -> StoreResult<u32> {
-    u32::try_from(row.get::<i32, _>(column)).map_err(|e| corrupt("ttl", e))
+/// A lease's columns: the stored `lease_*` ones (`p = "lease_"`, id in
+/// `lease_id`), or what a lease statement wrote (`p = "new_"`, id in
+/// `new_lease_id`).
+fn lease_columns(row: &PgRow, p: &str, id: &str) -> LeaseColumns {
+    let c = |name: &str| format!("{p}{name}");
+    LeaseColumns {
+        holder: row.get(c("holder").as_str()),
+        lease_id: row.get(id),
+        user_id: row.get(c("user_id").as_str()),
+        session_id: row.get(c("session_id").as_str()),
+        // NULL only in a statement's `new_*` when it wrote nothing.
+        epoch: row.get::<Option<i64>, _>(c("epoch").as_str()).unwrap_or(0),
+        acquired_at: row.get(c("acquired_at").as_str()),
+        renewed_at: row.get(c("renewed_at").as_str()),
+        expires_at: row.get(c("expires_at").as_str()),
+        ttl_seconds: row.get::<Option<i32>, _>(c("ttl_seconds").as_str()).map(i64::from),
+    }
 }
 
 /// The lease slot as stored in the `lease_*` columns.
 pub fn lease_slot(row: &PgRow) -> StoreResult<LeaseSlot> {
-    let last_epoch: i64 = row.get("lease_epoch");
-    let holder: Option<String> = row.get("lease_holder");
-    let current = match holder {
-        None => None,
-        Some(holder) => Some(Lease {
-            // Leases granted before handles existed have none: 0 matches no request.
-            lease_id: row.get::<Option<i64>, _>("lease_id").unwrap_or(0),
-            holder,
-            session_id: row.get("lease_session_id"),
-            epoch: last_epoch,
-            acquired_at: row.get("lease_acquired_at"),
-            renewed_at: row.get("lease_renewed_at"),
-            expires_at: row.get("lease_expires_at"),
-            ttl_seconds: ttl_seconds(row, "lease_ttl_seconds")?,
-            user_id: row.get("lease_user_id"),
-        }),
-    };
-    Ok(LeaseSlot { current, last_epoch })
+    lease_columns(row, "lease_", "lease_id").slot()
 }
 
 /// The lease a lease statement wrote, from its `new_*` columns; `None` when
 /// its predicate let nothing through.
 pub fn written_lease(row: &PgRow) -> StoreResult<Option<Lease>> {
-    let Some(holder) = row.get::<Option<String>, _>("new_holder") else { return Ok(None) };
-    Ok(Some(Lease {
-        lease_id: row.get::<Option<i64>, _>("new_lease_id").unwrap_or(0),
-        holder,
-        session_id: row.get("new_session_id"),
-        epoch: row.get("new_epoch"),
-        acquired_at: row.get("new_acquired_at"),
-        renewed_at: row.get("new_renewed_at"),
-        expires_at: row.get("new_expires_at"),
-        ttl_seconds: ttl_seconds(row, "new_ttl_seconds")?,
-        user_id: row.get("new_user_id"),
-    }))
+    lease_columns(row, "new_", "new_lease_id").lease()
 }
 
-fn refs(row: &PgRow, column: &str) -> StoreResult<Vec<ItemRef>> {
-    let refs: Vec<String> = row.get(column);
-    let mut refs = refs
-        .iter()
-        .map(|b| b.parse::<ItemRef>().map_err(|e| corrupt("blocker ref", e)))
-        .collect::<StoreResult<Vec<_>>>()?;
-    refs.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
-    Ok(refs)
+/// A row of [`LOCK_ITEM`](crate::items) or a lease statement: the item
+/// under this transaction's lock, with `db_now` read after taking it.
+pub fn locked(row: Option<&PgRow>, r: &ItemRef) -> StoreResult<Locked> {
+    let row = row.ok_or_else(|| StoreError::not_found(format!("item {r}")))?;
+    Ok(Locked {
+        id: row.get("id"),
+        deleted: row.get::<Option<Timestamp>, _>("deleted_at").is_some(),
+        slot: lease_slot(row)?,
+        now: row.get("db_now"),
+    })
 }
 
-/// L12: the note written under the lease now in the slot (live or not).
-fn current_note(row: &PgRow, slot: &LeaseSlot) -> Option<String> {
-    let note_lease: Option<i64> = row.get("lease_note_lease_id");
-    match (&slot.current, note_lease) {
-        (Some(l), Some(id)) if l.lease_id == id => row.get::<Option<String>, _>("lease_note"),
-        _ => None,
-    }
-}
-
-/// L18: the recorded last lease, or the lease itself once it has expired.
-fn last_lease(
-    row: &PgRow,
-    slot: &LeaseSlot,
-    current_note: Option<&str>,
-    now: Timestamp,
-) -> StoreResult<Option<LastLease>> {
-    let recorded = match row.get::<Option<String>, _>("last_lease_ended") {
-        None => None,
-        Some(ended) => Some(LastLease {
-            lease_id: row.get::<Option<i64>, _>("last_lease_id").unwrap_or(0),
-            epoch: row.get("last_lease_epoch"),
-            holder: row.get("last_lease_holder"),
-            session_id: row.get("last_lease_session_id"),
-            acquired_at: row.get("last_lease_acquired_at"),
-            ended_at: row.get("last_lease_ended_at"),
-            ended: ended.parse::<LeaseEnd>().map_err(|e| corrupt("last lease", e))?,
-            note: row.get("last_lease_note"),
-            reason: None,
-            broken_by: None,
-        }),
-    };
-    // L7: the break's reason and breaker belong to the lease they name.
-    let recorded = recorded.map(|mut l| {
-        if l.ended == LeaseEnd::Broken && row.get::<Option<i64>, _>("broken_lease_id") == Some(l.lease_id) {
-            l.reason = row.get("broken_reason");
-            l.broken_by = row.get("broken_by");
-        }
-        l
-    });
-    Ok(lease::last_lease(slot, current_note, recorded, now))
-}
-
+/// A row of [`ITEM_SELECT`], read at `now`.
 pub fn item_from_row(row: &PgRow, now: Timestamp) -> StoreResult<Item> {
-    let parent = row
-        .get::<Option<String>, _>("parent_prefix")
-        .map(|prefix| ItemRef { prefix, number: row.get("parent_number") });
-    let slot = lease_slot(row)?;
-    let note = current_note(row, &slot);
-    Ok(Item {
-        item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
+    ItemColumns {
+        prefix: row.get("prefix"),
+        number: row.get("number"),
         kind: row.get("kind"),
         title: row.get("title"),
         body: row.get("body"),
-        status: row.get::<String, _>("status").parse::<Status>().map_err(|e| corrupt("status", e))?,
-        priority: Priority::from_rank(row.get("priority")).ok_or_else(|| corrupt("priority", "out of range"))?,
+        status: row.get("status"),
+        priority: row.get("priority"),
         labels: row.get("labels"),
-        parent,
-        blocked_by: refs(row, "blocked_by")?,
-        blocked_by_open: refs(row, "blocked_by_open")?,
+        parent_prefix: row.get("parent_prefix"),
+        parent_number: row.get("parent_number"),
+        blocked_by: row.get("blocked_by"),
+        blocked_by_open: row.get("blocked_by_open"),
         assignee: row.get("assignee_email"),
         created_by: row.get("creator_email"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
         deleted_at: row.get("deleted_at"),
         comments_count: row.get("comments_count"),
-        // L5: an expired lease reads as absent.
-        lease: slot.live(now).cloned(),
-        lease_note: slot.live(now).and(note.clone()),
+        lease: lease_columns(row, "lease_", "lease_id"),
+        lease_note: row.get("lease_note"),
+        lease_note_lease_id: row.get("lease_note_lease_id"),
         not_before: row.get("not_before"),
         failures: row.get("failures"),
         retry_at: row.get("retry_at"),
         last_failure_note: row.get("last_failure_note"),
-        last_lease: last_lease(row, &slot, note.as_deref(), now)?,
-    })
+        last_lease: LastLeaseColumns {
+            ended: row.get("last_lease_ended"),
+            lease_id: row.get("last_lease_id"),
+            epoch: row.get("last_lease_epoch"),
+            holder: row.get("last_lease_holder"),
+            session_id: row.get("last_lease_session_id"),
+            acquired_at: row.get("last_lease_acquired_at"),
+            ended_at: row.get("last_lease_ended_at"),
+            note: row.get("last_lease_note"),
+            broken_lease_id: row.get("broken_lease_id"),
+            broken_reason: row.get("broken_reason"),
+            broken_by: row.get("broken_by"),
+        },
+    }
+    .into_item(now)
 }
 
 pub fn role(row: &PgRow) -> StoreResult<Role> {
-    row.get::<String, _>("role").parse().map_err(|e| corrupt("role", e))
+    shared_rows::role(row.get("role"))
 }
 
 pub fn workspace_from_row(row: &PgRow) -> StoreResult<Workspace> {
@@ -199,28 +154,16 @@ pub fn token_from_row(row: &PgRow) -> StoreResult<TokenInfo> {
         name: row.get("name"),
         email: row.get("email"),
         workspace: row.get("scope_slug"),
-        role: scope_role(row)?,
+        role: shared_rows::scope_role(row.get("scope_role"))?,
         created_at: row.get("created_at"),
         last_used_at: row.get("last_used_at"),
     })
 }
 
-fn scope_role(row: &PgRow) -> StoreResult<Option<Role>> {
-    row.get::<Option<String>, _>("scope_role").map(|r| r.parse().map_err(|e| corrupt("role", e))).transpose()
-}
-
 /// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
 pub fn principal_from_row(row: &PgRow) -> StoreResult<Principal> {
-    let scope = match (row.get::<Option<i64>, _>("workspace_id"), scope_role(row)?) {
-        (Some(workspace_id), Some(role)) => Some(TokenScope { workspace_id, role }),
-        (None, None) => None,
-        _ => return Err(corrupt("tokens.role", "a scope needs both a workspace and a role")),
-    };
-    Ok(Principal {
-        user: User { id: row.get("user_id"), email: row.get("email") },
-        token_id: row.get("token_id"),
-        scope,
-    })
+    let user = User { id: row.get("user_id"), email: row.get("email") };
+    shared_rows::principal(row.get("token_id"), row.get("workspace_id"), row.get("scope_role"), user)
 }
 
 /// Emails are identities: compared and stored lower-case. Safe against a
@@ -232,11 +175,11 @@ pub async fn ensure_user(conn: &mut PgConnection, email: &str) -> StoreResult<Us
         .bind(&email)
         .execute(&mut *conn)
         .await
-        .map_err(super::db)?;
+        .map_err(db)?;
     let id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
         .bind(&email)
         .fetch_one(&mut *conn)
         .await
-        .map_err(super::db)?;
+        .map_err(db)?;
     Ok(User { id, email })
 }

@@ -10,7 +10,7 @@ impl PgStore {
     /// Read under `FOR UPDATE`, check and write in one transaction, so two
     /// owners' changes cannot interleave into a default above the maximum.
     pub(crate) async fn update_settings_tx(&self, ws: &Workspace, patch: &SettingsPatch) -> StoreResult<Workspace> {
-        let mut tx = self.begin().await?;
+        let mut tx = pad_store::steps::Begin::begin(self).await?.conn;
         let row = sqlx::query("SELECT * FROM workspaces WHERE id = $1 FOR UPDATE")
             .bind(ws.id)
             .fetch_one(&mut *tx)

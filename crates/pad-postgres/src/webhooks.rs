@@ -107,7 +107,7 @@ pub(crate) async fn create(
 ) -> StoreResult<Webhook> {
     webhook::validate_url(&new.url)?;
     let events: Vec<&str> = webhook::normalize_events(&new.events).iter().map(|k| k.as_str()).collect();
-    let mut tx = s.begin().await?;
+    let mut tx = pad_store::steps::Begin::begin(s).await?.conn;
     // Serializes creates per workspace, so the cap holds under concurrency.
     sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
         .bind(ws.id)
@@ -237,7 +237,7 @@ pub(crate) async fn claim(s: &PgStore, limit: u32, hold_seconds: i64) -> StoreRe
 pub(crate) async fn finish(s: &PgStore, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
     let attempt = due.attempts + 1;
     let (outcome, retry) = webhook::after_attempt(attempt, result.status_code);
-    let mut tx = s.begin().await?;
+    let mut tx = pad_store::steps::Begin::begin(s).await?.conn;
     match retry {
         None => {
             sqlx::query("DELETE FROM webhook_outbox WHERE id = $1 AND claim = $2")
@@ -274,7 +274,7 @@ pub(crate) async fn log_test(
 ) -> StoreResult<WebhookDelivery> {
     let outcome =
         if webhook::accepted(result.status_code) { DeliveryOutcome::Delivered } else { DeliveryOutcome::Failed };
-    let mut tx = s.begin().await?;
+    let mut tx = pad_store::steps::Begin::begin(s).await?.conn;
     let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM webhooks WHERE id = $1 AND workspace_id = $2")
         .bind(id)
         .bind(ws.id)

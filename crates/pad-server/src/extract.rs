@@ -8,8 +8,8 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use pad_core::api::{ErrorCode, TTL_FIELD};
-use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
-use pad_store::Actor;
+use pad_core::{Action, ItemRef, Principal, Role, TokenScope, User, Workspace, authz, permits};
+use pad_store::{Actor, StoreError};
 use serde::de::DeserializeOwned;
 
 use crate::AppState;
@@ -264,6 +264,12 @@ impl Ctx {
 
     pub fn param(&self, name: &str) -> &str {
         self.params.get(name).map(String::as_str).unwrap_or_default()
+    }
+
+    /// The `{ref}` path parameter, parsed here once (case-insensitively), so
+    /// the store takes a typed ref (docs/api.md, "Items").
+    pub fn item_ref(&self) -> Result<ItemRef, StoreError> {
+        Ok(ItemRef::parse_field("ref", self.param("ref"))?)
     }
 
     /// The holder label: the given one, or the caller's email (docs/leases.md).

@@ -112,6 +112,32 @@ async fn invisible_characters_are_refused_naming_the_character() {
 
 /// `blocked_by` cycles are refused with `validation_failed`, naming the field
 /// and the cycle; the store's conformance suite covers both backends.
+/// A path ref that is not one (`TASK-1-2`, `TASK-0`, a stray character) is
+/// refused before the store is called, naming the field `ref`, and changes
+/// nothing; a valid ref is read case-insensitively (docs/api.md, "Items").
+#[tokio::test]
+async fn malformed_refs_in_the_path_are_refused_naming_ref() {
+    let s = TestServer::start().await;
+    let r = s.create_item(&s.owner, "default", "one").await;
+    let events_before = s.get(&s.owner, &format!("{WS}/events")).await.body;
+    for bad in ["TASK-1-2", "TASK-0", "TASK-01", "TASK-%C2%A0", "-1", "task"] {
+        for (method, suffix, body) in [
+            (Method::GET, "", None),
+            (Method::PATCH, "", Some(json!({"title": "x"}))),
+            (Method::POST, "/claim", Some(json!({"holder": "runner-a"}))),
+            (Method::POST, "/comments", Some(json!({"body": "hi"}))),
+        ] {
+            let path = format!("{WS}/items/{bad}{suffix}");
+            let a = s.call(Some(&s.owner), method.clone(), &path, body).await;
+            assert_eq!((a.status.as_u16(), a.code()), (400, "validation_failed"), "{method} {path}: {:?}", a.body);
+            assert_eq!(a.body["error"]["details"]["field"], "ref", "{method} {path}: {:?}", a.body);
+        }
+    }
+    assert_eq!(s.get(&s.owner, &format!("{WS}/events")).await.body, events_before, "nothing was written");
+    let lower = s.get(&s.owner, &format!("{WS}/items/{}", r.to_lowercase())).await;
+    assert_eq!((lower.status.as_u16(), lower.body["ref"].as_str()), (200, Some(r.as_str())));
+}
+
 #[tokio::test]
 async fn blocked_by_cycles_are_refused_naming_the_cycle() {
     let s = TestServer::start().await;

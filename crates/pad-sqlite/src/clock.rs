@@ -1,26 +1,34 @@
 //! The store's clock. With SQLite the server process is the only writer, so
 //! its clock is the store's (docs/leases.md).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use pad_core::Timestamp;
+use pad_store::clock::{SystemWall, Wall};
 
-#[derive(Default)]
 pub struct Clock {
     last: AtomicI64,
+    wall: Arc<dyn Wall>,
 }
 
-fn system_micros() -> i64 {
-    chrono::Utc::now().timestamp_micros()
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new(Arc::new(SystemWall))
+    }
 }
 
 impl Clock {
+    pub fn new(wall: Arc<dyn Wall>) -> Self {
+        Clock { last: AtomicI64::new(0), wall }
+    }
+
     /// The time of a write: strictly after every earlier write's, even if the
     /// system clock stalls or steps back, so `updated_at` always moves on.
     pub fn tick(&self) -> Timestamp {
         let mut prev = self.last.load(Ordering::Relaxed);
         loop {
-            let next = system_micros().max(prev + 1);
+            let next = self.wall.micros().max(prev + 1);
             match self.last.compare_exchange_weak(prev, next, Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(_) => return to_ts(next),
                 Err(p) => prev = p,
@@ -30,7 +38,7 @@ impl Clock {
 
     /// The time of a read: never before the last write.
     pub fn read(&self) -> Timestamp {
-        to_ts(system_micros().max(self.last.load(Ordering::Acquire)))
+        to_ts(self.wall.micros().max(self.last.load(Ordering::Acquire)))
     }
 }
 

@@ -1,13 +1,13 @@
 //! Row mapping: SQLite rows to the domain types.
 
-use pad_core::lease::{self, LastLease, LeaseEnd, LeaseSlot};
-use pad_core::{
-    Item, ItemRef, Lease, Principal, Priority, Role, Status, Timestamp, TokenInfo, TokenScope, User, Workspace,
-    WorkspaceSettings,
-};
+use pad_core::lease::LeaseSlot;
+use pad_core::{Item, Principal, Role, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings};
+use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns, corrupt};
 use pad_store::{StoreError, StoreResult};
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
+
+use crate::db;
 
 pub fn micros(t: Timestamp) -> i64 {
     t.timestamp_micros()
@@ -15,10 +15,6 @@ pub fn micros(t: Timestamp) -> i64 {
 
 pub fn ts(m: i64) -> StoreResult<Timestamp> {
     Timestamp::from_timestamp_micros(m).ok_or_else(|| StoreError::Internal(format!("timestamp out of range: {m}")))
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Internal(format!("unreadable {what} in the database: {e}"))
 }
 
 /// Every item read goes through this one SELECT, so get and list agree.
@@ -42,119 +38,80 @@ pub const ITEM_SELECT: &str =
     LEFT JOIN users a ON a.id = i.assignee_id
     JOIN users c ON c.id = i.created_by";
 
-pub fn lease_slot(row: &SqliteRow) -> StoreResult<LeaseSlot> {
-    let last_epoch: i64 = row.get("lease_epoch");
-    let holder: Option<String> = row.get("lease_holder");
-    let current = match holder {
-        None => None,
-        Some(holder) => Some(Lease {
-            // Leases granted before handles existed have none: 0 matches no request.
-            lease_id: row.get::<Option<i64>, _>("lease_id").unwrap_or(0),
-            holder,
-            session_id: row.get("lease_session_id"),
-            epoch: last_epoch,
-            acquired_at: ts(row.get("lease_acquired_at"))?,
-            renewed_at: ts(row.get("lease_renewed_at"))?,
-            expires_at: ts(row.get("lease_expires_at"))?,
-            ttl_seconds: u32::try_from(row.get::<i64, _>("lease_ttl_seconds")).map_err(|e| corrupt("ttl", e))?,
-            user_id: row.get("lease_user_id"),
-        }),
-    };
-    Ok(LeaseSlot { current, last_epoch })
-}
-
-fn refs(row: &SqliteRow, column: &str) -> StoreResult<Vec<ItemRef>> {
-    let refs: Vec<String> = serde_json::from_str(row.get(column)).map_err(|e| corrupt("blockers", e))?;
-    let mut refs = refs
-        .iter()
-        .map(|b| b.parse::<ItemRef>().map_err(|e| corrupt("blocker ref", e)))
-        .collect::<StoreResult<Vec<_>>>()?;
-    refs.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
-    Ok(refs)
-}
-
 fn opt_ts(row: &SqliteRow, column: &str) -> StoreResult<Option<Timestamp>> {
     row.get::<Option<i64>, _>(column).map(ts).transpose()
 }
 
-/// L12: the note written under the lease now in the slot (live or not).
-fn current_note(row: &SqliteRow, slot: &LeaseSlot) -> Option<String> {
-    let note_lease: Option<i64> = row.get("lease_note_lease_id");
-    match (&slot.current, note_lease) {
-        (Some(l), Some(id)) if l.lease_id == id => row.get::<Option<String>, _>("lease_note"),
-        _ => None,
-    }
+fn json_list(row: &SqliteRow, column: &str) -> StoreResult<Vec<String>> {
+    serde_json::from_str(row.get(column)).map_err(|e| corrupt(column, e))
 }
 
-/// L18: the recorded last lease, or the lease itself once it has expired.
-fn last_lease(
-    row: &SqliteRow,
-    slot: &LeaseSlot,
-    current_note: Option<&str>,
-    now: Timestamp,
-) -> StoreResult<Option<LastLease>> {
-    let recorded = match row.get::<Option<String>, _>("last_lease_ended") {
-        None => None,
-        Some(ended) => Some(LastLease {
-            lease_id: row.get::<Option<i64>, _>("last_lease_id").unwrap_or(0),
-            epoch: row.get("last_lease_epoch"),
-            holder: row.get("last_lease_holder"),
-            session_id: row.get("last_lease_session_id"),
-            acquired_at: ts(row.get("last_lease_acquired_at"))?,
-            ended_at: ts(row.get("last_lease_ended_at"))?,
-            ended: ended.parse::<LeaseEnd>().map_err(|e| corrupt("last lease", e))?,
-            note: row.get("last_lease_note"),
-            reason: None,
-            broken_by: None,
-        }),
-    };
-    // L7: the break's reason and breaker belong to the lease they name.
-    let recorded = recorded.map(|mut l| {
-        if l.ended == LeaseEnd::Broken && row.get::<Option<i64>, _>("broken_lease_id") == Some(l.lease_id) {
-            l.reason = row.get("broken_reason");
-            l.broken_by = row.get("broken_by");
-        }
-        l
-    });
-    Ok(lease::last_lease(slot, current_note, recorded, now))
+/// The `lease_*` columns.
+pub fn lease_columns(row: &SqliteRow) -> StoreResult<LeaseColumns> {
+    Ok(LeaseColumns {
+        holder: row.get("lease_holder"),
+        lease_id: row.get("lease_id"),
+        user_id: row.get("lease_user_id"),
+        session_id: row.get("lease_session_id"),
+        epoch: row.get("lease_epoch"),
+        acquired_at: opt_ts(row, "lease_acquired_at")?,
+        renewed_at: opt_ts(row, "lease_renewed_at")?,
+        expires_at: opt_ts(row, "lease_expires_at")?,
+        ttl_seconds: row.get("lease_ttl_seconds"),
+    })
 }
 
+pub fn lease_slot(row: &SqliteRow) -> StoreResult<LeaseSlot> {
+    lease_columns(row)?.slot()
+}
+
+/// A row of [`ITEM_SELECT`], read at `now`.
 pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
-    let parent = row
-        .get::<Option<String>, _>("parent_prefix")
-        .map(|prefix| ItemRef { prefix, number: row.get("parent_number") });
-    let slot = lease_slot(row)?;
-    let note = current_note(row, &slot);
-    Ok(Item {
-        item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
+    ItemColumns {
+        prefix: row.get("prefix"),
+        number: row.get("number"),
         kind: row.get("kind"),
         title: row.get("title"),
         body: row.get("body"),
-        status: row.get::<String, _>("status").parse::<Status>().map_err(|e| corrupt("status", e))?,
-        priority: Priority::from_rank(row.get("priority")).ok_or_else(|| corrupt("priority", "out of range"))?,
-        labels: serde_json::from_str(row.get("labels")).map_err(|e| corrupt("labels", e))?,
-        parent,
-        blocked_by: refs(row, "blocked_by")?,
-        blocked_by_open: refs(row, "blocked_by_open")?,
+        status: row.get("status"),
+        priority: row.get("priority"),
+        labels: json_list(row, "labels")?,
+        parent_prefix: row.get("parent_prefix"),
+        parent_number: row.get("parent_number"),
+        blocked_by: json_list(row, "blocked_by")?,
+        blocked_by_open: json_list(row, "blocked_by_open")?,
         assignee: row.get("assignee_email"),
         created_by: row.get("creator_email"),
         created_at: ts(row.get("created_at"))?,
         updated_at: ts(row.get("updated_at"))?,
-        deleted_at: row.get::<Option<i64>, _>("deleted_at").map(ts).transpose()?,
+        deleted_at: opt_ts(row, "deleted_at")?,
         comments_count: row.get("comments_count"),
-        // L5: an expired lease reads as absent.
-        lease: slot.live(now).cloned(),
-        lease_note: slot.live(now).and(note.clone()),
+        lease: lease_columns(row)?,
+        lease_note: row.get("lease_note"),
+        lease_note_lease_id: row.get("lease_note_lease_id"),
         not_before: opt_ts(row, "not_before")?,
         failures: row.get("failures"),
         retry_at: opt_ts(row, "retry_at")?,
         last_failure_note: row.get("last_failure_note"),
-        last_lease: last_lease(row, &slot, note.as_deref(), now)?,
-    })
+        last_lease: LastLeaseColumns {
+            ended: row.get("last_lease_ended"),
+            lease_id: row.get("last_lease_id"),
+            epoch: row.get("last_lease_epoch"),
+            holder: row.get("last_lease_holder"),
+            session_id: row.get("last_lease_session_id"),
+            acquired_at: opt_ts(row, "last_lease_acquired_at")?,
+            ended_at: opt_ts(row, "last_lease_ended_at")?,
+            note: row.get("last_lease_note"),
+            broken_lease_id: row.get("broken_lease_id"),
+            broken_reason: row.get("broken_reason"),
+            broken_by: row.get("broken_by"),
+        },
+    }
+    .into_item(now)
 }
 
 pub fn role(row: &SqliteRow) -> StoreResult<Role> {
-    row.get::<String, _>("role").parse().map_err(|e| corrupt("role", e))
+    shared_rows::role(row.get("role"))
 }
 
 pub fn workspace_from_row(row: &SqliteRow) -> StoreResult<Workspace> {
@@ -186,28 +143,16 @@ pub fn token_from_row(row: &SqliteRow) -> StoreResult<TokenInfo> {
         name: row.get("name"),
         email: row.get("email"),
         workspace: row.get("scope_slug"),
-        role: scope_role(row)?,
+        role: shared_rows::scope_role(row.get("scope_role"))?,
         created_at: ts(row.get("created_at"))?,
         last_used_at: row.get::<Option<i64>, _>("last_used_at").map(ts).transpose()?,
     })
 }
 
-fn scope_role(row: &SqliteRow) -> StoreResult<Option<Role>> {
-    row.get::<Option<String>, _>("scope_role").map(|r| r.parse().map_err(|e| corrupt("role", e))).transpose()
-}
-
 /// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
 pub fn principal_from_row(row: &SqliteRow) -> StoreResult<Principal> {
-    let scope = match (row.get::<Option<i64>, _>("workspace_id"), scope_role(row)?) {
-        (Some(workspace_id), Some(role)) => Some(TokenScope { workspace_id, role }),
-        (None, None) => None,
-        _ => return Err(corrupt("tokens.role", "a scope needs both a workspace and a role")),
-    };
-    Ok(Principal {
-        user: User { id: row.get("user_id"), email: row.get("email") },
-        token_id: row.get("token_id"),
-        scope,
-    })
+    let user = User { id: row.get("user_id"), email: row.get("email") };
+    shared_rows::principal(row.get("token_id"), row.get("workspace_id"), row.get("scope_role"), user)
 }
 
 /// Emails are identities: compared and stored lower-case.
@@ -218,11 +163,11 @@ pub async fn ensure_user(conn: &mut SqliteConnection, email: &str, now: Timestam
         .bind(micros(now))
         .execute(&mut *conn)
         .await
-        .map_err(super::db)?;
+        .map_err(db)?;
     let id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE email = ?")
         .bind(&email)
         .fetch_one(&mut *conn)
         .await
-        .map_err(super::db)?;
+        .map_err(db)?;
     Ok(User { id, email })
 }

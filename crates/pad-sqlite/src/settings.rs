@@ -10,7 +10,7 @@ impl SqliteStore {
     /// Read, check and write inside one `BEGIN IMMEDIATE` transaction, so
     /// two owners' changes cannot interleave into a default above the maximum.
     pub(crate) async fn update_settings_tx(&self, ws: &Workspace, patch: &SettingsPatch) -> StoreResult<Workspace> {
-        let (mut tx, _) = self.begin().await?;
+        let crate::Tx { conn: mut tx, now: _ } = pad_store::steps::Begin::begin(self).await?;
         let row =
             sqlx::query("SELECT * FROM workspaces WHERE id = ?").bind(ws.id).fetch_one(&mut *tx).await.map_err(db)?;
         let current = rows::workspace_from_row(&row)?;

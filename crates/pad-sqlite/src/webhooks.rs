@@ -75,7 +75,7 @@ pub(crate) async fn create(
     webhook::validate_url(&new.url)?;
     let events = serde_json::to_string(&webhook::normalize_events(&new.events))
         .map_err(|e| StoreError::Internal(e.to_string()))?;
-    let (mut tx, now) = s.begin().await?;
+    let crate::Tx { conn: mut tx, now } = pad_store::steps::Begin::begin(s).await?;
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhooks WHERE workspace_id = ?")
         .bind(ws.id)
         .fetch_one(&mut *tx)
@@ -108,7 +108,7 @@ pub(crate) async fn list(s: &SqliteStore, ws: &Workspace) -> StoreResult<Vec<Web
 }
 
 pub(crate) async fn delete(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<()> {
-    let (mut tx, _) = s.begin().await?;
+    let crate::Tx { conn: mut tx, now: _ } = pad_store::steps::Begin::begin(s).await?;
     let gone = sqlx::query("DELETE FROM webhooks WHERE id = ? AND workspace_id = ?")
         .bind(id)
         .bind(ws.id)
@@ -161,7 +161,7 @@ pub(crate) async fn claim(s: &SqliteStore, limit: u32, hold_seconds: i64) -> Sto
     if any.is_none() {
         return Ok(Vec::new());
     }
-    let (mut tx, now) = s.begin().await?;
+    let crate::Tx { conn: mut tx, now } = pad_store::steps::Begin::begin(s).await?;
     let now = micros(now);
     let claimed = sqlx::query(
         "UPDATE webhook_outbox SET claim = lower(hex(randomblob(16))), claimed_until = ?
@@ -217,7 +217,7 @@ pub(crate) async fn claim(s: &SqliteStore, limit: u32, hold_seconds: i64) -> Sto
 pub(crate) async fn finish(s: &SqliteStore, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
     let attempt = due.attempts + 1;
     let (outcome, retry) = webhook::after_attempt(attempt, result.status_code);
-    let (mut tx, now) = s.begin().await?;
+    let crate::Tx { conn: mut tx, now } = pad_store::steps::Begin::begin(s).await?;
     let now = micros(now);
     match retry {
         None => {
@@ -255,7 +255,7 @@ pub(crate) async fn log_test(
 ) -> StoreResult<WebhookDelivery> {
     let outcome =
         if webhook::accepted(result.status_code) { DeliveryOutcome::Delivered } else { DeliveryOutcome::Failed };
-    let (mut tx, now) = s.begin().await?;
+    let crate::Tx { conn: mut tx, now } = pad_store::steps::Begin::begin(s).await?;
     let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM webhooks WHERE id = ? AND workspace_id = ?")
         .bind(id)
         .bind(ws.id)

@@ -3,12 +3,14 @@
 use std::sync::Arc;
 
 use pad_sqlite::SqliteStore;
-use pad_store::conformance::TestStore;
+use pad_test_support::TestClock;
+use pad_test_support::conformance::TestStore;
 
 async fn fresh() -> Option<TestStore> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteStore::open(&dir.path().join("pad.db")).await.expect("open sqlite");
-    Some(TestStore { store: Arc::new(store), guard: Box::new(dir) })
+    let clock = Arc::new(TestClock::default());
+    let store = SqliteStore::open_with_clock(&dir.path().join("pad.db"), clock.clone()).await.expect("open sqlite");
+    Some(TestStore { store: Arc::new(store), guard: Box::new(dir), clock: Some(clock) })
 }
 
-pad_store::conformance_suite!(fresh());
+pad_test_support::conformance_suite!(fresh());

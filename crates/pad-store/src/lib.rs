@@ -1,19 +1,22 @@
 //! The `Store` trait: everything pad persists, behind one interface that the
-//! SQLite and Postgres backends implement. The [`conformance`] suite is
-//! written once against the trait and run by every backend's tests.
+//! SQLite and Postgres backends implement, and the steps they share. The
+//! conformance suite (crate `pad-test-support`) is written once against the
+//! trait and run by every backend's tests.
 
+pub mod clock;
 mod error;
 mod requests;
+pub mod rows;
 pub mod shared;
 mod webhooks;
 
-pub mod conformance;
+pub mod steps;
 
 use async_trait::async_trait;
 use pad_core::lease::LeaseHandle;
 use pad_core::{
-    Comment, Event, EventFilter, FrontierFilter, Item, ItemFilter, ItemPatch, Kind, Lease, Member, NewItem, Page,
-    Principal, Role, Timestamp, TokenInfo, User, Version, Workspace,
+    Comment, Event, EventFilter, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, Lease, Member, NewItem,
+    Page, Principal, Role, Timestamp, TokenInfo, User, Version, Workspace,
 };
 
 pub use error::{StoreError, StoreResult};
@@ -117,8 +120,9 @@ pub trait Store: Send + Sync + 'static {
     async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind>;
 
     async fn create_item(&self, ws: &Workspace, actor: Actor, new: &NewItem) -> StoreResult<Item>;
-    /// `ref` is parsed here (case-insensitively); deleted items are found too.
-    async fn get_item(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Item>;
+    /// Deleted items are found too. Refs are parsed once, by the caller (the
+    /// server parses the path case-insensitively, `ItemRef::parse_field`).
+    async fn get_item(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Item>;
     /// Items in ref order; `cursor` is the `next_cursor` of the previous page.
     async fn list_items(
         &self,
@@ -128,37 +132,49 @@ pub trait Store: Send + Sync + 'static {
         cursor: Option<&str>,
     ) -> StoreResult<Page<Item>>;
     /// A content change: one history version, `updated_at` moves on.
-    async fn update_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, patch: &ItemPatch) -> StoreResult<Item>;
+    async fn update_item(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        item_ref: &ItemRef,
+        patch: &ItemPatch,
+    ) -> StoreResult<Item>;
     /// Soft delete, fenced by epoch and/or lease id when given (L10, L17).
-    async fn delete_item(&self, ws: &Workspace, actor: Actor, item_ref: &str, fence: LeaseHandle) -> StoreResult<Item>;
-    async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
+    async fn delete_item(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        item_ref: &ItemRef,
+        fence: LeaseHandle,
+    ) -> StoreResult<Item>;
+    async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &ItemRef) -> StoreResult<Item>;
 
     /// Puts a quarantined item back in the queue (docs/leases.md, "Requeue"):
     /// removes `needs-human`, clears the expiry and failure counts and the
     /// failure backoff, in one step recorded in history. Leaves any lease
     /// alone; with nothing to clear it changes nothing.
-    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &str) -> StoreResult<Item>;
+    async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &ItemRef) -> StoreResult<Item>;
     /// History versions, newest first.
-    async fn history(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Version>>;
-    async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &str, body: &str) -> StoreResult<Comment>;
+    async fn history(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Version>>;
+    async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &ItemRef, body: &str) -> StoreResult<Comment>;
     /// Comments, oldest first.
-    async fn list_comments(&self, ws: &Workspace, item_ref: &str) -> StoreResult<Vec<Comment>>;
+    async fn list_comments(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Comment>>;
 
     /// L1-L3, L5, L7-L9.
-    async fn claim(&self, ws: &Workspace, item_ref: &str, req: &ClaimRequest) -> StoreResult<ClaimOutcome>;
+    async fn claim(&self, ws: &Workspace, item_ref: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome>;
     /// L4.
-    async fn renew(&self, ws: &Workspace, item_ref: &str, req: &RenewRequest) -> StoreResult<Lease>;
+    async fn renew(&self, ws: &Workspace, item_ref: &ItemRef, req: &RenewRequest) -> StoreResult<Lease>;
     /// L6, L7 (break with `force`, which the caller has authorized).
-    async fn release(&self, ws: &Workspace, item_ref: &str, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome>;
+    async fn release(&self, ws: &Workspace, item_ref: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome>;
 
     /// L15: sets the status and ends the caller's live lease in one
     /// transaction: one history version (if the status changed), then
     /// `item.updated` and `lease.released`; `last_lease` says `completed`.
-    async fn complete(&self, ws: &Workspace, item_ref: &str, req: &CompleteRequest) -> StoreResult<Item>;
+    async fn complete(&self, ws: &Workspace, item_ref: &ItemRef, req: &CompleteRequest) -> StoreResult<Item>;
 
     /// L14: ends the caller's live lease as failed, counts the failure, keeps
     /// the note, sets `retry_at`, and quarantines at the threshold.
-    async fn fail(&self, ws: &Workspace, item_ref: &str, req: &FailRequest) -> StoreResult<FailOutcome>;
+    async fn fail(&self, ws: &Workspace, item_ref: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome>;
 
     /// L11: ready items (open, unblocked, no live lease), highest priority
     /// first, then oldest.

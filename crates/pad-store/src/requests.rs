@@ -4,7 +4,7 @@
 use pad_core::lease::{InvalidTtl, LeaseHandle, Ttl};
 use pad_core::model::validate_name;
 use pad_core::validate::{self, Lines};
-use pad_core::{Item, Lease, Status, WorkspaceSettings};
+use pad_core::{Claimant, Item, Lease, Status, WorkspaceSettings};
 
 use crate::{Actor, StoreError};
 
@@ -184,3 +184,23 @@ impl ReleaseRequest {
 fn resolve_ttl(requested: Option<i64>, s: &WorkspaceSettings) -> Result<Ttl, InvalidTtl> {
     Ttl::resolve(requested, s.default_ttl_seconds, s.max_ttl_seconds)
 }
+
+/// Who asks, as the lease rules want it: claims carry a session id (L3);
+/// the other operations name the lease by its handle instead.
+impl ClaimRequest {
+    pub fn claimant(&self) -> Claimant<'_> {
+        Claimant { user_id: self.actor.user_id, holder: &self.holder, session_id: self.session_id.as_deref() }
+    }
+}
+
+macro_rules! claimant_without_session {
+    ($($req:ty),*) => {$(
+        impl $req {
+            pub fn claimant(&self) -> Claimant<'_> {
+                Claimant { user_id: self.actor.user_id, holder: &self.holder, session_id: None }
+            }
+        }
+    )*};
+}
+
+claimant_without_session!(RenewRequest, ReleaseRequest, CompleteRequest, FailRequest);

@@ -6,7 +6,7 @@ use pad_core::lease::LeaseEnd;
 use pad_core::lease::{self, LeaseSlot};
 use pad_core::model::{ValidPatch, validate_label};
 use pad_core::validate::{self, Lines};
-use pad_core::{Item, ItemFilter, ItemRef, LIST_LIMIT_MAX, Lease, NEEDS_HUMAN, Timestamp};
+use pad_core::{Item, ItemFilter, ItemRef, LIST_LIMIT_MAX, Lease, NEEDS_HUMAN, Page, Timestamp};
 use serde_json::{Map, Value, json};
 
 use crate::{StoreError, StoreResult};
@@ -29,6 +29,21 @@ pub fn list_window(filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> Sto
         validate::text("q", q, 1, 200, Lines::Single)?;
     }
     Ok((after, limit.clamp(1, LIST_LIMIT_MAX)))
+}
+
+/// Cuts one page from the rows of a list query that asked for `limit + 1`
+/// (see [`list_window`]): the first `limit` items, and the cursor of the
+/// next page when there is one. `read` gives a row's id and item.
+pub fn page<R>(rows: &[R], limit: u32, read: impl Fn(&R) -> StoreResult<(i64, Item)>) -> StoreResult<Page<Item>> {
+    let mut items = Vec::with_capacity(rows.len());
+    let mut last_id = 0;
+    for row in rows.iter().take(limit as usize) {
+        let (id, item) = read(row)?;
+        last_id = id;
+        items.push(item);
+    }
+    let next_cursor = (rows.len() > limit as usize).then(|| last_id.to_string());
+    Ok(Page { items, next_cursor })
 }
 
 /// Decides an update of `old` (whose lease slot is `slot`) at `now`: the

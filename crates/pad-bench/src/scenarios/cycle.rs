@@ -14,7 +14,7 @@ use pad_client::Client;
 use pad_core::Workspace;
 
 use super::{TTL_SECONDS, claim_body, claim_request, release_body, release_request};
-use crate::fixture::{Db, Fixture, task_ref};
+use crate::fixture::{Db, Fixture, task_item_ref, task_ref};
 use crate::{Deadline, Result, Row, Samples, Sizes, workers};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,7 @@ fn cycle(
     let (client, store, db, owner) = (fx.client.clone(), fx.store.clone(), fx.db.clone(), fx.owner);
     async move {
         let r = task_ref(number);
+        let item = task_item_ref(number);
         let holder = format!("cycler-{number}");
         let mut samples = Samples::default();
         while !deadline.passed() {
@@ -85,8 +86,8 @@ fn cycle(
             match via {
                 Via::Http => http_cycle(&client, &ws.slug, &r, &holder).await?,
                 Via::Store => {
-                    store.claim(&ws, &r, &claim_request(owner, &holder)).await?;
-                    store.release(&ws, &r, &release_request(owner, &holder)).await?;
+                    store.claim(&ws, &item, &claim_request(owner, &holder)).await?;
+                    store.release(&ws, &item, &release_request(owner, &holder)).await?;
                 }
                 Via::Sql => sql_cycle(&db, ws.id, number, owner.user_id, &holder).await?,
             }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use pad_core::api::RenewBody;
 
 use super::claim_request;
-use crate::fixture::{Fixture, task_ref};
+use crate::fixture::{Fixture, task_item_ref, task_ref};
 use crate::{Deadline, Result, Row, Samples, Sizes, workers};
 
 const HOLDER: &str = "heart";
@@ -22,7 +22,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
         async move {
             let mut epochs = Vec::new();
             for n in nums.clone().skip(t).step_by(takers) {
-                let out = store.claim(&ws, &task_ref(n), &claim_request(owner, HOLDER)).await?;
+                let out = store.claim(&ws, &task_item_ref(n), &claim_request(owner, HOLDER)).await?;
                 epochs.push((n, out.lease.epoch));
             }
             Ok(epochs)

@@ -50,7 +50,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
 
         let (mut samples, started) = (Samples::default(), Instant::now());
         for k in 0..s.scale_samples {
-            let r = pick(k + s.scale_samples);
+            let r = pick(k + s.scale_samples).parse::<pad_core::ItemRef>()?;
             samples.time(fx.store.claim(&ws, &r, &claim_request(fx.owner, "scaler"))).await?;
             fx.store.release(&ws, &r, &release_request(fx.owner, "scaler")).await?;
         }

@@ -41,7 +41,7 @@ pub async fn create(
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
 pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(s.store.get_item(&ctx.ws, ctx.param("ref")).await?))
+    Ok(axum::Json(s.store.get_item(&ctx.ws, &ctx.item_ref()?).await?))
 }
 
 /// Update content; `expected_updated_at` and `lease_epoch` guard the write.
@@ -50,7 +50,7 @@ pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
     responses((status = 200, body = Item), (status = 409, body = ErrorEnvelope, description = "update_conflict or lease_lost"), (status = "default", body = ErrorEnvelope)))]
 pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemPatch>) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
-    Ok(axum::Json(s.store.update_item(&ctx.ws, ctx.actor(), ctx.param("ref"), &patch).await?))
+    Ok(axum::Json(s.store.update_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, &patch).await?))
 }
 
 /// Soft delete.
@@ -60,7 +60,7 @@ pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemP
 pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQuery>) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
     let fence = pad_core::lease::LeaseHandle { epoch: q.lease_epoch, lease_id: q.lease_id };
-    Ok(axum::Json(s.store.delete_item(&ctx.ws, ctx.actor(), ctx.param("ref"), fence).await?))
+    Ok(axum::Json(s.store.delete_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, fence).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/restore", tag = "items",
@@ -68,7 +68,7 @@ pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQ
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
 pub async fn restore(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
-    Ok(axum::Json(s.store.restore_item(&ctx.ws, ctx.actor(), ctx.param("ref")).await?))
+    Ok(axum::Json(s.store.restore_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?))
 }
 
 /// History versions, newest first.
@@ -77,7 +77,7 @@ pub async fn restore(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
     responses((status = 200, body = VersionList), (status = "default", body = ErrorEnvelope)))]
 pub async fn history(State(s): State<AppState>, ctx: Ctx) -> JsonOut<VersionList> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(VersionList { versions: s.store.history(&ctx.ws, ctx.param("ref")).await? }))
+    Ok(axum::Json(VersionList { versions: s.store.history(&ctx.ws, &ctx.item_ref()?).await? }))
 }
 
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",
@@ -85,7 +85,7 @@ pub async fn history(State(s): State<AppState>, ctx: Ctx) -> JsonOut<VersionList
     responses((status = 200, body = CommentList), (status = "default", body = ErrorEnvelope)))]
 pub async fn comments(State(s): State<AppState>, ctx: Ctx) -> JsonOut<CommentList> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(CommentList { comments: s.store.list_comments(&ctx.ws, ctx.param("ref")).await? }))
+    Ok(axum::Json(CommentList { comments: s.store.list_comments(&ctx.ws, &ctx.item_ref()?).await? }))
 }
 
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",
@@ -97,6 +97,6 @@ pub async fn comment(
     Json(c): Json<NewComment>,
 ) -> ApiResult<(StatusCode, axum::Json<Comment>)> {
     ctx.require(Action::Write)?;
-    let comment = s.store.add_comment(&ctx.ws, ctx.actor(), ctx.param("ref"), &c.body).await?;
+    let comment = s.store.add_comment(&ctx.ws, ctx.actor(), &ctx.item_ref()?, &c.body).await?;
     Ok((StatusCode::CREATED, axum::Json(comment)))
 }

@@ -45,14 +45,15 @@ pub async fn claim(
     Json(body): Json<ClaimBody>,
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
+    let r = ctx.item_ref()?;
     let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh);
     let started = std::time::Instant::now();
-    let out = s.store.claim(&ctx.ws, ctx.param("ref"), &req).await;
+    let out = s.store.claim(&ctx.ws, &r, &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
     let out = out.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, if out.refreshed { LeaseCount::Refresh } else { LeaseCount::Claim });
     Ok(axum::Json(ClaimResponse {
-        item_ref: ctx.param("ref").to_ascii_uppercase(),
+        item_ref: r.to_string(),
         lease: out.lease,
         refreshed: out.refreshed,
         previous_note: out.previous_note,
@@ -70,6 +71,7 @@ pub async fn renew(
     Json(body): Json<RenewBody>,
 ) -> ApiResult<axum::Json<RenewResponse>> {
     ctx.require(Action::Lease)?;
+    let r = ctx.item_ref()?;
     let req = RenewRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
@@ -77,10 +79,9 @@ pub async fn renew(
         ttl_seconds: body.ttl_seconds.map(TtlSeconds::seconds),
         note: body.note,
     };
-    let lease =
-        s.store.renew(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    let lease = s.store.renew(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Renewal);
-    Ok(axum::Json(RenewResponse { item_ref: ctx.param("ref").to_ascii_uppercase(), lease }))
+    Ok(axum::Json(RenewResponse { item_ref: r.to_string(), lease }))
 }
 
 /// Release our lease (L6), or break another's as an owner (L7).
@@ -93,6 +94,7 @@ pub async fn release(
     Json(body): Json<ReleaseBody>,
 ) -> ApiResult<axum::Json<ReleaseResponse>> {
     ctx.require(Action::Lease)?;
+    let r = ctx.item_ref()?;
     if body.force {
         ctx.require(Action::BreakLease)?;
     }
@@ -103,19 +105,14 @@ pub async fn release(
         force: body.force,
         reason: body.reason,
     };
-    let out =
-        s.store.release(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    let out = s.store.release(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     if out.released {
         s.metrics.count(&ctx.ws.slug, LeaseCount::Release);
     }
     if let Some(ended) = &out.lease {
         s.metrics.held(&ctx.ws.slug, chrono::Utc::now() - ended.acquired_at);
     }
-    Ok(axum::Json(ReleaseResponse {
-        item_ref: ctx.param("ref").to_ascii_uppercase(),
-        released: out.released,
-        reason: out.reason.to_string(),
-    }))
+    Ok(axum::Json(ReleaseResponse { item_ref: r.to_string(), released: out.released, reason: out.reason.to_string() }))
 }
 
 /// Set the status (default `done`) and end our lease in one fenced step (L15).
@@ -130,14 +127,14 @@ pub async fn complete(
     // A status change is an item write as well as a lease end.
     ctx.require(Action::Write)?;
     ctx.require(Action::Lease)?;
+    let r = ctx.item_ref()?;
     let req = CompleteRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
         handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
         status: body.status.unwrap_or(Status::Done),
     };
-    let item =
-        s.store.complete(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    let item = s.store.complete(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Completion);
     held(&s, &ctx, item.last_lease.as_ref());
     Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item }))
@@ -154,6 +151,7 @@ pub async fn fail(
     Json(body): Json<FailBody>,
 ) -> ApiResult<axum::Json<FailResponse>> {
     ctx.require(Action::Lease)?;
+    let r = ctx.item_ref()?;
     let req = FailRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
@@ -161,8 +159,7 @@ pub async fn fail(
         note: body.note,
         max_failures: body.max_failures,
     };
-    let out =
-        s.store.fail(&ctx.ws, ctx.param("ref"), &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    let out = s.store.fail(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Failure);
     if out.quarantined {
         s.metrics.count(&ctx.ws.slug, LeaseCount::Quarantine);
@@ -182,7 +179,7 @@ pub async fn fail(
     responses((status = 200, body = pad_core::Item), (status = 403, body = ErrorEnvelope, description = "forbidden: only owners requeue"), (status = "default", body = ErrorEnvelope)))]
 pub async fn requeue(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<pad_core::Item>> {
     ctx.require(Action::BreakLease)?;
-    Ok(axum::Json(s.store.requeue(&ctx.ws, ctx.actor(), ctx.param("ref")).await?))
+    Ok(axum::Json(s.store.requeue(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?))
 }
 
 /// Feeds the hold-time histogram from the lease an end just recorded (L18).

@@ -26,7 +26,7 @@ pub struct BodyHtml {
     responses((status = 200, body = BodyHtml), (status = "default", body = ErrorEnvelope)))]
 pub async fn body_html(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<BodyHtml>> {
     ctx.require(Action::Read)?;
-    let item = s.store.get_item(&ctx.ws, ctx.param("ref")).await?;
+    let item = s.store.get_item(&ctx.ws, &ctx.item_ref()?).await?;
     Ok(axum::Json(BodyHtml { html: render_markdown(&item.body) }))
 }
 

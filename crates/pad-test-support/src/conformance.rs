@@ -1,9 +1,9 @@
 //! The conformance suite: one set of behaviours, written once against
-//! [`Store`], that every backend must pass. Each test names the docs/leases.md rule it
+//! [`Store`](pad_store::Store), that every backend must pass. Each test names the docs/leases.md rule it
 //! proves. A backend runs it with [`conformance_suite!`](crate::conformance_suite):
 //!
 //! ```ignore
-//! pad_store::conformance_suite!(my_backend_factory());
+//! pad_test_support::conformance_suite!(my_backend_factory());
 //! ```
 //!
 //! where the factory is an `async` expression yielding
@@ -14,17 +14,36 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pad_core::{FrontierFilter, Item, ItemFilter, ItemPatch, NEEDS_HUMAN, NewItem, Priority, Role, Status, Workspace};
+use pad_core::{
+    FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, NEEDS_HUMAN, NewItem, Priority, Role, Status, Workspace,
+};
 
 use pad_core::lease::{LeaseEnd, LeaseHandle};
 
-use crate::{Actor, ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest, Store, StoreError};
+use crate::TestClock;
+use pad_store::{Actor, ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest, Store, StoreError};
 
 /// A fresh, empty store for one test, and whatever keeps it alive (a temp
 /// directory, a scratch database) until the test ends.
 pub struct TestStore {
     pub store: Arc<dyn Store>,
     pub guard: Box<dyn Any + Send + Sync>,
+    /// The store's clock, when the test can move it (SQLite); `None` makes
+    /// [`pass`] sleep instead (PostgreSQL's clock is the database's).
+    pub clock: Option<Arc<TestClock>>,
+}
+
+tokio::task_local! {
+    static CLOCK: Option<Arc<TestClock>>;
+}
+
+/// Lets `d` pass on the store's clock: moves the test clock when the store
+/// has one, else sleeps.
+pub async fn pass(d: Duration) {
+    match CLOCK.try_with(Clone::clone) {
+        Ok(Some(clock)) => clock.advance(d),
+        _ => tokio::time::sleep(d).await,
+    }
 }
 
 /// Generates one `#[tokio::test]` per conformance test, each on a fresh store.
@@ -96,8 +115,8 @@ macro_rules! conformance_suite {
             async fn $name() {
                 match $make.await {
                     Some(ts) => {
-                        let $crate::conformance::TestStore { store, guard } = ts;
-                        $crate::conformance::$name(store).await;
+                        let $crate::conformance::TestStore { store, guard, clock } = ts;
+                        $crate::conformance::scoped(clock, $crate::conformance::$name(store)).await;
                         drop(guard);
                     }
                     None => eprintln!("SKIPPED {}: no store configured", stringify!($name)),
@@ -105,6 +124,11 @@ macro_rules! conformance_suite {
             }
         )+
     };
+}
+
+/// Runs a test with its store's clock in reach of [`pass`].
+pub async fn scoped(clock: Option<Arc<TestClock>>, test: impl std::future::Future<Output = ()>) {
+    CLOCK.scope(clock, test).await
 }
 
 /// A workspace with an owner, an editor and a viewer.
@@ -177,8 +201,13 @@ impl Fixture {
     }
 
     async fn get(&self, r: &str) -> Item {
-        self.store.get_item(&self.ws, r).await.unwrap()
+        self.store.get_item(&self.ws, &rf(r)).await.unwrap()
     }
+}
+
+/// A ref as the server hands it to the store: parsed once, at the edge.
+fn rf(s: &str) -> ItemRef {
+    ItemRef::parse_field("ref", s).unwrap()
 }
 
 fn held_by(e: StoreError) -> String {
@@ -191,7 +220,7 @@ fn held_by(e: StoreError) -> String {
 pub async fn l1_grant_sets_times_and_first_epoch(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let out = f.store.claim(&f.ws, "task-1", &f.claim("runner-a", 60)).await.unwrap();
+    let out = f.store.claim(&f.ws, &rf("task-1"), &f.claim("runner-a", 60)).await.unwrap();
     assert!(!out.refreshed);
     let l = out.lease;
     assert_eq!((l.holder.as_str(), l.epoch, l.ttl_seconds), ("runner-a", 1, 60));
@@ -207,7 +236,7 @@ pub async fn l1_concurrent_claimers_have_exactly_one_winner(store: Arc<dyn Store
     let f = Arc::new(Fixture::new(store).await);
     for round in 0..50 {
         let item = f.item(&format!("race {round}")).await;
-        let r = item.item_ref.to_string();
+        let r = item.item_ref.clone();
         let tasks: Vec<_> = (0..64)
             .map(|i| {
                 let f = f.clone();
@@ -230,7 +259,7 @@ pub async fn l1_concurrent_claimers_have_exactly_one_winner(store: Arc<dyn Store
         }
         assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
         assert!(named.iter().all(|h| *h == winners[0]), "round {round}: losers saw {named:?}, winner {}", winners[0]);
-        assert_eq!(f.get(&r).await.lease.unwrap().holder, winners[0]);
+        assert_eq!(f.get(&r.to_string()).await.lease.unwrap().holder, winners[0]);
     }
 }
 
@@ -239,8 +268,8 @@ pub async fn l2_contention_names_the_live_lease(store: Arc<dyn Store>) {
     f.item("one").await;
     let mut req = f.claim("runner-a", 120);
     req.session_id = Some("s-1".into());
-    let won = f.store.claim(&f.ws, "TASK-1", &req).await.unwrap().lease;
-    match f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await {
+    let won = f.store.claim(&f.ws, &rf("TASK-1"), &req).await.unwrap().lease;
+    match f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await {
         Err(StoreError::LeaseHeld { lease, now }) => {
             assert_eq!(*lease, won);
             assert_eq!(lease.session_id.as_deref(), Some("s-1"));
@@ -255,9 +284,9 @@ pub async fn l2_contention_names_the_live_lease(store: Arc<dyn Store>) {
 pub async fn l3_refresh_keeps_acquired_at_and_epoch(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let first = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
+    let first = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap().lease;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let out = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 300)).await.unwrap();
+    let out = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 300)).await.unwrap();
     assert!(out.refreshed);
     let l = out.lease;
     assert_eq!((l.epoch, l.acquired_at), (first.epoch, first.acquired_at));
@@ -271,40 +300,40 @@ pub async fn l3_same_holder_other_session_is_contention(store: Arc<dyn Store>) {
     f.item("one").await;
     let mut a = f.claim("runner-a", 60);
     a.session_id = Some("run-1".into());
-    f.store.claim(&f.ws, "TASK-1", &a).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &a).await.unwrap();
     a.session_id = Some("run-2".into());
-    assert_eq!(held_by(f.store.claim(&f.ws, "TASK-1", &a).await.unwrap_err()), "runner-a");
+    assert_eq!(held_by(f.store.claim(&f.ws, &rf("TASK-1"), &a).await.unwrap_err()), "runner-a");
     // No session id against one that has one is another worker too.
     a.session_id = None;
-    assert!(matches!(f.store.claim(&f.ws, "TASK-1", &a).await, Err(StoreError::LeaseHeld { .. })));
+    assert!(matches!(f.store.claim(&f.ws, &rf("TASK-1"), &a).await, Err(StoreError::LeaseHeld { .. })));
 }
 
 pub async fn l4_renew_extends_only_a_live_lease_with_its_epoch(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap().lease;
     let mut req = f.renew("runner-a", l.epoch);
     req.ttl_seconds = Some(600);
-    let renewed = f.store.renew(&f.ws, "TASK-1", &req).await.unwrap();
+    let renewed = f.store.renew(&f.ws, &rf("TASK-1"), &req).await.unwrap();
     assert_eq!((renewed.epoch, renewed.acquired_at, renewed.ttl_seconds), (l.epoch, l.acquired_at, 600));
     assert_eq!(renewed.expires_at, renewed.renewed_at + chrono::Duration::seconds(600));
     // A stale epoch: lease_lost with the current lease, nothing changed.
-    match f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch + 1)).await {
+    match f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("runner-a", l.epoch + 1)).await {
         Err(StoreError::LeaseLost { current, .. }) => assert_eq!(current.as_deref(), Some(&renewed)),
         other => panic!("{other:?}"),
     }
     assert_eq!(f.get("TASK-1").await.lease, Some(renewed));
     // Renewing without a TTL keeps the lease's own.
-    let again = f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch)).await.unwrap();
+    let again = f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("runner-a", l.epoch)).await.unwrap();
     assert_eq!(again.ttl_seconds, 600);
 }
 
 pub async fn l4_renew_after_expiry_is_lost(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    match f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch)).await {
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap().lease;
+    pass(Duration::from_millis(1100)).await;
+    match f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("runner-a", l.epoch)).await {
         Err(StoreError::LeaseLost { current: None, .. }) => {}
         other => panic!("{other:?}"),
     }
@@ -315,54 +344,54 @@ pub async fn l4_renew_after_expiry_is_lost(store: Arc<dyn Store>) {
 pub async fn l5_expired_lease_is_absent_and_claimable(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap();
     let leased = ItemFilter { leased: Some(true), ..Default::default() };
     assert_eq!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.len(), 1);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     // Nothing ran in between: expiry alone made it absent everywhere.
     assert_eq!(f.get("TASK-1").await.lease, None);
     assert!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.is_empty());
     let all = f.store.list_items(&f.ws, &ItemFilter::default(), 50, None).await.unwrap();
     assert_eq!(all.items[0].lease, None);
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap().lease;
     assert_eq!((l.holder.as_str(), l.epoch), ("runner-b", 2));
 }
 
 pub async fn l6_release_is_idempotent_and_refuses_others(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let none = f.store.release(&f.ws, "TASK-1", &f.release("runner-a")).await.unwrap();
+    let none = f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-a")).await.unwrap();
     assert!(!none.released);
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
-    assert_eq!(held_by(f.store.release(&f.ws, "TASK-1", &f.release("runner-b")).await.unwrap_err()), "runner-a");
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap().lease;
+    assert_eq!(held_by(f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-b")).await.unwrap_err()), "runner-a");
     let mut wrong_epoch = f.release("runner-a");
     wrong_epoch.handle = LeaseHandle::epoch(l.epoch + 5);
-    assert!(matches!(f.store.release(&f.ws, "TASK-1", &wrong_epoch).await, Err(StoreError::LeaseLost { .. })));
+    assert!(matches!(f.store.release(&f.ws, &rf("TASK-1"), &wrong_epoch).await, Err(StoreError::LeaseLost { .. })));
     assert!(f.get("TASK-1").await.lease.is_some());
     let mut ours = f.release("runner-a");
     ours.handle = LeaseHandle::epoch(l.epoch);
-    let out = f.store.release(&f.ws, "TASK-1", &ours).await.unwrap();
+    let out = f.store.release(&f.ws, &rf("TASK-1"), &ours).await.unwrap();
     assert!(out.released);
     assert_eq!(f.get("TASK-1").await.lease, None);
-    let again = f.store.release(&f.ws, "TASK-1", &f.release("runner-a")).await.unwrap();
+    let again = f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-a")).await.unwrap();
     assert!(!again.released);
     // Released means claimable by anyone at once.
-    f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap();
 }
 
 pub async fn l7_other_user_with_same_holder_is_refused(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("bot", 60)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("bot", 60)).await.unwrap().lease;
     let mut claim = f.claim("bot", 60);
     claim.actor = f.editor;
-    assert_eq!(held_by(f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap_err()), "bot");
+    assert_eq!(held_by(f.store.claim(&f.ws, &rf("TASK-1"), &claim).await.unwrap_err()), "bot");
     let mut renew = f.renew("bot", l.epoch);
     renew.actor = f.editor;
-    assert_eq!(held_by(f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap_err()), "bot");
+    assert_eq!(held_by(f.store.renew(&f.ws, &rf("TASK-1"), &renew).await.unwrap_err()), "bot");
     let mut release = f.release("bot");
     release.actor = f.editor;
-    assert_eq!(held_by(f.store.release(&f.ws, "TASK-1", &release).await.unwrap_err()), "bot");
+    assert_eq!(held_by(f.store.release(&f.ws, &rf("TASK-1"), &release).await.unwrap_err()), "bot");
     assert_eq!(f.get("TASK-1").await.lease, Some(l));
 }
 
@@ -371,14 +400,14 @@ pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
     f.item("one").await;
     let mut claim = f.claim("runner-e", 60);
     claim.actor = f.editor;
-    f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &claim).await.unwrap();
     let mut brk = f.release("owner@example.com");
     brk.force = true;
     assert!(
-        matches!(f.store.release(&f.ws, "TASK-1", &brk).await, Err(StoreError::Validation(e)) if e.field == "reason")
+        matches!(f.store.release(&f.ws, &rf("TASK-1"), &brk).await, Err(StoreError::Validation(e)) if e.field == "reason")
     );
     brk.reason = Some("stuck".into());
-    let out = f.store.release(&f.ws, "TASK-1", &brk).await.unwrap();
+    let out = f.store.release(&f.ws, &rf("TASK-1"), &brk).await.unwrap();
     assert!(out.released);
     assert_eq!(out.reason, "broken");
     assert_eq!(out.lease.unwrap().holder, "runner-e");
@@ -393,11 +422,11 @@ pub async fn l7_a_broken_lease_tells_its_holder_why(store: Arc<dyn Store>) {
     f.item("one").await;
     let mut claim = f.claim("runner-e", 60);
     claim.actor = f.editor;
-    let l = f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &claim).await.unwrap().lease;
     let mut brk = f.release("owner@example.com");
     brk.force = true;
     brk.reason = Some("deploy freeze".into());
-    f.store.release(&f.ws, "TASK-1", &brk).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-1"), &brk).await.unwrap();
     let last = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((last.ended, last.lease_id), (LeaseEnd::Broken, l.lease_id));
     assert_eq!((last.reason.as_deref(), last.broken_by.as_deref()), (Some("deploy freeze"), Some("owner@example.com")));
@@ -413,30 +442,30 @@ pub async fn l7_a_broken_lease_tells_its_holder_why(store: Arc<dyn Store>) {
     };
     let mut renew = f.renew("runner-e", l.epoch);
     renew.actor = f.editor;
-    let e = f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap_err();
+    let e = f.store.renew(&f.ws, &rf("TASK-1"), &renew).await.unwrap_err();
     assert!(e.to_string().contains("broken by owner@example.com: deploy freeze"), "{e}");
     told(e);
     let mut complete = f.complete("runner-e", LeaseHandle::epoch(l.epoch));
     complete.actor = f.editor;
-    told(f.store.complete(&f.ws, "TASK-1", &complete).await.unwrap_err());
+    told(f.store.complete(&f.ws, &rf("TASK-1"), &complete).await.unwrap_err());
     let mut fail = f.fail("runner-e", LeaseHandle::lease_id(l.lease_id), Some("gave up"));
     fail.actor = f.editor;
-    told(f.store.fail(&f.ws, "TASK-1", &fail).await.unwrap_err());
+    told(f.store.fail(&f.ws, &rf("TASK-1"), &fail).await.unwrap_err());
     assert_eq!(f.get("TASK-1").await.failures, 0, "a refused fail writes nothing");
 
     // While someone else holds the item the broken lease is still the last
     // one; once that lease ends, the caller's lease is history and no longer
     // described, and no later ending carries the old reason.
-    let next = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-f", 60)).await.unwrap().lease;
-    match f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap_err() {
+    let next = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-f", 60)).await.unwrap().lease;
+    match f.store.renew(&f.ws, &rf("TASK-1"), &renew).await.unwrap_err() {
         StoreError::LeaseLost { current, ended, .. } => {
             assert_eq!(current.unwrap().holder, "runner-f");
             assert_eq!(ended.unwrap().lease_id, l.lease_id);
         }
         other => panic!("expected lease_lost, got {other:?}"),
     }
-    f.store.release(&f.ws, "TASK-1", &f.release("runner-f")).await.unwrap();
-    assert!(matches!(f.store.renew(&f.ws, "TASK-1", &renew).await, Err(StoreError::LeaseLost { ended: None, .. })));
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-f")).await.unwrap();
+    assert!(matches!(f.store.renew(&f.ws, &rf("TASK-1"), &renew).await, Err(StoreError::LeaseLost { ended: None, .. })));
     let last = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((last.lease_id, last.reason, last.broken_by), (next.lease_id, None, None));
 }
@@ -446,74 +475,77 @@ pub async fn l8_bad_ttl_is_refused_before_any_write(store: Arc<dyn Store>) {
     f.item("one").await;
     for ttl in [0, 86_401, -1, -86_400, i64::MAX] {
         assert!(
-            matches!(f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", ttl)).await, Err(StoreError::InvalidTtl(_))),
+            matches!(
+                f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", ttl)).await,
+                Err(StoreError::InvalidTtl(_))
+            ),
             "{ttl}"
         );
     }
     assert_eq!(f.get("TASK-1").await.lease, None);
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 86_400)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 86_400)).await.unwrap().lease;
     assert_eq!(l.epoch, 1, "refused claims must not consume epochs");
     let mut renew = f.renew("runner-a", 1);
     renew.ttl_seconds = Some(0);
-    assert!(matches!(f.store.renew(&f.ws, "TASK-1", &renew).await, Err(StoreError::InvalidTtl(_))));
+    assert!(matches!(f.store.renew(&f.ws, &rf("TASK-1"), &renew).await, Err(StoreError::InvalidTtl(_))));
     assert_eq!(f.get("TASK-1").await.lease, Some(l));
     // No TTL: the workspace default of 15 minutes.
     f.item("two").await;
     let mut req = f.claim("runner-a", 1);
     req.ttl_seconds = None;
-    assert_eq!(f.store.claim(&f.ws, "TASK-2", &req).await.unwrap().lease.ttl_seconds, 900);
+    assert_eq!(f.store.claim(&f.ws, &rf("TASK-2"), &req).await.unwrap().lease.ttl_seconds, 900);
 }
 
 pub async fn l9_leases_never_touch_content(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let item = f.item("one").await;
-    let versions = f.store.history(&f.ws, "TASK-1").await.unwrap().len();
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap();
-    f.store.renew(&f.ws, "TASK-1", &f.renew("runner-a", l.epoch)).await.unwrap();
+    let versions = f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len();
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap().lease;
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap();
+    f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("runner-a", l.epoch)).await.unwrap();
     assert_eq!(f.get("TASK-1").await.updated_at, item.updated_at);
     // An editor who read the item before the claim can still write.
     let patch =
         ItemPatch { title: Some("edited".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
-    let edited = f.store.update_item(&f.ws, f.editor, "TASK-1", &patch).await.unwrap();
-    f.store.release(&f.ws, "TASK-1", &f.release("runner-a")).await.unwrap();
+    let edited = f.store.update_item(&f.ws, f.editor, &rf("TASK-1"), &patch).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-a")).await.unwrap();
     let after = f.get("TASK-1").await;
     assert_eq!(after.updated_at, edited.updated_at);
-    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), versions + 1);
+    assert_eq!(f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len(), versions + 1);
 }
 
 pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap().lease;
     let fenced =
         |epoch, title: &str| ItemPatch { title: Some(title.into()), lease_epoch: Some(epoch), ..Default::default() };
-    f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(l.epoch, "by a")).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let b = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap().lease;
-    match f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(l.epoch, "stale a")).await {
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(l.epoch, "by a")).await.unwrap();
+    pass(Duration::from_millis(1100)).await;
+    let b = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap().lease;
+    match f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(l.epoch, "stale a")).await {
         Err(StoreError::LeaseLost { current, .. }) => assert_eq!(current.unwrap().holder, "runner-b"),
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::epoch(l.epoch)).await,
+        f.store.delete_item(&f.ws, f.owner, &rf("TASK-1"), LeaseHandle::epoch(l.epoch)).await,
         Err(StoreError::LeaseLost { .. })
     ));
     let now = f.get("TASK-1").await;
     assert_eq!(now.title, "by a");
     assert!(now.deleted_at.is_none());
-    f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(b.epoch, "by b")).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(b.epoch, "by b")).await.unwrap();
 }
 
 pub async fn epochs_are_never_reused(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     for expected in 1..=5 {
-        let l = f.store.claim(&f.ws, "TASK-1", &f.claim(&format!("w{expected}"), 60)).await.unwrap().lease;
+        let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim(&format!("w{expected}"), 60)).await.unwrap().lease;
         assert_eq!(l.epoch, expected);
         let mut rel = f.release(&l.holder);
         rel.handle = LeaseHandle::epoch(l.epoch);
-        assert!(f.store.release(&f.ws, "TASK-1", &rel).await.unwrap().released);
+        assert!(f.store.release(&f.ws, &rf("TASK-1"), &rel).await.unwrap().released);
     }
 }
 
@@ -537,7 +569,7 @@ pub async fn items_create_get_and_refs(store: Arc<dyn Store>) {
     assert_eq!(item.created_at, item.updated_at);
     assert_eq!(f.get("bug-1").await, item);
     assert_eq!(f.item("t").await.item_ref.to_string(), "TASK-1");
-    assert!(matches!(f.store.get_item(&f.ws, "TASK-9").await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(f.store.get_item(&f.ws, &rf("TASK-9")).await, Err(StoreError::NotFound { .. })));
     let unknown_kind = NewItem { title: "x".into(), kind: Some("epic".into()), ..Default::default() };
     assert!(
         matches!(f.store.create_item(&f.ws, f.owner, &unknown_kind).await, Err(StoreError::Validation(e)) if e.field == "kind")
@@ -560,13 +592,13 @@ pub async fn refs_are_never_reused(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.item("b").await;
-    f.store.delete_item(&f.ws, f.owner, "TASK-2", LeaseHandle::default()).await.unwrap();
+    f.store.delete_item(&f.ws, f.owner, &rf("TASK-2"), LeaseHandle::default()).await.unwrap();
     assert_eq!(f.item("c").await.item_ref.to_string(), "TASK-3");
     // Numbering is per workspace.
     let other = f.store.create_workspace("other", "Other", f.owner).await.unwrap();
     let it = f.store.create_item(&other, f.owner, &NewItem { title: "x".into(), ..Default::default() }).await.unwrap();
     assert_eq!(it.item_ref.to_string(), "TASK-1");
-    assert!(matches!(f.store.get_item(&other, "TASK-2").await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(f.store.get_item(&other, &rf("TASK-2")).await, Err(StoreError::NotFound { .. })));
 }
 
 pub async fn items_list_filters_and_pages(store: Arc<dyn Store>) {
@@ -607,11 +639,11 @@ pub async fn items_list_filters_and_pages(store: Arc<dyn Store>) {
     assert_eq!(list(ItemFilter { q: Some("NEEDLE".into()), ..Default::default() }).await, ["BUG-2"]);
     assert_eq!(list(ItemFilter { q: Some("item 6".into()), ..Default::default() }).await, ["TASK-4"]);
     f.store
-        .update_item(&f.ws, f.owner, "TASK-2", &ItemPatch { status: Some(Status::Done), ..Default::default() })
+        .update_item(&f.ws, f.owner, &rf("TASK-2"), &ItemPatch { status: Some(Status::Done), ..Default::default() })
         .await
         .unwrap();
     assert_eq!(list(ItemFilter { status: vec![Status::Done], ..Default::default() }).await, ["TASK-2"]);
-    f.store.claim(&f.ws, "BUG-1", &f.claim("runner-a", 60)).await.unwrap();
+    f.store.claim(&f.ws, &rf("BUG-1"), &f.claim("runner-a", 60)).await.unwrap();
     assert_eq!(list(ItemFilter { leased: Some(true), ..Default::default() }).await, ["BUG-1"]);
     assert_eq!(list(ItemFilter { leased: Some(false), ..Default::default() }).await.len(), 6);
     // Pages of 3 walk everything once, in order.
@@ -642,14 +674,14 @@ pub async fn items_update_history_and_conflict(store: Arc<dyn Store>) {
         expected_updated_at: Some(item.updated_at),
         ..Default::default()
     };
-    let updated = f.store.update_item(&f.ws, f.editor, "TASK-1", &patch).await.unwrap();
+    let updated = f.store.update_item(&f.ws, f.editor, &rf("TASK-1"), &patch).await.unwrap();
     assert_eq!((updated.title.as_str(), updated.status), ("two", Status::InProgress));
     assert_eq!(updated.labels, ["a", "b"]);
     assert!(updated.updated_at > item.updated_at);
     // A second writer with the old timestamp loses, and nothing is written.
     let stale =
         ItemPatch { title: Some("three".into()), expected_updated_at: Some(item.updated_at), ..Default::default() };
-    match f.store.update_item(&f.ws, f.owner, "TASK-1", &stale).await {
+    match f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &stale).await {
         Err(StoreError::UpdateConflict { expected, actual }) => {
             assert_eq!(expected, item.updated_at);
             assert_eq!(actual, updated.updated_at);
@@ -658,8 +690,8 @@ pub async fn items_update_history_and_conflict(store: Arc<dyn Store>) {
     }
     assert_eq!(f.get("TASK-1").await, updated);
     let rm = ItemPatch { remove_labels: vec!["a".into()], ..Default::default() };
-    assert_eq!(f.store.update_item(&f.ws, f.owner, "TASK-1", &rm).await.unwrap().labels, ["b"]);
-    let history = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    assert_eq!(f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &rm).await.unwrap().labels, ["b"]);
+    let history = f.store.history(&f.ws, &rf("TASK-1")).await.unwrap();
     assert_eq!(history.len(), 3, "{history:?}");
     assert_eq!(history.iter().map(|v| v.version).collect::<Vec<_>>(), [3, 2, 1], "newest first");
     assert_eq!(history[1].actor, "editor@example.com");
@@ -668,17 +700,17 @@ pub async fn items_update_history_and_conflict(store: Arc<dyn Store>) {
     assert_eq!(history[1].changes["status"]["to"], "in-progress");
     // A patch that changes nothing adds no version.
     f.store
-        .update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { title: Some("two".into()), ..Default::default() })
+        .update_item(&f.ws, f.owner, &rf("TASK-1"), &ItemPatch { title: Some("two".into()), ..Default::default() })
         .await
         .unwrap();
-    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 3);
+    assert_eq!(f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len(), 3);
 }
 
 pub async fn items_soft_delete_and_restore(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     f.item("two").await;
-    let deleted = f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::default()).await.unwrap();
+    let deleted = f.store.delete_item(&f.ws, f.owner, &rf("TASK-1"), LeaseHandle::default()).await.unwrap();
     assert!(deleted.deleted_at.is_some());
     let refs: Vec<_> = f
         .store
@@ -691,10 +723,10 @@ pub async fn items_soft_delete_and_restore(store: Arc<dyn Store>) {
         .collect();
     assert_eq!(refs, ["TASK-2"]);
     assert!(f.get("TASK-1").await.deleted_at.is_some());
-    let restored = f.store.restore_item(&f.ws, f.owner, "TASK-1").await.unwrap();
+    let restored = f.store.restore_item(&f.ws, f.owner, &rf("TASK-1")).await.unwrap();
     assert!(restored.deleted_at.is_none());
     assert_eq!(f.store.list_items(&f.ws, &ItemFilter::default(), 50, None).await.unwrap().items.len(), 2);
-    let history = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    let history = f.store.history(&f.ws, &rf("TASK-1")).await.unwrap();
     assert_eq!(history.len(), 3);
 }
 
@@ -717,10 +749,10 @@ pub async fn items_links_parent_and_blockers(store: Arc<dyn Store>) {
     );
     let own_parent = ItemPatch { parent: Some(Some("TASK-3".into())), ..Default::default() };
     assert!(
-        matches!(f.store.update_item(&f.ws, f.owner, "TASK-3", &own_parent).await, Err(StoreError::Validation(e)) if e.field == "parent")
+        matches!(f.store.update_item(&f.ws, f.owner, &rf("TASK-3"), &own_parent).await, Err(StoreError::Validation(e)) if e.field == "parent")
     );
     let cleared = ItemPatch { parent: Some(None), blocked_by: Some(vec![]), ..Default::default() };
-    let c = f.store.update_item(&f.ws, f.owner, "TASK-3", &cleared).await.unwrap();
+    let c = f.store.update_item(&f.ws, f.owner, &rf("TASK-3"), &cleared).await.unwrap();
     assert_eq!((c.parent, c.blocked_by.len()), (None, 0));
 }
 
@@ -737,8 +769,8 @@ pub async fn items_blocker_cycles_are_refused_naming_the_cycle(store: Arc<dyn St
         ..Default::default()
     };
     // A chain and a diamond are fine: TASK-1 → TASK-2 → TASK-3, TASK-1 → TASK-3.
-    f.store.update_item(&f.ws, f.owner, "TASK-1", &block(&["TASK-2", "TASK-3"])).await.unwrap();
-    f.store.update_item(&f.ws, f.owner, "TASK-2", &block(&["TASK-3"])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &block(&["TASK-2", "TASK-3"])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-2"), &block(&["TASK-3"])).await.unwrap();
     // A new item may be blocked by anything that exists: it cannot close a cycle.
     let new = NewItem { title: "five".into(), blocked_by: vec!["TASK-1".into()], ..Default::default() };
     f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
@@ -750,21 +782,21 @@ pub async fn items_blocker_cycles_are_refused_naming_the_cycle(store: Arc<dyn St
         }
         other => panic!("expected a blocked_by cycle to be refused, got {other:?}"),
     };
-    let m = refused(f.store.update_item(&f.ws, f.owner, "TASK-2", &block(&["TASK-1"])).await);
+    let m = refused(f.store.update_item(&f.ws, f.owner, &rf("TASK-2"), &block(&["TASK-1"])).await);
     assert!(m.contains("would create a cycle: TASK-2 → TASK-1 → TASK-2"), "{m}");
-    let m = refused(f.store.update_item(&f.ws, f.owner, "TASK-3", &block(&["TASK-4", "TASK-1"])).await);
+    let m = refused(f.store.update_item(&f.ws, f.owner, &rf("TASK-3"), &block(&["TASK-4", "TASK-1"])).await);
     assert!(m.contains("TASK-3 → TASK-1 → TASK-3"), "the shortest cycle is named: {m}");
-    let m = refused(f.store.update_item(&f.ws, f.owner, "TASK-3", &block(&["TASK-5"])).await);
+    let m = refused(f.store.update_item(&f.ws, f.owner, &rf("TASK-3"), &block(&["TASK-5"])).await);
     assert!(m.contains("TASK-3 → TASK-5 → TASK-1 → TASK-3"), "{m}");
 
     // Nothing was written by the refusals.
     assert!(f.get("TASK-3").await.blocked_by.is_empty());
     assert_eq!(f.get("TASK-2").await.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-3"]);
-    assert_eq!(f.store.history(&f.ws, "TASK-3").await.unwrap().len(), 1);
+    assert_eq!(f.store.history(&f.ws, &rf("TASK-3")).await.unwrap().len(), 1);
     // Breaking the chain first makes the same link acceptable.
-    f.store.update_item(&f.ws, f.owner, "TASK-2", &block(&[])).await.unwrap();
-    f.store.update_item(&f.ws, f.owner, "TASK-1", &block(&["TASK-2"])).await.unwrap();
-    f.store.update_item(&f.ws, f.owner, "TASK-3", &block(&["TASK-2"])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-2"), &block(&[])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &block(&["TASK-2"])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-3"), &block(&["TASK-2"])).await.unwrap();
 }
 
 /// Two updates that each add one half of a cycle, at once: at most one wins.
@@ -781,7 +813,7 @@ pub async fn items_concurrent_blocker_links_never_close_a_cycle(store: Arc<dyn S
             let f = f.clone();
             tasks.push(tokio::spawn(async move {
                 let patch = ItemPatch { blocked_by: Some(vec![to]), ..Default::default() };
-                f.store.update_item(&f.ws, f.owner, &from, &patch).await
+                f.store.update_item(&f.ws, f.owner, &rf(&from), &patch).await
             }));
         }
     }
@@ -827,15 +859,15 @@ pub async fn invisible_characters_are_refused_in_one_line_fields(store: Arc<dyn 
         "U+200B ZERO WIDTH SPACE",
     );
     let patch = ItemPatch { add_labels: vec!["\u{FEFF}ops".into()], ..Default::default() };
-    named(ok(f.store.update_item(&f.ws, f.owner, "TASK-1", &patch).await), "add_labels[0]", "U+FEFF");
+    named(ok(f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &patch).await), "add_labels[0]", "U+FEFF");
     named(
-        f.store.claim(&f.ws, "TASK-1", &f.claim("runner\u{200D}-a", 60)).await.map(|_| ()),
+        f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner\u{200D}-a", 60)).await.map(|_| ()),
         "holder",
         "U+200D ZERO WIDTH JOINER",
     );
     let mut req = f.claim("runner-a", 60);
     req.session_id = Some("s\u{2066}1".into());
-    named(f.store.claim(&f.ws, "TASK-1", &req).await.map(|_| ()), "session_id", "U+2066 LEFT-TO-RIGHT ISOLATE");
+    named(f.store.claim(&f.ws, &rf("TASK-1"), &req).await.map(|_| ()), "session_id", "U+2066 LEFT-TO-RIGHT ISOLATE");
     named(f.store.create_workspace("ops", "Ops\u{2028}", f.owner).await.map(|_| ()), "name", "U+2028 LINE SEPARATOR");
     named(f.store.set_member(&f.ws, "own\u{200B}er@example.com", Role::Viewer).await.map(|_| ()), "email", "U+200B");
     // Nothing was written; visible text of any script still passes.
@@ -844,15 +876,15 @@ pub async fn invisible_characters_are_refused_in_one_line_fields(store: Arc<dyn 
     assert_eq!(f.store.list_workspaces(f.owner).await.unwrap().len(), 1);
     let fine = NewItem { title: "مرحبا 日本語 Zoë".into(), labels: vec!["équipe".into()], ..base() };
     f.store.create_item(&f.ws, f.owner, &fine).await.unwrap();
-    f.store.claim(&f.ws, "TASK-2", &f.claim("runner-ü", 60)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("runner-ü", 60)).await.unwrap();
 }
 
 pub async fn comments_are_append_only(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let item = f.item("one").await;
-    f.store.add_comment(&f.ws, f.editor, "TASK-1", "first").await.unwrap();
-    f.store.add_comment(&f.ws, f.owner, "TASK-1", "second\nline").await.unwrap();
-    let comments = f.store.list_comments(&f.ws, "TASK-1").await.unwrap();
+    f.store.add_comment(&f.ws, f.editor, &rf("TASK-1"), "first").await.unwrap();
+    f.store.add_comment(&f.ws, f.owner, &rf("TASK-1"), "second\nline").await.unwrap();
+    let comments = f.store.list_comments(&f.ws, &rf("TASK-1")).await.unwrap();
     assert_eq!(
         comments.iter().map(|c| (c.author.as_str(), c.body.as_str())).collect::<Vec<_>>(),
         [("editor@example.com", "first"), ("owner@example.com", "second\nline")]
@@ -861,7 +893,7 @@ pub async fn comments_are_append_only(store: Arc<dyn Store>) {
     assert_eq!(got.comments_count, 2);
     assert_eq!(got.updated_at, item.updated_at, "a comment is not an edit of the item");
     assert!(
-        matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "  ").await, Err(StoreError::Validation(e)) if e.field == "body")
+        matches!(f.store.add_comment(&f.ws, f.owner, &rf("TASK-1"), "  ").await, Err(StoreError::Validation(e)) if e.field == "body")
     );
 }
 
@@ -902,11 +934,13 @@ pub async fn bad_input_names_the_field_and_writes_nothing(store: Arc<dyn Store>)
     assert_eq!(f.item("first").await.item_ref.to_string(), "TASK-1");
 
     let patch = ItemPatch { title: Some("x\0".into()), ..Default::default() };
-    assert_eq!(field_of(f.store.update_item(&f.ws, f.owner, "TASK-1", &patch).await), "title");
-    assert_eq!(field_of(f.store.get_item(&f.ws, "TASK-1-2").await), "ref");
-    assert_eq!(field_of(f.store.get_item(&f.ws, "TASK-\0").await), "ref");
+    assert_eq!(field_of(f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &patch).await), "title");
+    // Refs are parsed once, before the store is called (the server's edge).
+    for bad in ["TASK-1-2", "TASK-\0"] {
+        assert_eq!(ItemRef::parse_field("ref", bad).unwrap_err().field, "ref", "{bad:?}");
+    }
     assert_eq!(f.get("TASK-1").await.title, "first");
-    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 1);
+    assert_eq!(f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len(), 1);
 
     for (holder, session, field) in [
         ("a\0", None, "holder"),
@@ -916,16 +950,16 @@ pub async fn bad_input_names_the_field_and_writes_nothing(store: Arc<dyn Store>)
     ] {
         let mut req = f.claim(holder, 60);
         req.session_id = session.map(str::to_string);
-        match f.store.claim(&f.ws, "TASK-1", &req).await {
+        match f.store.claim(&f.ws, &rf("TASK-1"), &req).await {
             Err(StoreError::Validation(e)) => assert_eq!(e.field, field),
             other => panic!("{other:?}"),
         }
     }
     assert_eq!(f.get("TASK-1").await.lease, None);
     assert!(
-        matches!(f.store.add_comment(&f.ws, f.owner, "TASK-1", "x\0").await, Err(StoreError::Validation(e)) if e.field == "body")
+        matches!(f.store.add_comment(&f.ws, f.owner, &rf("TASK-1"), "x\0").await, Err(StoreError::Validation(e)) if e.field == "body")
     );
-    assert!(f.store.list_comments(&f.ws, "TASK-1").await.unwrap().is_empty());
+    assert!(f.store.list_comments(&f.ws, &rf("TASK-1")).await.unwrap().is_empty());
 
     for slug in ["Bad", "-x", "a_b", "", "x\0"] {
         assert!(
@@ -1051,7 +1085,7 @@ pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store
     let u = s.create_token(f.editor, "web2", "tok-web2").await.unwrap();
     s.create_session(u.id, "sess-4", 1).await.unwrap();
     assert!(s.authenticate_session("sess-4").await.unwrap().is_some());
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     assert_eq!(s.authenticate_session("sess-4").await.unwrap(), None, "expired");
 }
 
@@ -1127,9 +1161,9 @@ pub async fn l11_frontier_is_ready_work_best_first(store: Arc<dyn Store>) {
         ..Default::default()
     };
     f.store.create_item(&f.ws, f.owner, &blocked).await.unwrap(); // TASK-7
-    f.store.claim(&f.ws, "TASK-5", &f.claim("w", 60)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-5"), &f.claim("w", 60)).await.unwrap();
     f.store
-        .update_item(&f.ws, f.owner, "TASK-6", &ItemPatch { status: Some(Status::Done), ..Default::default() })
+        .update_item(&f.ws, f.owner, &rf("TASK-6"), &ItemPatch { status: Some(Status::Done), ..Default::default() })
         .await
         .unwrap();
     let frontier = |filter: FrontierFilter| {
@@ -1156,7 +1190,7 @@ pub async fn l11_frontier_is_ready_work_best_first(store: Arc<dyn Store>) {
     );
     // Finishing the blocker unblocks TASK-7, a child of TASK-2.
     f.store
-        .update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { status: Some(Status::Done), ..Default::default() })
+        .update_item(&f.ws, f.owner, &rf("TASK-1"), &ItemPatch { status: Some(Status::Done), ..Default::default() })
         .await
         .unwrap();
     assert_eq!(frontier(FrontierFilter { parent: Some("TASK-2".into()), ..Default::default() }).await, ["TASK-7"]);
@@ -1228,27 +1262,27 @@ pub async fn l11_claim_next_with_nothing_ready_is_none(store: Arc<dyn Store>) {
 pub async fn l12_handoff_note_reaches_the_next_claimant(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
-    let first = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 1)).await.unwrap();
+    let first = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap();
     assert_eq!((first.previous_note, first.previous_holder), (None, None));
     let mut renew = f.renew("runner-a", first.lease.epoch);
     renew.note = Some("migrated 3 of 7 tables".into());
-    f.store.renew(&f.ws, "TASK-1", &renew).await.unwrap();
+    f.store.renew(&f.ws, &rf("TASK-1"), &renew).await.unwrap();
     // While the lease lives, its note is readable on the item.
     assert_eq!(f.get("TASK-1").await.lease_note.as_deref(), Some("migrated 3 of 7 tables"));
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     // Expired: no live lease, so no live note (the handoff below still has it).
     assert_eq!(f.get("TASK-1").await.lease_note, None);
-    let second = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap();
+    let second = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap();
     assert_eq!(f.get("TASK-1").await.lease_note, None, "a new grant starts without a note");
     assert_eq!(second.previous_note.as_deref(), Some("migrated 3 of 7 tables"));
     assert_eq!(second.previous_holder.as_deref(), Some("runner-a"));
     let mut refresh = f.claim("runner-b", 60);
     refresh.note = Some("resumed at table 4".into());
-    f.store.claim(&f.ws, "TASK-1", &refresh).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &refresh).await.unwrap();
     assert_eq!(f.get("TASK-1").await.lease_note.as_deref(), Some("resumed at table 4"));
-    f.store.release(&f.ws, "TASK-1", &f.release("runner-b")).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-b")).await.unwrap();
     assert_eq!(f.get("TASK-1").await.lease_note, None);
-    let third = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-c", 60)).await.unwrap();
+    let third = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-c", 60)).await.unwrap();
     assert_eq!(third.previous_note.as_deref(), Some("resumed at table 4"));
     assert_eq!(third.previous_holder.as_deref(), Some("runner-b"));
 }
@@ -1264,7 +1298,7 @@ pub async fn l13_quarantine_after_repeated_expiries(store: Arc<dyn Store>) {
         let (item, _) =
             f.store.claim_next(&f.ws, &auto, &f.claim(&format!("crasher-{round}"), 1)).await.unwrap().unwrap();
         assert_eq!(item.item_ref.to_string(), "TASK-1", "round {round}");
-        tokio::time::sleep(Duration::from_millis(1100)).await;
+        pass(Duration::from_millis(1100)).await;
     }
     // The next claim-next observes the third expiry, quarantines TASK-1 and moves on.
     let (item, _) = f.store.claim_next(&f.ws, &auto, &f.claim("next", 60)).await.unwrap().unwrap();
@@ -1286,16 +1320,16 @@ pub async fn events_record_changes_in_order(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.store
-        .update_item(&f.ws, f.owner, "TASK-1", &ItemPatch { title: Some("b".into()), ..Default::default() })
+        .update_item(&f.ws, f.owner, &rf("TASK-1"), &ItemPatch { title: Some("b".into()), ..Default::default() })
         .await
         .unwrap();
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
-    f.store.renew(&f.ws, "TASK-1", &f.renew("w", l.epoch)).await.unwrap();
-    f.store.add_comment(&f.ws, f.owner, "TASK-1", "hi").await.unwrap();
-    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
-    f.store.delete_item(&f.ws, f.owner, "TASK-1", LeaseHandle::default()).await.unwrap();
-    f.store.restore_item(&f.ws, f.owner, "TASK-1").await.unwrap();
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap();
+    f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("w", l.epoch)).await.unwrap();
+    f.store.add_comment(&f.ws, f.owner, &rf("TASK-1"), "hi").await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap();
+    f.store.delete_item(&f.ws, f.owner, &rf("TASK-1"), LeaseHandle::default()).await.unwrap();
+    f.store.restore_item(&f.ws, f.owner, &rf("TASK-1")).await.unwrap();
     assert_eq!(
         event_types(&f).await,
         [
@@ -1358,8 +1392,8 @@ pub async fn events_are_gap_free_under_concurrent_writers(store: Arc<dyn Store>)
             let f = f.clone();
             tokio::spawn(async move {
                 for _ in 0..CYCLES {
-                    f.store.claim(&f.ws, &r, &f.claim(&format!("w{i}"), 60)).await.unwrap();
-                    f.store.release(&f.ws, &r, &f.release(&format!("w{i}"))).await.unwrap();
+                    f.store.claim(&f.ws, &rf(&r), &f.claim(&format!("w{i}"), 60)).await.unwrap();
+                    f.store.release(&f.ws, &rf(&r), &f.release(&format!("w{i}"))).await.unwrap();
                 }
             })
         })
@@ -1378,18 +1412,18 @@ pub async fn events_are_gap_free_under_concurrent_writers(store: Arc<dyn Store>)
 pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 1)).await.unwrap();
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0, "a live lease is not expired");
     assert_eq!(f.store.live_leases().await.unwrap(), [(f.ws.slug.clone(), 1)]);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(1100)).await;
     assert!(f.store.live_leases().await.unwrap().is_empty(), "an expired lease is not live, recorded or not");
     let observed = f.store.observe_expiries().await.unwrap();
     assert_eq!(observed.len(), 1);
     assert_eq!((observed[0].workspace.as_str(), observed[0].quarantined), (f.ws.slug.as_str(), false));
     assert_eq!(observed[0].held, chrono::Duration::seconds(1));
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0);
-    assert!(!f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap().released);
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("v", 60)).await.unwrap().lease;
+    assert!(!f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap().released);
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("v", 60)).await.unwrap().lease;
     assert_eq!(l.epoch, 2);
     let types = event_types(&f).await;
     assert_eq!(types.iter().filter(|t| *t == "lease.expired").count(), 1, "{types:?}");
@@ -1412,8 +1446,9 @@ pub async fn l14_fail_counts_backs_off_and_hands_the_note_over(store: Arc<dyn St
     let f = Fixture::new(store).await;
     f.item("flaky").await;
     f.item("other").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-a", 60)).await.unwrap().lease;
-    let out = f.store.fail(&f.ws, "TASK-1", &f.fail("runner-a", LeaseHandle::epoch(l.epoch), Some("disk full"))).await;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap().lease;
+    let out =
+        f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("runner-a", LeaseHandle::epoch(l.epoch), Some("disk full"))).await;
     let out = out.unwrap();
     assert!(!out.quarantined);
     let item = f.get("TASK-1").await;
@@ -1427,19 +1462,22 @@ pub async fn l14_fail_counts_backs_off_and_hands_the_note_over(store: Arc<dyn St
     assert_eq!((last.ended, last.epoch, last.lease_id), (LeaseEnd::Failed, l.epoch, l.lease_id));
     assert_eq!(last.note.as_deref(), Some("disk full"));
     // Lease is not content (L9): no version, `updated_at` unchanged.
-    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 1);
+    assert_eq!(f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len(), 1);
     assert_eq!(item.updated_at, f.get("TASK-1").await.updated_at);
     assert_eq!(refs(&f.store.frontier(&f.ws, &FrontierFilter::default(), 10).await.unwrap()), ["TASK-2"]);
     let (next, _) = f.store.claim_next(&f.ws, &FrontierFilter::default(), &f.claim("b", 60)).await.unwrap().unwrap();
     assert_eq!(next.item_ref.to_string(), "TASK-2");
     assert!(f.store.claim_next(&f.ws, &FrontierFilter::default(), &f.claim("c", 60)).await.unwrap().is_none());
-    let again = f.store.claim(&f.ws, "TASK-1", &f.claim("runner-b", 60)).await.unwrap();
+    let again = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap();
     assert_eq!(again.previous_note.as_deref(), Some("disk full"));
     assert_eq!(again.previous_holder.as_deref(), Some("runner-a"));
     // The second failure doubles the wait.
     let l2 = again.lease;
-    let out =
-        f.store.fail(&f.ws, "TASK-1", &f.fail("runner-b", LeaseHandle::lease_id(l2.lease_id), None)).await.unwrap();
+    let out = f
+        .store
+        .fail(&f.ws, &rf("TASK-1"), &f.fail("runner-b", LeaseHandle::lease_id(l2.lease_id), None))
+        .await
+        .unwrap();
     assert_eq!(out.item.failures, 2);
     let wait = out.item.retry_at.unwrap() - f.store.now().await.unwrap();
     assert!(wait > chrono::Duration::seconds(55) && wait <= chrono::Duration::seconds(60), "{wait}");
@@ -1455,29 +1493,31 @@ pub async fn l14_fail_with_a_stale_handle_is_lost_and_changes_nothing(store: Arc
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.item("b").await;
-    let a = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
-    let b = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    let a = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
+    let b = f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap().lease;
     let before = f.get("TASK-1").await;
     let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
-    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::epoch(a.epoch + 1), Some("x"))).await.unwrap_err());
-    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::lease_id(b.lease_id), None)).await.unwrap_err());
+    lost(
+        f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("w", LeaseHandle::epoch(a.epoch + 1), Some("x"))).await.unwrap_err(),
+    );
+    lost(f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("w", LeaseHandle::lease_id(b.lease_id), None)).await.unwrap_err());
     let mixed = LeaseHandle { epoch: Some(a.epoch), lease_id: Some(b.lease_id) };
-    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", mixed, None)).await.unwrap_err());
+    lost(f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("w", mixed, None)).await.unwrap_err());
     assert_eq!(
-        held_by(f.store.fail(&f.ws, "TASK-1", &f.fail("v", LeaseHandle::epoch(a.epoch), None)).await.unwrap_err()),
+        held_by(f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("v", LeaseHandle::epoch(a.epoch), None)).await.unwrap_err()),
         "w"
     );
-    let e = f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::default(), None)).await.unwrap_err();
+    let e = f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("w", LeaseHandle::default(), None)).await.unwrap_err();
     assert!(matches!(&e, StoreError::Validation(v) if v.field == "epoch"), "{e:?}");
     let mut zero = f.fail("w", LeaseHandle::epoch(a.epoch), None);
     zero.max_failures = Some(0);
-    let e = f.store.fail(&f.ws, "TASK-1", &zero).await.unwrap_err();
+    let e = f.store.fail(&f.ws, &rf("TASK-1"), &zero).await.unwrap_err();
     assert!(matches!(&e, StoreError::Validation(v) if v.field == "max_failures"), "{e:?}");
     assert_eq!(f.get("TASK-1").await, before);
     assert_eq!(f.store.events_after(&f.ws, 0, 1000).await.unwrap().len(), events);
     // Released, the old handle is lost too.
-    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
-    lost(f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::lease_id(a.lease_id), None)).await.unwrap_err());
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap();
+    lost(f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("w", LeaseHandle::lease_id(a.lease_id), None)).await.unwrap_err());
     assert_eq!(f.get("TASK-1").await.failures, 0);
 }
 
@@ -1488,10 +1528,10 @@ pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("doomed").await;
     for round in 1..=2 {
-        let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+        let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
         let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
         req.max_failures = Some(2);
-        let out = f.store.fail(&f.ws, "TASK-1", &req).await.unwrap();
+        let out = f.store.fail(&f.ws, &rf("TASK-1"), &req).await.unwrap();
         assert_eq!(out.quarantined, round == 2, "round {round}");
     }
     let item = f.get("TASK-1").await;
@@ -1500,8 +1540,8 @@ pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
     assert_eq!(q.len(), 1);
     assert!(q[0].data["reason"].as_str().unwrap().contains("failed 2 times"), "{}", q[0].data);
     // The workspace default (3) applies without an override.
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
-    let out = f.store.fail(&f.ws, "TASK-1", &f.fail("w", LeaseHandle::epoch(l.epoch), None)).await.unwrap();
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
+    let out = f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("w", LeaseHandle::epoch(l.epoch), None)).await.unwrap();
     assert!(!out.quarantined, "already labelled");
     assert_eq!(out.item.failures, 3);
 }
@@ -1511,30 +1551,30 @@ pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
 pub async fn requeue_clears_quarantine_counts_and_backoff(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("doomed").await;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 1)).await.unwrap();
+    pass(Duration::from_millis(1100)).await;
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
     req.max_failures = Some(1);
-    let out = f.store.fail(&f.ws, "TASK-1", &req).await.unwrap();
+    let out = f.store.fail(&f.ws, &rf("TASK-1"), &req).await.unwrap();
     assert!(out.quarantined && out.item.retry_at.is_some());
-    let versions = f.store.history(&f.ws, "TASK-1").await.unwrap().len();
+    let versions = f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len();
 
-    let item = f.store.requeue(&f.ws, f.owner, "task-1").await.unwrap();
+    let item = f.store.requeue(&f.ws, f.owner, &rf("task-1")).await.unwrap();
     assert!(!item.labels.iter().any(|l| l == NEEDS_HUMAN), "{:?}", item.labels);
     assert_eq!((item.failures, item.retry_at), (0, None));
     assert_eq!(item, f.get("TASK-1").await);
     assert_eq!(item.last_failure_note.as_deref(), Some("exit 1"), "the note stays for the next worker");
-    let history = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    let history = f.store.history(&f.ws, &rf("TASK-1")).await.unwrap();
     assert_eq!(history.len(), versions + 1);
     let last = history.iter().max_by_key(|v| v.version).unwrap();
     assert_eq!(last.changes["requeued"], serde_json::json!({ "expiries": 1, "failures": 1 }), "{}", last.changes);
     assert_eq!(last.actor, "owner@example.com");
     // Nothing left to clear: the expiry count went too.
-    assert_eq!(f.store.requeue(&f.ws, f.owner, "TASK-1").await.unwrap(), item);
-    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), versions + 1);
-    assert!(matches!(f.store.requeue(&f.ws, f.owner, "TASK-99").await, Err(StoreError::NotFound { .. })));
+    assert_eq!(f.store.requeue(&f.ws, f.owner, &rf("TASK-1")).await.unwrap(), item);
+    assert_eq!(f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len(), versions + 1);
+    assert!(matches!(f.store.requeue(&f.ws, f.owner, &rf("TASK-99")).await, Err(StoreError::NotFound { .. })));
 }
 
 /// L15: status and release in one step: one version for the status change,
@@ -1543,14 +1583,15 @@ pub async fn l15_complete_sets_status_and_releases_in_one_step(store: Arc<dyn St
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.item("b").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     let after = f.store.events_after(&f.ws, 0, 1000).await.unwrap().last().unwrap().id;
-    let item = f.store.complete(&f.ws, "TASK-1", &f.complete("w", LeaseHandle::lease_id(l.lease_id))).await.unwrap();
+    let item =
+        f.store.complete(&f.ws, &rf("TASK-1"), &f.complete("w", LeaseHandle::lease_id(l.lease_id))).await.unwrap();
     assert_eq!((item.status, item.lease.as_ref()), (Status::Done, None));
     assert_eq!(item, f.get("TASK-1").await);
     let last = item.last_lease.unwrap();
     assert_eq!((last.ended, last.lease_id, last.holder.as_str()), (LeaseEnd::Completed, l.lease_id, "w"));
-    let versions = f.store.history(&f.ws, "TASK-1").await.unwrap();
+    let versions = f.store.history(&f.ws, &rf("TASK-1")).await.unwrap();
     assert_eq!(versions.len(), 2);
     assert_eq!(versions[0].changes["status"]["to"], "done");
     let events = f.store.events_after(&f.ws, after, 100).await.unwrap();
@@ -1558,27 +1599,29 @@ pub async fn l15_complete_sets_status_and_releases_in_one_step(store: Arc<dyn St
     assert_eq!(kinds, ["item.updated", "lease.released"]);
     assert_eq!(events[1].data["ended"], "completed");
     // Another status, by epoch; an already-ended lease is lost.
-    let l = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap().lease;
     let mut cancel = f.complete("w", LeaseHandle::epoch(l.epoch));
     cancel.status = Status::Cancelled;
-    assert_eq!(f.store.complete(&f.ws, "TASK-2", &cancel).await.unwrap().status, Status::Cancelled);
-    lost(f.store.complete(&f.ws, "TASK-2", &cancel).await.unwrap_err());
+    assert_eq!(f.store.complete(&f.ws, &rf("TASK-2"), &cancel).await.unwrap().status, Status::Cancelled);
+    lost(f.store.complete(&f.ws, &rf("TASK-2"), &cancel).await.unwrap_err());
 }
 
 /// L15 bad input: an expired lease cannot be completed; nothing changes.
 pub async fn l15_complete_on_an_expired_lease_is_lost(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    lost(f.store.complete(&f.ws, "TASK-1", &f.complete("w", LeaseHandle::epoch(l.epoch))).await.unwrap_err());
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 1)).await.unwrap().lease;
+    pass(Duration::from_millis(1100)).await;
+    lost(f.store.complete(&f.ws, &rf("TASK-1"), &f.complete("w", LeaseHandle::epoch(l.epoch))).await.unwrap_err());
     let item = f.get("TASK-1").await;
     assert_eq!(item.status, Status::Open);
-    assert_eq!(f.store.history(&f.ws, "TASK-1").await.unwrap().len(), 1);
+    assert_eq!(f.store.history(&f.ws, &rf("TASK-1")).await.unwrap().len(), 1);
     // A live lease of another item, named by its own handle, does not help.
     f.item("b").await;
-    let b = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
-    lost(f.store.complete(&f.ws, "TASK-1", &f.complete("w", LeaseHandle::lease_id(b.lease_id))).await.unwrap_err());
+    let b = f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap().lease;
+    lost(
+        f.store.complete(&f.ws, &rf("TASK-1"), &f.complete("w", LeaseHandle::lease_id(b.lease_id))).await.unwrap_err(),
+    );
     assert_eq!(f.get("TASK-1").await.status, Status::Open);
 }
 
@@ -1599,15 +1642,15 @@ pub async fn l16_not_before_defers_claim_next_and_frontier(store: Arc<dyn Store>
     assert!(f.store.claim_next(&f.ws, &all, &f.claim("w", 60)).await.unwrap().is_none());
     // Clearing it is a content change with a version.
     let clear = ItemPatch { not_before: Some(None), ..Default::default() };
-    let item = f.store.update_item(&f.ws, f.owner, "TASK-1", &clear).await.unwrap();
+    let item = f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &clear).await.unwrap();
     assert_eq!(item.not_before, None);
-    assert!(f.store.history(&f.ws, "TASK-1").await.unwrap()[0].changes.get("not_before").is_some());
+    assert!(f.store.history(&f.ws, &rf("TASK-1")).await.unwrap()[0].changes.get("not_before").is_some());
     assert_eq!(refs(&f.store.frontier(&f.ws, &all, 10).await.unwrap()), ["TASK-1"]);
     let defer = ItemPatch { not_before: Some(Some(later)), ..Default::default() };
-    f.store.update_item(&f.ws, f.owner, "TASK-1", &defer).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &defer).await.unwrap();
     assert!(f.store.frontier(&f.ws, &all, 10).await.unwrap().is_empty());
     // A claim by ref is not deferred: a person asked for that item.
-    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap();
 }
 
 /// L17: every grant has its own lease id in the workspace; renew, release
@@ -1617,40 +1660,40 @@ pub async fn l17_lease_ids_name_one_grant_in_the_workspace(store: Arc<dyn Store>
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.item("b").await;
-    let a = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
-    let b = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
+    let a = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
+    let b = f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap().lease;
     assert_eq!((a.epoch, b.epoch), (1, 1));
     assert_ne!(a.lease_id, b.lease_id);
     // A refresh keeps the handle.
-    let refreshed = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
+    let refreshed = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap();
     assert!(refreshed.refreshed);
     assert_eq!(refreshed.lease.lease_id, a.lease_id);
     let by_id = |id| RenewRequest { handle: LeaseHandle::lease_id(id), ..f.renew("w", 0) };
     // Item A's handle does not renew item B, though both are at epoch 1.
-    lost(f.store.renew(&f.ws, "TASK-2", &by_id(a.lease_id)).await.unwrap_err());
-    assert_eq!(f.store.renew(&f.ws, "TASK-2", &by_id(b.lease_id)).await.unwrap().lease_id, b.lease_id);
+    lost(f.store.renew(&f.ws, &rf("TASK-2"), &by_id(a.lease_id)).await.unwrap_err());
+    assert_eq!(f.store.renew(&f.ws, &rf("TASK-2"), &by_id(b.lease_id)).await.unwrap().lease_id, b.lease_id);
     // Fenced writes.
     let fenced = |id| ItemPatch { title: Some("x".into()), lease_id: Some(id), ..Default::default() };
-    lost(f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(b.lease_id)).await.unwrap_err());
+    lost(f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(b.lease_id)).await.unwrap_err());
     assert_eq!(f.get("TASK-1").await.title, "a");
-    f.store.update_item(&f.ws, f.owner, "TASK-1", &fenced(a.lease_id)).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(a.lease_id)).await.unwrap();
     let both_wrong = ItemPatch { lease_epoch: Some(1), ..fenced(b.lease_id) };
-    lost(f.store.update_item(&f.ws, f.owner, "TASK-1", &both_wrong).await.unwrap_err());
-    lost(f.store.delete_item(&f.ws, f.owner, "TASK-2", LeaseHandle::lease_id(a.lease_id)).await.unwrap_err());
+    lost(f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &both_wrong).await.unwrap_err());
+    lost(f.store.delete_item(&f.ws, f.owner, &rf("TASK-2"), LeaseHandle::lease_id(a.lease_id)).await.unwrap_err());
     assert_eq!(f.get("TASK-2").await.deleted_at, None);
     // Release by handle; the handle then names an ended lease.
     let release = |id| ReleaseRequest { handle: LeaseHandle::lease_id(id), ..f.release("w") };
-    lost(f.store.release(&f.ws, "TASK-1", &release(b.lease_id)).await.unwrap_err());
-    assert!(f.store.release(&f.ws, "TASK-1", &release(a.lease_id)).await.unwrap().released);
-    lost(f.store.renew(&f.ws, "TASK-1", &by_id(a.lease_id)).await.unwrap_err());
-    let again = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    lost(f.store.release(&f.ws, &rf("TASK-1"), &release(b.lease_id)).await.unwrap_err());
+    assert!(f.store.release(&f.ws, &rf("TASK-1"), &release(a.lease_id)).await.unwrap().released);
+    lost(f.store.renew(&f.ws, &rf("TASK-1"), &by_id(a.lease_id)).await.unwrap_err());
+    let again = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     assert!(again.lease_id != a.lease_id && again.lease_id != b.lease_id);
-    lost(f.store.renew(&f.ws, "TASK-1", &by_id(a.lease_id)).await.unwrap_err());
+    lost(f.store.renew(&f.ws, &rf("TASK-1"), &by_id(a.lease_id)).await.unwrap_err());
     // Unique across many grants.
     let mut seen = HashSet::from([a.lease_id, b.lease_id, again.lease_id]);
     for _ in 0..5 {
-        f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
-        assert!(seen.insert(f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease.lease_id));
+        f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap();
+        assert!(seen.insert(f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease.lease_id));
     }
 }
 
@@ -1658,12 +1701,12 @@ pub async fn l17_lease_ids_name_one_grant_in_the_workspace(store: Arc<dyn Store>
 pub async fn l17_claim_without_refresh_is_contention(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
-    let l = f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     let once = ClaimRequest { refresh: false, ..f.claim("w", 60) };
-    assert_eq!(held_by(f.store.claim(&f.ws, "TASK-1", &once).await.unwrap_err()), "w");
+    assert_eq!(held_by(f.store.claim(&f.ws, &rf("TASK-1"), &once).await.unwrap_err()), "w");
     assert_eq!(f.get("TASK-1").await.lease, Some(l.clone()));
-    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
-    let granted = f.store.claim(&f.ws, "TASK-1", &once).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap();
+    let granted = f.store.claim(&f.ws, &rf("TASK-1"), &once).await.unwrap();
     assert!(!granted.refreshed);
     assert_eq!(granted.lease.epoch, 2);
 }
@@ -1678,33 +1721,33 @@ pub async fn l18_last_lease_shows_how_each_lease_ended(store: Arc<dyn Store>) {
     let mut claim = f.claim("w", 60);
     claim.session_id = Some("s1".into());
     claim.note = Some("step 1".into());
-    let l = f.store.claim(&f.ws, "TASK-1", &claim).await.unwrap().lease;
-    f.store.release(&f.ws, "TASK-1", &f.release("w")).await.unwrap();
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &claim).await.unwrap().lease;
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap();
     let last = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((last.ended, last.lease_id, last.epoch), (LeaseEnd::Released, l.lease_id, 1));
     assert_eq!((last.holder.as_str(), last.session_id.as_deref(), last.acquired_at), ("w", Some("s1"), l.acquired_at));
     assert_eq!(last.note.as_deref(), Some("step 1"));
     // A lease that wrote no note shows none, not its predecessor's.
-    f.store.claim(&f.ws, "TASK-1", &f.claim("v", 60)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("v", 60)).await.unwrap();
     // While a lease is live, the previous ending still shows.
     assert_eq!(f.get("TASK-1").await.last_lease.unwrap().lease_id, l.lease_id);
     let mut force = f.release("owner-tool");
     force.force = true;
     force.reason = Some("stuck".into());
-    f.store.release(&f.ws, "TASK-1", &force).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-1"), &force).await.unwrap();
     let last = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((last.ended, last.holder.as_str(), last.note.as_deref()), (LeaseEnd::Broken, "v", None));
     // Expiry, with no reaper: derived at once, the same once recorded.
-    let e = f.store.claim(&f.ws, "TASK-1", &f.claim("x", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let e = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("x", 1)).await.unwrap().lease;
+    pass(Duration::from_millis(1100)).await;
     let derived = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((derived.ended, derived.ended_at, derived.lease_id), (LeaseEnd::Expired, e.expires_at, e.lease_id));
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 1);
     assert_eq!(f.get("TASK-1").await.last_lease.unwrap(), derived);
     // A grant over an unrecorded expiry records it too.
-    let y = f.store.claim(&f.ws, "TASK-1", &f.claim("y", 1)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("z", 60)).await.unwrap();
+    let y = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("y", 1)).await.unwrap().lease;
+    pass(Duration::from_millis(1100)).await;
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("z", 60)).await.unwrap();
     let last = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((last.ended, last.ended_at, last.holder.as_str()), (LeaseEnd::Expired, y.expires_at, "y"));
 }
@@ -1743,21 +1786,21 @@ pub async fn items_list_by_parent_and_open_blockers(store: Arc<dyn Store>) {
         add_blocked_by: refs.iter().map(|r| r.to_string()).collect(),
         ..Default::default()
     };
-    f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["TASK-2"])).await.unwrap();
-    let item = f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["task-3", "TASK-2"])).await.unwrap();
+    f.store.update_item(&f.ws, f.owner, &rf("TASK-4"), &add(&["TASK-2"])).await.unwrap();
+    let item = f.store.update_item(&f.ws, f.owner, &rf("TASK-4"), &add(&["task-3", "TASK-2"])).await.unwrap();
     assert_eq!(item.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-2", "TASK-3"]);
     assert_eq!(item.blocked_by_open, item.blocked_by);
-    let l = f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap().lease;
-    f.store.complete(&f.ws, "TASK-2", &f.complete("w", LeaseHandle::epoch(l.epoch))).await.unwrap();
+    let l = f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap().lease;
+    f.store.complete(&f.ws, &rf("TASK-2"), &f.complete("w", LeaseHandle::epoch(l.epoch))).await.unwrap();
     let item = f.get("TASK-4").await;
     assert_eq!(item.blocked_by_open.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-3"]);
     let remove = ItemPatch { remove_blocked_by: vec!["TASK-3".into()], ..Default::default() };
-    let item = f.store.update_item(&f.ws, f.owner, "TASK-4", &remove).await.unwrap();
+    let item = f.store.update_item(&f.ws, f.owner, &rf("TASK-4"), &remove).await.unwrap();
     assert_eq!(item.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>(), ["TASK-2"]);
     assert!(item.blocked_by_open.is_empty());
-    let e = f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["TASK-4"])).await.unwrap_err();
+    let e = f.store.update_item(&f.ws, f.owner, &rf("TASK-4"), &add(&["TASK-4"])).await.unwrap_err();
     assert!(matches!(&e, StoreError::Validation(v) if v.field == "add_blocked_by"), "{e:?}");
-    let e = f.store.update_item(&f.ws, f.owner, "TASK-4", &add(&["TASK-99"])).await.unwrap_err();
+    let e = f.store.update_item(&f.ws, f.owner, &rf("TASK-4"), &add(&["TASK-99"])).await.unwrap_err();
     assert!(matches!(&e, StoreError::Validation(_)), "{e:?}");
     assert_eq!(f.get("TASK-4").await.blocked_by.len(), 1);
 }
@@ -1767,9 +1810,9 @@ pub async fn events_filter_by_ref_and_type(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
     f.item("b").await;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap();
-    f.store.claim(&f.ws, "TASK-2", &f.claim("w", 60)).await.unwrap();
-    f.store.release(&f.ws, "TASK-2", &f.release("w")).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-2"), &f.release("w")).await.unwrap();
     let r = |s: &str| Some(s.parse().unwrap());
     let only = |item_ref, kinds| pad_core::EventFilter { item_ref, kinds };
     let f = &f;
@@ -1832,17 +1875,17 @@ pub async fn workspace_settings_change_whole_or_not_at_all(store: Arc<dyn Store>
 
     // Claims follow the new bounds.
     f.item("one").await;
-    assert!(matches!(f.store.claim(&ws, "TASK-1", &f.claim("runner-a", 3601)).await, Err(StoreError::InvalidTtl(_))));
+    assert!(matches!(f.store.claim(&ws, &rf("TASK-1"), &f.claim("runner-a", 3601)).await, Err(StoreError::InvalidTtl(_))));
     let mut req = f.claim("runner-a", 1);
     req.ttl_seconds = None;
-    assert_eq!(f.store.claim(&ws, "TASK-1", &req).await.unwrap().lease.ttl_seconds, 1800);
+    assert_eq!(f.store.claim(&ws, &rf("TASK-1"), &req).await.unwrap().lease.ttl_seconds, 1800);
 }
 
 /// docs/webhooks.md: an event queues one outbox row per matching subscription;
 /// only a subscription's oldest pending event is claimable, once; a failed
 /// attempt waits for its backoff, a 2xx ends the row; every attempt is logged.
 pub async fn webhooks_outbox_is_claimed_in_order_and_retried(store: Arc<dyn Store>) {
-    use crate::AttemptResult;
+    use pad_store::AttemptResult;
     use pad_core::webhook::{CreateWebhook, DeliveryOutcome, WEBHOOKS_PER_WORKSPACE_MAX};
     let f = Fixture::new(store).await;
     let new = |url: &str, events| CreateWebhook { url: url.into(), events };
@@ -1856,7 +1899,7 @@ pub async fn webhooks_outbox_is_claimed_in_order_and_retried(store: Arc<dyn Stor
     assert_eq!(f.store.webhook_target(&f.ws, hook.id).await.unwrap().secret, "sekrit");
     f.item("one").await;
     f.item("two").await;
-    f.store.claim(&f.ws, "TASK-1", &f.claim("w", 60)).await.unwrap(); // not subscribed
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap(); // not subscribed
     assert_eq!(f.store.list_webhooks(&f.ws).await.unwrap()[0].pending, 2);
 
     let due = f.store.claim_webhook_deliveries(10, 30).await.unwrap();

@@ -1,0 +1,551 @@
+//! Leases: the lease statements and their reading through the rules
+//! (docs/leases.md), and the lease steps of the shared flows
+//! (`pad_store::steps`).
+
+use async_trait::async_trait;
+use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Ttl};
+use pad_core::{
+    EventKind, FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace,
+};
+use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, LeaseSteps, WriteTx};
+use pad_store::{
+    ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
+};
+use sqlx::{Postgres, QueryBuilder, Row};
+
+use crate::items::push_parent;
+use crate::rows::{self, ITEM_SELECT, item_from_row};
+use crate::{PgStore, Tx, db};
+
+/// TTLs are bounded to a day (L8), so they always fit the `integer` column.
+fn ttl_param(ttl: Ttl) -> i32 {
+    i32::try_from(ttl.seconds()).expect("L8 bounds TTLs to 86400 seconds")
+}
+
+/// The lease a lease statement wrote, read back by [`rows::written_lease`].
+macro_rules! returning_lease {
+    () => {
+        "RETURNING i.lease_holder AS new_holder, i.lease_user_id AS new_user_id, i.lease_session_id AS new_session_id,
+                   i.lease_epoch AS new_epoch, i.lease_acquired_at AS new_acquired_at,
+                   i.lease_renewed_at AS new_renewed_at, i.lease_expires_at AS new_expires_at,
+                   i.lease_ttl_seconds AS new_ttl_seconds, i.lease_id AS new_lease_id"
+    };
+}
+
+/// L18: the `SET` list that makes the lease in a row's `lease_*` columns
+/// (as they were before the statement) its last lease, ended by expiry at
+/// its `expires_at`. `$p` prefixes the old columns.
+macro_rules! expired_as_last {
+    ($p:literal) => {
+        concat!(
+            "last_lease_id = ",
+            $p,
+            "lease_id, last_lease_epoch = ",
+            $p,
+            "lease_epoch, ",
+            "last_lease_holder = ",
+            $p,
+            "lease_holder, last_lease_session_id = ",
+            $p,
+            "lease_session_id, ",
+            "last_lease_acquired_at = ",
+            $p,
+            "lease_acquired_at, last_lease_ended_at = ",
+            $p,
+            "lease_expires_at, ",
+            "last_lease_ended = 'expired', ",
+            "last_lease_note = CASE WHEN ",
+            $p,
+            "lease_note_lease_id = ",
+            $p,
+            "lease_id THEN ",
+            $p,
+            "lease_note END"
+        )
+    };
+}
+
+/// L1-L3, L12, L13 in one statement. Writes when there is no live lease
+/// (grant: next epoch, `acquired_at = now`) or it is the claimant's own
+/// (refresh: epoch and `acquired_at` kept; only if $9 allows it, L17). A grant
+/// takes the next lease id and, over an expired lease, records that lease as
+/// the last one (L18). $4 user, $5 holder, $6 session, $7 ttl seconds, $8 note,
+/// $9 refresh.
+const CLAIM: &str = concat!(
+    locked_item!(),
+    ",
+    d AS MATERIALIZED (
+        SELECT cur.*,
+            (cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now) AS live,
+            (cur.lease_user_id = $4 AND cur.lease_holder = $5 AND cur.lease_session_id IS NOT DISTINCT FROM $6) AS mine,
+            (cur.lease_holder IS NOT NULL AND cur.lease_expires_at <= cur.db_now) AS expired_prev,
+            CASE WHEN cur.lease_holder IS NULL OR cur.lease_expires_at <= cur.db_now
+                THEN nextval('lease_ids') END AS grant_lease_id
+        FROM cur
+    ),
+    upd AS (
+        UPDATE items i SET
+            lease_holder = $5, lease_user_id = $4, lease_session_id = $6,
+            lease_id = COALESCE(d.grant_lease_id, d.lease_id),
+            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id
+                ELSE COALESCE(d.grant_lease_id, d.lease_id) END,
+            last_lease_id = CASE WHEN d.expired_prev THEN d.lease_id ELSE i.last_lease_id END,
+            last_lease_epoch = CASE WHEN d.expired_prev THEN d.lease_epoch ELSE i.last_lease_epoch END,
+            last_lease_holder = CASE WHEN d.expired_prev THEN d.lease_holder ELSE i.last_lease_holder END,
+            last_lease_session_id = CASE WHEN d.expired_prev THEN d.lease_session_id ELSE i.last_lease_session_id END,
+            last_lease_acquired_at = CASE WHEN d.expired_prev THEN d.lease_acquired_at ELSE i.last_lease_acquired_at END,
+            last_lease_ended_at = CASE WHEN d.expired_prev THEN d.lease_expires_at ELSE i.last_lease_ended_at END,
+            last_lease_ended = CASE WHEN d.expired_prev THEN 'expired' ELSE i.last_lease_ended END,
+            last_lease_note = CASE WHEN d.expired_prev
+                THEN CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END
+                ELSE i.last_lease_note END,
+            lease_epoch = CASE WHEN d.live THEN d.lease_epoch ELSE d.lease_epoch + 1 END,
+            lease_acquired_at = CASE WHEN d.live THEN d.lease_acquired_at ELSE d.db_now END,
+            lease_renewed_at = d.db_now,
+            lease_expires_at = d.db_now + $7 * interval '1 second',
+            lease_ttl_seconds = $7,
+            lease_expiries = i.lease_expiries + CASE WHEN d.lease_holder IS NOT NULL AND NOT d.live THEN 1 ELSE 0 END,
+            lease_note = COALESCE($8, i.lease_note),
+            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE $5 END
+        FROM d
+        WHERE i.id = d.id AND d.deleted_at IS NULL AND (NOT d.live OR (d.mine AND $9))
+        ",
+    returning_lease!(),
+    ", i.lease_expiries AS new_expiries, i.labels AS new_labels
+    )
+    SELECT d.*, upd.* FROM d LEFT JOIN upd ON true"
+);
+
+/// L4 in one statement: extends only a live lease with this epoch and/or
+/// lease id (L17), holder and user. $4 user, $5 holder, $6 epoch or NULL, $7
+/// ttl seconds or NULL (keep), $8 note, $9 lease id or NULL.
+const RENEW: &str = concat!(
+    locked_item!(),
+    ",
+    upd AS (
+        UPDATE items i SET
+            lease_renewed_at = cur.db_now,
+            lease_ttl_seconds = COALESCE($7, cur.lease_ttl_seconds),
+            lease_expires_at = cur.db_now + COALESCE($7, cur.lease_ttl_seconds) * interval '1 second',
+            lease_note = COALESCE($8, i.lease_note),
+            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE i.lease_holder END,
+            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id ELSE i.lease_id END
+        FROM cur
+        WHERE i.id = cur.id AND cur.deleted_at IS NULL
+          AND cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now
+          AND ($6::bigint IS NULL OR cur.lease_epoch = $6) AND ($9::bigint IS NULL OR cur.lease_id = $9)
+          AND cur.lease_user_id = $4 AND cur.lease_holder = $5
+        ",
+    returning_lease!(),
+    "
+    )
+    SELECT cur.*, upd.* FROM cur LEFT JOIN upd ON true"
+);
+
+/// L6/L7 in one statement: clears a live lease that is ours (and has the
+/// given epoch and lease id, if given), or any live lease when forced. The
+/// ended lease becomes the last lease, released or broken (L18). The epoch
+/// counter stays. $4 user, $5 holder, $6 epoch or NULL, $7 force, $8 lease id or NULL.
+const RELEASE: &str = concat!(
+    locked_item!(),
+    ",
+    d AS MATERIALIZED (
+        SELECT cur.*, (cur.lease_user_id = $4 AND cur.lease_holder = $5
+            AND ($6::bigint IS NULL OR cur.lease_epoch = $6) AND ($8::bigint IS NULL OR cur.lease_id = $8)) AS ours
+        FROM cur
+    ),
+    upd AS (
+        UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
+            lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
+            last_lease_id = d.lease_id, last_lease_epoch = d.lease_epoch, last_lease_holder = d.lease_holder,
+            last_lease_session_id = d.lease_session_id, last_lease_acquired_at = d.lease_acquired_at,
+            last_lease_ended_at = d.db_now,
+            last_lease_ended = CASE WHEN d.ours THEN 'released' ELSE 'broken' END,
+            last_lease_note = CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END
+        FROM d
+        WHERE i.id = d.id AND d.lease_holder IS NOT NULL AND d.lease_expires_at > d.db_now
+          AND ($7 OR d.ours)
+        RETURNING i.id
+    )
+    SELECT d.*, upd.id IS NOT NULL AS cleared FROM d LEFT JOIN upd ON true"
+);
+
+/// L5/L13 on a row the caller has locked: forgets a lease that has expired
+/// and counts the expiry. $1 item id, $2 the caller's clock.
+const EXPIRE: &str = concat!(
+    "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
+        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
+        lease_expiries = lease_expiries + 1, ",
+    expired_as_last!(""),
+    " WHERE id = $1 AND lease_holder IS NOT NULL AND lease_expires_at <= $2
+    RETURNING lease_expiries, labels"
+);
+
+/// L5/L13 for every instance's background observer: takes expired leases
+/// no one else is handling (`SKIP LOCKED`), forgets and counts them. A claim
+/// or release that locked the row first records the expiry itself, and the
+/// re-check after the lock skips rows that were claimed again, so each
+/// expiry is recorded exactly once across instances.
+const OBSERVE_EXPIRED: &str = concat!(
+    "WITH expired AS MATERIALIZED (
+        SELECT id, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at, lease_renewed_at,
+            lease_expires_at, lease_ttl_seconds, lease_id
+        FROM items
+        WHERE lease_holder IS NOT NULL AND lease_expires_at <= now()
+        ORDER BY lease_expires_at LIMIT 500
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
+        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
+        lease_expiries = i.lease_expiries + 1, ",
+    expired_as_last!("i."),
+    "
+    FROM expired e, workspaces w
+    WHERE i.id = e.id AND w.id = i.workspace_id
+    RETURNING i.id, i.workspace_id, w.slug, i.prefix, i.number, e.lease_holder, e.lease_user_id, e.lease_session_id,
+        e.lease_epoch, e.lease_acquired_at, e.lease_renewed_at, e.lease_expires_at, e.lease_ttl_seconds, e.lease_id,
+        i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now"
+);
+
+/// The SQL predicate and `pad_core::lease` are two encodings of one rule: the
+/// statement decides atomically, the rule says what the answer means. If they
+/// ever disagree the error drops the transaction, so it rolls back.
+fn agree(wrote: Option<&Lease>, decided: Option<&Lease>) -> StoreResult<()> {
+    if wrote == decided { Ok(()) } else { Err(disagree(wrote, decided)) }
+}
+
+fn disagree(wrote: impl std::fmt::Debug, decided: impl std::fmt::Debug) -> StoreError {
+    StoreError::Internal(format!("lease statement and lease rule disagree: wrote {wrote:?}, rule decided {decided:?}"))
+}
+
+pub(crate) async fn renew(s: &PgStore, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
+    let ttl = req.validate(&ws.settings)?;
+    let claimant = req.claimant();
+    // One statement, so no transaction: it commits or does nothing.
+    let row = sqlx::query(RENEW)
+        .bind(ws.id)
+        .bind(&r.prefix)
+        .bind(r.number)
+        .bind(req.actor.user_id)
+        .bind(&req.holder)
+        .bind(req.handle.epoch)
+        .bind(ttl.map(ttl_param))
+        .bind(&req.note)
+        .bind(req.handle.lease_id)
+        .fetch_optional(&s.pool)
+        .await
+        .map_err(db)?;
+    let locked = rows::locked(row.as_ref(), r)?.live(r)?;
+    let wrote = rows::written_lease(row.as_ref().expect("Locked::from_row refuses a missing row"))?;
+    let now = locked.now;
+    match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
+        RenewDecision::Renewed(l) => {
+            agree(wrote.as_ref(), Some(&l))?;
+            Ok(l)
+        }
+        RenewDecision::Lost(live) => {
+            agree(wrote.as_ref(), None)?;
+            // Told why (L7): read how the caller's lease ended, then let go.
+            let mut tx = s.begin().await?;
+            let e = steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await;
+            tx.rollback().await;
+            Err(e)
+        }
+        RenewDecision::Held(l) => {
+            agree(wrote.as_ref(), None)?;
+            Err(StoreError::held(l, now))
+        }
+    }
+}
+
+pub(crate) async fn release(
+    s: &PgStore,
+    ws: &Workspace,
+    r: &ItemRef,
+    req: &ReleaseRequest,
+) -> StoreResult<ReleaseOutcome> {
+    req.validate()?;
+    let claimant = req.claimant();
+    let mut tx = s.begin().await?;
+    let row = sqlx::query(RELEASE)
+        .bind(ws.id)
+        .bind(&r.prefix)
+        .bind(r.number)
+        .bind(req.actor.user_id)
+        .bind(&req.holder)
+        .bind(req.handle.epoch)
+        .bind(req.force)
+        .bind(req.handle.lease_id)
+        .fetch_optional(&mut *tx.conn)
+        .await
+        .map_err(db)?;
+    let locked = rows::locked(row.as_ref(), r)?;
+    let cleared: bool = row.as_ref().expect("Locked::from_row refuses a missing row").get("cleared");
+    let now = locked.now;
+    let decision = lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now);
+    let ends = matches!(decision, ReleaseDecision::Released(_) | ReleaseDecision::Broken(_));
+    if cleared != ends {
+        return Err(disagree(cleared, &decision));
+    }
+    let (lease, kind, reason) = match decision {
+        ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
+        ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
+        refused => {
+            // L5/L13: a recorded but expired lease is observed here, once.
+            if let (ReleaseDecision::NoLiveLease, Some(old)) = (&refused, &locked.slot.current) {
+                steps::expire(&mut tx, ws, locked.id, r, old.clone(), now).await?;
+            }
+            // Committing also drops the row lock now.
+            tx.commit().await?;
+            return match refused {
+                ReleaseDecision::Held(l) => Err(StoreError::held(l, now)),
+                ReleaseDecision::Lost(l) => Err(StoreError::lost(Some(l), now)),
+                _ => Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None }),
+            };
+        }
+    };
+    if kind == LeaseEnd::Broken {
+        PgStore::record_break(&mut tx.conn, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
+    }
+    let data = shared::event::ended(&lease, kind, req.reason.as_deref());
+    let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
+    tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
+    tx.commit().await?;
+    Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
+}
+
+pub(crate) async fn frontier(
+    s: &PgStore,
+    ws: &Workspace,
+    filter: &FrontierFilter,
+    limit: u32,
+) -> StoreResult<Vec<Item>> {
+    let f = filter.validate()?;
+    let mut qb = QueryBuilder::new(ITEM_SELECT);
+    push_frontier(&mut qb, ws, &f, limit);
+    let rows = qb.build().fetch_all(&s.pool).await.map_err(db)?;
+    rows.iter().map(|r| item_from_row(r, r.get("db_now"))).collect()
+}
+
+pub(crate) async fn live_leases(s: &PgStore) -> StoreResult<Vec<(String, u64)>> {
+    let rows = sqlx::query(
+        "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
+         WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > now() GROUP BY w.slug ORDER BY w.slug",
+    )
+    .fetch_all(&s.pool)
+    .await
+    .map_err(db)?;
+    Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
+}
+
+#[async_trait]
+impl LeaseSteps for Tx {
+    /// L1-L3, L12, L13: the CLAIM statement, its reading through
+    /// `decide_claim`, and the events of a grant.
+    async fn claim_item(
+        &mut self,
+        ws: &Workspace,
+        r: &ItemRef,
+        req: &ClaimRequest,
+        ttl: Ttl,
+    ) -> StoreResult<(ClaimOutcome, Timestamp)> {
+        let claimant = req.claimant();
+        let row = sqlx::query(CLAIM)
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .bind(req.actor.user_id)
+            .bind(&req.holder)
+            .bind(&req.session_id)
+            .bind(ttl_param(ttl))
+            .bind(&req.note)
+            .bind(req.refresh)
+            .fetch_optional(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        let locked = rows::locked(row.as_ref(), r)?.live(r)?;
+        let row = row.expect("rows::locked refuses a missing row");
+        let wrote = rows::written_lease(&row)?;
+        let now = locked.now;
+        // The statement allocated the grant's id; the rule is told it to compare.
+        let grant_id = wrote.as_ref().map_or(0, |l| l.lease_id);
+        let outcome = match lease::decide_claim(&locked.slot, &claimant, ttl, req.refresh, grant_id, now) {
+            ClaimDecision::Held(l) => {
+                agree(wrote.as_ref(), None)?;
+                return Err(StoreError::held(l, now));
+            }
+            ClaimDecision::Refresh(l) => {
+                agree(wrote.as_ref(), Some(&l))?;
+                ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None }
+            }
+            ClaimDecision::Grant { lease: l, previous_expired } => {
+                agree(wrote.as_ref(), Some(&l))?;
+                if previous_expired {
+                    // The statement counted the expiry; record it.
+                    let expiry = Expiry {
+                        ws: ws.id,
+                        threshold: ws.settings.quarantine_after_expiries,
+                        item: locked.id,
+                        item_ref: r.clone(),
+                        lease: locked.slot.current.clone().expect("an expired lease was recorded"),
+                        expiries: row.get("new_expiries"),
+                        labels: row.get("new_labels"),
+                    };
+                    steps::record_expiry(self, &expiry, now).await?;
+                }
+                let data = shared::event::claimed(&l);
+                self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
+                ClaimOutcome {
+                    lease: l,
+                    refreshed: false,
+                    previous_note: row.get("lease_note"),
+                    previous_holder: row.get("lease_note_holder"),
+                }
+            }
+        };
+        Ok((outcome, now))
+    }
+
+    async fn claim_candidates(&mut self, ws: &Workspace, f: &ValidFrontierFilter) -> StoreResult<Vec<Candidate>> {
+        // SKIP LOCKED: concurrent callers (on any instance) pass over rows
+        // another is claiming instead of waiting for them; the re-check
+        // after the lock drops rows claimed since this statement began.
+        let mut qb = QueryBuilder::new(
+            "SELECT i.id, i.prefix, i.number, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
+                    i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_id,
+                    now() AS db_now
+             FROM items i",
+        );
+        push_frontier(&mut qb, ws, f, 1);
+        qb.push(" FOR UPDATE OF i SKIP LOCKED");
+        let rows = qb.build().fetch_all(&mut *self.conn).await.map_err(db)?;
+        rows.iter()
+            .map(|row| {
+                Ok(Candidate {
+                    id: row.get("id"),
+                    item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
+                    // On the frontier, a recorded lease is an expired one.
+                    expired: rows::lease_slot(row)?.current,
+                    now: row.get("db_now"),
+                })
+            })
+            .collect()
+    }
+
+    async fn count_expiry(&mut self, id: i64, now: Timestamp) -> StoreResult<(i64, Vec<String>)> {
+        let row = sqlx::query(EXPIRE)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *self.conn)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| disagree("no expiry", id))?;
+        Ok((row.get("lease_expiries"), row.get("labels")))
+    }
+
+    async fn take_expired(&mut self) -> StoreResult<Vec<(Expiry, String, Timestamp)>> {
+        let rows = sqlx::query(OBSERVE_EXPIRED).fetch_all(&mut *self.conn).await.map_err(db)?;
+        rows.iter()
+            .map(|row| {
+                let expiry = Expiry {
+                    ws: row.get("workspace_id"),
+                    threshold: u32::try_from(row.get::<i32, _>("quarantine_after_expiries")).unwrap_or(0),
+                    item: row.get("id"),
+                    item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
+                    lease: rows::lease_slot(row)?.current.expect("expired rows held a lease"),
+                    expiries: row.get("lease_expiries"),
+                    labels: row.get("labels"),
+                };
+                Ok((expiry, row.get("slug"), row.get("db_now")))
+            })
+            .collect()
+    }
+
+    async fn end_lease(&mut self, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE items SET last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
+                    last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
+                    last_lease_ended_at = $2, last_lease_ended = $3,
+                    last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END,
+                    lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
+                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(at)
+        .bind(how.as_str())
+        .execute(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn next_failures(&mut self, id: i64) -> StoreResult<i64> {
+        sqlx::query_scalar("SELECT failures + 1 FROM items WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut *self.conn)
+            .await
+            .map_err(db)
+    }
+
+    async fn write_failure(
+        &mut self,
+        id: i64,
+        failures: i64,
+        retry_at: Timestamp,
+        note: Option<&str>,
+    ) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar(
+            "UPDATE items SET failures = $2, retry_at = $3, last_failure_note = $4,
+                    lease_note = COALESCE($4, lease_note),
+                    lease_note_holder = CASE WHEN $4 IS NULL THEN lease_note_holder ELSE lease_holder END,
+                    lease_note_lease_id = CASE WHEN $4 IS NULL THEN lease_note_lease_id ELSE lease_id END
+             WHERE id = $1 RETURNING labels",
+        )
+        .bind(id)
+        .bind(failures)
+        .bind(retry_at)
+        .bind(note)
+        .fetch_one(&mut *self.conn)
+        .await
+        .map_err(db)
+    }
+}
+
+/// The frontier predicate and order (L11), appended to a SELECT over
+/// `items i`. "No live lease" is judged by the statement's `now()`.
+pub(crate) fn push_frontier(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, f: &ValidFrontierFilter, limit: u32) {
+    qb.push(" WHERE i.workspace_id = ").push_bind(ws.id);
+    qb.push(" AND i.deleted_at IS NULL AND i.status = 'open'");
+    qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= now())");
+    // L14, L16: deferred and backing-off items wait.
+    qb.push(" AND (i.not_before IS NULL OR i.not_before <= now()) AND (i.retry_at IS NULL OR i.retry_at <= now())");
+    for r in &f.exclude {
+        qb.push(" AND NOT (i.prefix = ")
+            .push_bind(r.prefix.clone())
+            .push(" AND i.number = ")
+            .push_bind(r.number)
+            .push(")");
+    }
+    qb.push(
+        " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
+           WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",
+    );
+    if !f.kinds.is_empty() {
+        qb.push(" AND i.kind = ANY(").push_bind(f.kinds.clone()).push(")");
+    }
+    if !f.labels.is_empty() {
+        qb.push(" AND i.labels @> ").push_bind(f.labels.clone());
+    }
+    if !f.without_labels.is_empty() {
+        qb.push(" AND NOT (i.labels && ").push_bind(f.without_labels.clone()).push(")");
+    }
+    if let Some(p) = f.min_priority {
+        qb.push(" AND i.priority >= ").push_bind(p.rank());
+    }
+    if let Some(p) = &f.parent {
+        push_parent(qb, ws, p);
+    }
+    qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ")
+        .push_bind(i64::from(limit.clamp(1, LIST_LIMIT_MAX)));
+}
