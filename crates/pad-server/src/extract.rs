@@ -294,11 +294,7 @@ impl Ctx {
     /// An authenticated caller in the workspace `params["ws"]`, with the
     /// route's other parameters: what every workspace route starts from,
     /// whether its caller came by HTTP or by an MCP tool call (`mcp.rs`).
-    pub async fn resolve(
-        state: &AppState,
-        caller: Caller,
-        params: HashMap<String, String>,
-    ) -> Result<Self, ApiError> {
+    pub async fn resolve(state: &AppState, caller: Caller, params: HashMap<String, String>) -> Result<Self, ApiError> {
         let slug = params.get("ws").cloned().unwrap_or_default();
         let membership = state.store.membership(caller.actor(), &slug);
         let membership = state.auth_cache.membership(caller.user.id, &slug, membership).await;

@@ -28,7 +28,9 @@ pub(crate) async fn renew(s: &SqliteStore, ws: &Workspace, r: &ItemRef, req: &Re
             tx.commit().await?;
             Ok(l)
         }
-        RenewDecision::Lost(live) => Err(steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await),
+        RenewDecision::Lost(live) => {
+            Err(steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await)
+        }
         RenewDecision::Held(l) => Err(StoreError::held(l, now)),
     }
 }

@@ -465,7 +465,10 @@ pub async fn l7_a_broken_lease_tells_its_holder_why(store: Arc<dyn Store>) {
         other => panic!("expected lease_lost, got {other:?}"),
     }
     f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-f")).await.unwrap();
-    assert!(matches!(f.store.renew(&f.ws, &rf("TASK-1"), &renew).await, Err(StoreError::LeaseLost { ended: None, .. })));
+    assert!(matches!(
+        f.store.renew(&f.ws, &rf("TASK-1"), &renew).await,
+        Err(StoreError::LeaseLost { ended: None, .. })
+    ));
     let last = f.get("TASK-1").await.last_lease.unwrap();
     assert_eq!((last.lease_id, last.reason, last.broken_by), (next.lease_id, None, None));
 }
@@ -1875,7 +1878,10 @@ pub async fn workspace_settings_change_whole_or_not_at_all(store: Arc<dyn Store>
 
     // Claims follow the new bounds.
     f.item("one").await;
-    assert!(matches!(f.store.claim(&ws, &rf("TASK-1"), &f.claim("runner-a", 3601)).await, Err(StoreError::InvalidTtl(_))));
+    assert!(matches!(
+        f.store.claim(&ws, &rf("TASK-1"), &f.claim("runner-a", 3601)).await,
+        Err(StoreError::InvalidTtl(_))
+    ));
     let mut req = f.claim("runner-a", 1);
     req.ttl_seconds = None;
     assert_eq!(f.store.claim(&ws, &rf("TASK-1"), &req).await.unwrap().lease.ttl_seconds, 1800);
@@ -1885,8 +1891,8 @@ pub async fn workspace_settings_change_whole_or_not_at_all(store: Arc<dyn Store>
 /// only a subscription's oldest pending event is claimable, once; a failed
 /// attempt waits for its backoff, a 2xx ends the row; every attempt is logged.
 pub async fn webhooks_outbox_is_claimed_in_order_and_retried(store: Arc<dyn Store>) {
-    use pad_store::AttemptResult;
     use pad_core::webhook::{CreateWebhook, DeliveryOutcome, WEBHOOKS_PER_WORKSPACE_MAX};
+    use pad_store::AttemptResult;
     let f = Fixture::new(store).await;
     let new = |url: &str, events| CreateWebhook { url: url.into(), events };
     let bad = f.store.create_webhook(&f.ws, f.owner, &new("ftp://x/y", vec![]), "s").await.unwrap_err();
