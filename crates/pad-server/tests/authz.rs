@@ -66,6 +66,11 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         }
         ("DELETE", p) if p == format!("{ws}/members/{{email}}") => (Owner, None),
         ("POST", p) if p == format!("{ws}/kinds") => (Owner, Some(json!({"name": "epic", "prefix": "EPIC"}))),
+        // docs/webhooks.md: all owners'.
+        ("GET", p) if p == format!("{ws}/webhooks") || p == format!("{ws}/webhooks/{{id}}/deliveries") => (Owner, None),
+        ("POST", p) if p == format!("{ws}/webhooks") => (Owner, Some(json!({"url": "http://127.0.0.1:9/matrix"}))),
+        ("DELETE", p) if p == format!("{ws}/webhooks/{{id}}") => (Owner, None),
+        ("POST", p) if p == format!("{ws}/webhooks/{{id}}/test") => (Owner, None),
         // docs/api.md, "Workspace settings".
         ("PATCH", p) if p == ws => (Owner, Some(json!({"quarantine_after_expiries": 4}))),
         _ => return None,
@@ -162,6 +167,18 @@ async fn matrix(s: &TestServer) -> usize {
     for ws in WORKSPACES {
         s.create_item(&s.owner, ws, "the target").await;
     }
+    // A webhook of workspace `ws`: the one there, or a new one (the
+    // workspace's cap stays far away).
+    let hook = |ws: &'static str| async move {
+        let path = format!("/api/v1/workspaces/{ws}/webhooks");
+        let listed = s.get(&s.owner, &path).await;
+        if let Some(id) = listed.body["webhooks"].as_array().and_then(|h| h.first()).map(|h| h["id"].clone()) {
+            return id.as_i64().unwrap().to_string();
+        }
+        let made = s.post(&s.owner, &path, json!({"url": "http://127.0.0.1:9/matrix"})).await;
+        assert_eq!(made.status, 201, "{:?}", made.body);
+        made.body["id"].as_i64().unwrap().to_string()
+    };
     // A token of the owner's scoped to workspace `ws`, to be revoked.
     let victim = |ws: &'static str| async move {
         let path = format!("/api/v1/workspaces/{ws}/tokens");
@@ -195,6 +212,7 @@ async fn matrix(s: &TestServer) -> usize {
                 path.replace("{ws}", ws).replace("{ref}", "TASK-1").replace("{id}", id).replace("{email}", id)
             };
             let has_id = path.contains("{id}");
+            let webhook_id = path.contains("/webhooks/");
             let has_email = path.contains("{email}");
             if min != Min::Public {
                 let url = concrete("default", "1");
@@ -233,7 +251,9 @@ async fn matrix(s: &TestServer) -> usize {
                         None,
                     )
                     .await;
-                    let id = if has_id {
+                    let id = if webhook_id {
+                        hook(ws).await
+                    } else if has_id {
                         victim(ws).await
                     } else if has_email {
                         member(ws).await
@@ -249,10 +269,14 @@ async fn matrix(s: &TestServer) -> usize {
                     }
                     checked += 1;
                     if has_id {
-                        // A token that lives in the other workspace, addressed through this one.
-                        let other = victim(WORKSPACES[1 - i]).await;
+                        // A token or webhook that lives in the other workspace,
+                        // addressed through this one. Webhook routes refuse a
+                        // role below owner before looking anything up.
+                        let other =
+                            if webhook_id { hook(WORKSPACES[1 - i]).await } else { victim(WORKSPACES[1 - i]).await };
                         let got = status(s, Some(&c.token), &m, &concrete(ws, &other), &body).await;
-                        assert_eq!(got, 404, "{at}: another workspace's token");
+                        let expected = if webhook_id && c.role_in(i).is_some_and(|r| r < min) { 403 } else { 404 };
+                        assert_eq!(got, expected, "{at}: another workspace's token or webhook");
                         checked += 1;
                     }
                     if has_email {
