@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub use pad_test_support::pg::ScratchDb;
 use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};
@@ -135,46 +136,4 @@ pub async fn backends() -> Vec<Backend> {
         None => eprintln!("PAD_TEST_DATABASE_URL is unset: PostgreSQL skipped"),
     }
     all
-}
-
-/// A database `pad_t_<unix secs>_<random>` on the server of
-/// `PAD_TEST_DATABASE_URL`, dropped with the guard (the pad-postgres tests'
-/// naming, so their runs drop ones left behind by killed runs).
-pub struct ScratchDb {
-    pub url: String,
-    name: String,
-    admin: sqlx::postgres::PgConnectOptions,
-}
-
-impl ScratchDb {
-    pub async fn create() -> Option<ScratchDb> {
-        use sqlx::{ConnectOptions, Connection};
-        let base = std::env::var("PAD_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())?;
-        let admin: sqlx::postgres::PgConnectOptions = base.parse().expect("PAD_TEST_DATABASE_URL is a URL");
-        let mut conn = admin.connect().await.expect("PAD_TEST_DATABASE_URL answers");
-        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-        let name = format!("pad_t_{secs}_{:016x}", rand::random::<u64>());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
-        let _ = conn.close().await;
-        let url = admin.clone().database(&name).to_url_lossy().to_string();
-        Some(ScratchDb { url, name, admin })
-    }
-}
-
-impl Drop for ScratchDb {
-    fn drop(&mut self) {
-        use sqlx::{ConnectOptions, Connection};
-        let (admin, name) = (self.admin.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async move {
-                let mut conn = admin.connect().await?;
-                sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .execute(&mut conn)
-                    .await?;
-                conn.close().await
-            })
-        })
-        .join();
-    }
 }

@@ -332,7 +332,7 @@ fn chaos_drains_under_kill_9_on_sqlite() {
 
 #[test]
 fn chaos_drains_under_kill_9_on_postgres() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         eprintln!("SKIPPED: set PAD_TEST_DATABASE_URL=postgres://… to run the drain chaos test on Postgres");
         return;
     };

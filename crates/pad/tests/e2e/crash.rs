@@ -68,7 +68,7 @@ async fn sqlite_survives_kill_9_under_load() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_two_instances_survive_kill_9_under_load() {
-    let Some(db) = common::pg::ScratchDb::create() else {
+    let Some(db) = common::pg::ScratchDb::create_blocking() else {
         return eprintln!("SKIPPED postgres_two_instances_survive_kill_9_under_load: {} is not set", common::pg::ENV);
     };
     let first = TestServer::start_with_db(&db.url);

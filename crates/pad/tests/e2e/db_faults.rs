@@ -82,7 +82,7 @@ async fn database_restart_under_load_is_unavailable_then_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminated_connections_under_load_recover() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         return eprintln!("SKIPPED terminated_connections_under_load_recover: {} is not set", common::pg::ENV);
     };
     let server = TestServer::start_with_db(&db.url);

@@ -197,7 +197,7 @@ async fn check_moved(
 
 #[test]
 fn sqlite_to_postgres_and_back_keeps_every_answer_lease_token_and_event() {
-    let (Some(pg), Some(pg2)) = (ScratchDb::create(), ScratchDb::create()) else {
+    let (Some(pg), Some(pg2)) = (ScratchDb::create_blocking(), ScratchDb::create_blocking()) else {
         eprintln!("SKIPPED sqlite_to_postgres_and_back…: set PAD_TEST_DATABASE_URL to run it");
         return;
     };
@@ -344,7 +344,7 @@ fn an_online_backup_holds_every_write_acknowledged_before_it_began() {
 
 #[test]
 fn a_migrate_from_a_serving_store_copies_one_consistent_moment() {
-    let Some(pg) = ScratchDb::create() else {
+    let Some(pg) = ScratchDb::create_blocking() else {
         eprintln!("SKIPPED a_migrate_from_a_serving_store…: set PAD_TEST_DATABASE_URL to run it");
         return;
     };

@@ -169,7 +169,7 @@ fn claim_next_grants_each_item_once_across_16_callers() {
 #[test]
 fn claim_next_grants_each_item_once_across_16_callers_on_postgres() {
     // Dropped after the server (declared first), like every scratch database.
-    let Some(db) = common::pg::ScratchDb::create() else {
+    let Some(db) = common::pg::ScratchDb::create_blocking() else {
         eprintln!("SKIPPED: set PAD_TEST_DATABASE_URL=postgres://… to run claim-next contention on Postgres");
         return;
     };

@@ -22,7 +22,7 @@ fn each_backend(mut test: impl FnMut(&str, &str)) {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = format!("sqlite://{}", dir.path().join("pad.db").display());
     test("sqlite", &sqlite);
-    match ScratchDb::create() {
+    match ScratchDb::create_blocking() {
         Some(db) => test("postgres", &db.url),
         None => eprintln!("PAD_TEST_DATABASE_URL is unset: PostgreSQL skipped"),
     }
@@ -68,7 +68,7 @@ fn a_crash_inside_the_first_start_never_bricks_the_database() {
         for point in POINTS {
             // A fresh database per crash point.
             let dir = tempfile::tempdir().unwrap();
-            let db = if name == "sqlite" { None } else { ScratchDb::create() };
+            let db = if name == "sqlite" { None } else { ScratchDb::create_blocking() };
             let url = db
                 .as_ref()
                 .map_or_else(|| format!("sqlite://{}", dir.path().join("pad.db").display()), |d| d.url.clone());

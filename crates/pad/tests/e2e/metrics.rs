@@ -96,7 +96,7 @@ async fn lease_counters_move_on_sqlite() {
 
 #[tokio::test]
 async fn lease_counters_move_on_postgres() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         eprintln!("SKIPPED: set PAD_TEST_DATABASE_URL=postgres://… to run the metrics test on PostgreSQL");
         return;
     };

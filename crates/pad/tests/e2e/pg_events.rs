@@ -13,7 +13,7 @@ use pad_core::api::ClaimBody;
 
 #[test]
 fn a_stream_on_one_instance_sees_a_claim_made_through_another() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         eprintln!("SKIPPED a_stream_on_one_instance_sees…: set PAD_TEST_DATABASE_URL to run it");
         return;
     };

@@ -14,7 +14,7 @@ use pad_core::api::{ClaimBody, ErrorCode};
 
 #[test]
 fn three_processes_sixty_four_claimers_one_winner_per_round() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         eprintln!("SKIPPED three_processes_…: set PAD_TEST_DATABASE_URL to run it");
         return;
     };

@@ -186,7 +186,7 @@ fn sqlite_signature_verifies_and_500_then_200_delivers_twice_then_stops() {
 
 #[test]
 fn postgres_signature_verifies_and_500_then_200_delivers_twice_then_stops() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         return eprintln!("SKIPPED postgres_signature_verifies_…: {} is not set", common::pg::ENV);
     };
     let server = TestServer::start_with_db(&db.url);
@@ -219,7 +219,7 @@ fn sqlite_kill_9_between_commit_and_delivery_still_delivers_after_restart() {
 
 #[test]
 fn postgres_kill_9_between_commit_and_delivery_still_delivers_after_restart() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         return eprintln!("SKIPPED postgres_kill_9_…: {} is not set", common::pg::ENV);
     };
     let mut server = TestServer::start_with_db(&db.url);
@@ -230,7 +230,7 @@ fn postgres_kill_9_between_commit_and_delivery_still_delivers_after_restart() {
 /// reaches the receiver exactly once, in event order.
 #[test]
 fn postgres_two_instances_deliver_each_event_once_in_order() {
-    let Some(db) = ScratchDb::create() else {
+    let Some(db) = ScratchDb::create_blocking() else {
         return eprintln!("SKIPPED postgres_two_instances_…: {} is not set", common::pg::ENV);
     };
     let first = TestServer::start_with_db(&db.url);
