@@ -325,7 +325,14 @@ fn chaos_drains_under_kill_9_on_sqlite() {
     let s = TestServer::start();
     let db = s.home.join("pad.db");
     chaos(&s, |sql| {
-        let out = std::process::Command::new("sqlite3").arg(&db).arg(sql).output().expect("sqlite3 is needed");
+        // The server writes too (the expiry observer, every second): wait
+        // for its lock as pad's own connections do, instead of failing at once.
+        let out = std::process::Command::new("sqlite3")
+            .args(["-cmd", ".timeout 5000"])
+            .arg(&db)
+            .arg(sql)
+            .output()
+            .expect("sqlite3 is needed");
         assert!(out.status.success(), "sqlite3: {}", String::from_utf8_lossy(&out.stderr));
     });
 }
