@@ -438,12 +438,8 @@ impl PadTools {
             Ok(h) => h,
             Err(refusal) => return Ok(refusal),
         };
-        let client = match self.client(&ctx) {
-            Ok(c) => c,
-            Err(refusal) => return Ok(refusal),
-        };
         let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status };
-        answer(client.complete(self.ws(&a.workspace), &a.item_ref, &body).await)
+        with_client!(self, ctx, |c| c.complete(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
     #[tool(

@@ -11,14 +11,13 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use pad_core::NewItem;
 use pad_store::{Actor, Store};
+use pad_test_support::pg::{PG_BIN, PrivateCluster};
 use serde_json::{Value, json};
 
 /// One `pad serve` instance.
@@ -248,70 +247,6 @@ async fn concurrent_starts_bootstrap_once() {
         let store = pad_postgres::PgStore::open_with(&db.url, 1).await.unwrap();
         let owner = store.ensure_user(pad_server::BOOTSTRAP_EMAIL).await.unwrap();
         assert_eq!(store.list_workspaces(Actor { user_id: owner.id }).await.unwrap().len(), 1);
-    }
-}
-
-/// A PostgreSQL cluster of the test's own, on its own port, so it can be
-/// stopped and started without disturbing anything else.
-struct PrivateCluster {
-    dir: PathBuf,
-    port: u16,
-}
-
-const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
-
-fn as_postgres(dir: &Path, program: &str, args: &[&str]) -> std::process::Output {
-    Command::new("runuser")
-        .args(["-u", "postgres", "--", &format!("{PG_BIN}/{program}")])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
-impl PrivateCluster {
-    /// `None` when the PostgreSQL 15 binaries or `runuser` are missing.
-    fn init() -> Option<PrivateCluster> {
-        let tools_present = Path::new(PG_BIN).join("initdb").exists()
-            && Command::new("runuser").arg("--help").output().is_ok()
-            && Command::new("id").args(["-u", "postgres"]).output().is_ok_and(|o| o.status.success());
-        if !tools_present {
-            return None;
-        }
-        let dir = std::env::temp_dir().join(format!("pad-pg-{:016x}", rand::random::<u64>()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // postgres refuses to run as root: the cluster belongs to `postgres`.
-        let chown = Command::new("chown").args(["postgres:postgres", dir.to_str().unwrap()]).status().unwrap();
-        assert!(chown.success(), "chown {}", dir.display());
-        let out = as_postgres(&dir, "initdb", &["-D", "data", "-U", "postgres", "-A", "trust", "--no-sync"]);
-        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let cluster = PrivateCluster { dir, port };
-        cluster.start();
-        Some(cluster)
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    fn start(&self) {
-        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
-        let out = as_postgres(&self.dir, "pg_ctl", &["-D", "data", "-l", "log", "-o", &opts, "-w", "start"]);
-        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
-    }
-
-    /// Like a crash: no shutdown checkpoint, connections cut.
-    fn stop(&self) {
-        let out = as_postgres(&self.dir, "pg_ctl", &["-D", "data", "-m", "immediate", "-w", "stop"]);
-        assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for PrivateCluster {
-    fn drop(&mut self) {
-        let _ = as_postgres(&self.dir, "pg_ctl", &["-D", "data", "-m", "immediate", "-w", "stop"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
