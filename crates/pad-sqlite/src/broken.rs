@@ -4,32 +4,27 @@
 
 use pad_core::Lease;
 use pad_store::{Actor, StoreResult};
-use sqlx::SqliteConnection;
+use rusqlite::Connection;
 
-use crate::{SqliteStore, db};
+use crate::SqliteStore;
+use crate::sql::Db;
 
 impl SqliteStore {
     /// L7: kept with the break and keyed by the lease id, so the endings
     /// that follow need not clear them: they describe the last lease only
     /// while it is that lease.
-    pub(crate) async fn record_break(
-        conn: &mut SqliteConnection,
+    pub(crate) fn record_break(
+        conn: &Connection,
         item_id: i64,
         lease: &Lease,
         reason: Option<&str>,
         by: Actor,
     ) -> StoreResult<()> {
-        sqlx::query(
+        conn.exec(
             "UPDATE items SET broken_lease_id = ?, broken_reason = ?,
                     broken_by = (SELECT email FROM users WHERE id = ?) WHERE id = ?",
-        )
-        .bind(lease.lease_id)
-        .bind(reason)
-        .bind(by.user_id)
-        .bind(item_id)
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
+            (lease.lease_id, reason, by.user_id, item_id),
+        )?;
         Ok(())
     }
 }

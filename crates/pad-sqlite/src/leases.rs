@@ -5,16 +5,16 @@ use async_trait::async_trait;
 use pad_core::EventKind;
 use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Ttl};
 use pad_core::{FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace};
-use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, ItemSteps, LeaseSteps, Locked, WriteTx};
+use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, ItemSteps, LeaseSteps, Locked};
 use pad_store::{
     ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
 };
-use sqlx::sqlite::SqliteConnection;
-use sqlx::{QueryBuilder, Row, Sqlite};
+use rusqlite::Connection;
 
-use crate::items::{push_in, push_parent};
-use crate::rows::{self, ITEM_SELECT, item_from_row, micros};
-use crate::{SqliteStore, Tx, db};
+use crate::items::push_parent;
+use crate::rows::{self, ITEM_SELECT, item_from_row};
+use crate::sql::{Col, Db, Sql, micros};
+use crate::{SqliteStore, Tx};
 
 pub(crate) async fn renew(s: &SqliteStore, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
     let ttl = req.validate(&ws.settings)?;
@@ -24,7 +24,7 @@ pub(crate) async fn renew(s: &SqliteStore, ws: &Workspace, r: &ItemRef, req: &Re
     let claimant = req.claimant();
     match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
         RenewDecision::Renewed(l) => {
-            write_lease(&mut tx.conn, locked.id, &l, req.note.as_deref()).await?;
+            write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
             tx.commit().await?;
             Ok(l)
         }
@@ -62,7 +62,7 @@ pub(crate) async fn release(
     };
     tx.end_lease(locked.id, kind, now).await?;
     if kind == LeaseEnd::Broken {
-        SqliteStore::record_break(&mut tx.conn, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
+        SqliteStore::record_break(tx.conn(), locked.id, &lease, req.reason.as_deref(), req.actor)?;
     }
     let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
     let data = shared::event::ended(&lease, kind, req.reason.as_deref());
@@ -79,22 +79,22 @@ pub(crate) async fn frontier(
 ) -> StoreResult<Vec<Item>> {
     let f = filter.validate()?;
     let now = s.clock.read();
-    let mut qb = QueryBuilder::new(ITEM_SELECT);
-    push_frontier(&mut qb, ws, &f, now, limit);
-    let rows = qb.build().fetch_all(&s.reader).await.map_err(db)?;
-    rows.iter().map(|r| item_from_row(r, now)).collect()
+    let mut q = Sql::new(ITEM_SELECT);
+    push_frontier(&mut q, ws, &f, now, limit);
+    s.read(|c| c.all_built(&q, |row| item_from_row(row, now))).await
 }
 
 pub(crate) async fn live_leases(s: &SqliteStore) -> StoreResult<Vec<(String, u64)>> {
-    let rows = sqlx::query(
-        "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
-         WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > ? GROUP BY w.slug ORDER BY w.slug",
-    )
-    .bind(micros(s.clock.read()))
-    .fetch_all(&s.reader)
+    let now = micros(s.clock.read());
+    s.read(|c| {
+        c.all(
+            "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
+             WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > ? GROUP BY w.slug ORDER BY w.slug",
+            [now],
+            |r| Ok((r.col("slug")?, u64::try_from(r.col::<i64>("n")?).unwrap_or(0))),
+        )
+    })
     .await
-    .map_err(db)?;
-    Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
 }
 
 #[async_trait]
@@ -120,28 +120,25 @@ impl LeaseSteps for Tx {
         // The write lock serializes claim-next callers, so no two can pick the
         // same item and none waits on another's rows.
         let now = self.now;
-        let mut qb = QueryBuilder::new(
+        let mut q = Sql::new(
             "SELECT i.id, i.prefix, i.number, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
                     i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_id
              FROM items i LEFT JOIN users a ON a.id = i.assignee_id",
         );
-        push_frontier(&mut qb, ws, f, now, 16);
-        let rows = qb.build().fetch_all(&mut *self.conn).await.map_err(db)?;
-        rows.iter()
-            .map(|row| {
-                Ok(Candidate {
-                    id: row.get("id"),
-                    item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
-                    expired: rows::lease_slot(row)?.current.filter(|l| !l.is_live(now)),
-                    now,
-                })
+        push_frontier(&mut q, ws, f, now, 16);
+        self.conn().all_built(&q, |row| {
+            Ok(Candidate {
+                id: row.col("id")?,
+                item_ref: ItemRef { prefix: row.col("prefix")?, number: row.col("number")? },
+                expired: rows::lease_slot(row)?.current.filter(|l| !l.is_live(now)),
+                now,
             })
-            .collect()
+        })
     }
 
     async fn count_expiry(&mut self, id: i64, _now: Timestamp) -> StoreResult<(i64, Vec<String>)> {
         // L18: the expired lease becomes the last lease, ended at its expiry.
-        let row = sqlx::query(
+        self.conn().one(
             "UPDATE items SET lease_expiries = lease_expiries + 1,
                     last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
                     last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
@@ -150,50 +147,44 @@ impl LeaseSteps for Tx {
                     lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
                     lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
              WHERE id = ? RETURNING lease_expiries, labels",
+            [id],
+            |row| Ok((row.col("lease_expiries")?, row.json("labels")?)),
         )
-        .bind(id)
-        .fetch_one(&mut *self.conn)
-        .await
-        .map_err(db)?;
-        let labels = serde_json::from_str(row.get("labels")).map_err(|e| StoreError::Internal(e.to_string()))?;
-        Ok((row.get("lease_expiries"), labels))
     }
 
     async fn take_expired(&mut self) -> StoreResult<Vec<(Expiry, String, Timestamp)>> {
         let now = self.now;
-        let rows = sqlx::query(
+        let rows = self.conn().all(
             "SELECT i.id, i.workspace_id, w.slug, i.prefix, i.number, w.quarantine_after_expiries, i.lease_holder,
                     i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
                     i.lease_expires_at, i.lease_ttl_seconds, i.lease_id
              FROM items i JOIN workspaces w ON w.id = i.workspace_id
              WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at <= ? ORDER BY i.lease_expires_at LIMIT 500",
-        )
-        .bind(micros(now))
-        .fetch_all(&mut *self.conn)
-        .await
-        .map_err(db)?;
+            [micros(now)],
+            |row| {
+                let expiry = Expiry {
+                    ws: row.col("workspace_id")?,
+                    threshold: u32::try_from(row.col::<i64>("quarantine_after_expiries")?).unwrap_or(0),
+                    item: row.col("id")?,
+                    item_ref: ItemRef { prefix: row.col("prefix")?, number: row.col("number")? },
+                    lease: rows::lease_slot(row)?.current.expect("selected rows hold a lease"),
+                    expiries: 0,
+                    labels: Vec::new(),
+                };
+                Ok((expiry, row.col::<String>("slug")?))
+            },
+        )?;
         let mut taken = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let lease = rows::lease_slot(row)?.current.expect("selected rows hold a lease");
-            let id: i64 = row.get("id");
-            let (expiries, labels) = self.count_expiry(id, now).await?;
-            let expiry = Expiry {
-                ws: row.get("workspace_id"),
-                threshold: u32::try_from(row.get::<i64, _>("quarantine_after_expiries")).unwrap_or(0),
-                item: id,
-                item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
-                lease,
-                expiries,
-                labels,
-            };
-            taken.push((expiry, row.get("slug"), now));
+        for (mut expiry, slug) in rows {
+            (expiry.expiries, expiry.labels) = self.count_expiry(expiry.item, now).await?;
+            taken.push((expiry, slug, now));
         }
         Ok(taken)
     }
 
     async fn end_lease(&mut self, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()> {
         // The epoch counter and the last note stay.
-        sqlx::query(
+        self.conn().exec(
             "UPDATE items SET last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
                     last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
                     last_lease_ended_at = ?, last_lease_ended = ?,
@@ -201,22 +192,13 @@ impl LeaseSteps for Tx {
                     lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
                     lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
              WHERE id = ?",
-        )
-        .bind(micros(at))
-        .bind(how.as_str())
-        .bind(id)
-        .execute(&mut *self.conn)
-        .await
-        .map_err(db)?;
+            (micros(at), how.as_str(), id),
+        )?;
         Ok(())
     }
 
     async fn next_failures(&mut self, id: i64) -> StoreResult<i64> {
-        sqlx::query_scalar("SELECT failures + 1 FROM items WHERE id = ?")
-            .bind(id)
-            .fetch_one(&mut *self.conn)
-            .await
-            .map_err(db)
+        self.conn().scalar("SELECT failures + 1 FROM items WHERE id = ?", [id])
     }
 
     async fn write_failure(
@@ -226,24 +208,15 @@ impl LeaseSteps for Tx {
         retry_at: Timestamp,
         note: Option<&str>,
     ) -> StoreResult<Vec<String>> {
-        let labels: String = sqlx::query_scalar(
-            "UPDATE items SET failures = ?, retry_at = ?, last_failure_note = ?,
-                    lease_note = COALESCE(?, lease_note),
-                    lease_note_holder = CASE WHEN ? IS NULL THEN lease_note_holder ELSE lease_holder END,
-                    lease_note_lease_id = CASE WHEN ? IS NULL THEN lease_note_lease_id ELSE lease_id END
-             WHERE id = ? RETURNING labels",
+        self.conn().one(
+            "UPDATE items SET failures = ?1, retry_at = ?2, last_failure_note = ?3,
+                    lease_note = COALESCE(?3, lease_note),
+                    lease_note_holder = CASE WHEN ?3 IS NULL THEN lease_note_holder ELSE lease_holder END,
+                    lease_note_lease_id = CASE WHEN ?3 IS NULL THEN lease_note_lease_id ELSE lease_id END
+             WHERE id = ?4 RETURNING labels",
+            (failures, micros(retry_at), note, id),
+            |row| row.json("labels"),
         )
-        .bind(failures)
-        .bind(micros(retry_at))
-        .bind(note)
-        .bind(note)
-        .bind(note)
-        .bind(note)
-        .bind(id)
-        .fetch_one(&mut *self.conn)
-        .await
-        .map_err(db)?;
-        serde_json::from_str(&labels).map_err(|e| StoreError::Internal(e.to_string()))
     }
 }
 
@@ -259,111 +232,81 @@ async fn claim_locked(
     now: Timestamp,
 ) -> StoreResult<ClaimOutcome> {
     let claimant = req.claimant();
-    let next_id: i64 = sqlx::query_scalar("SELECT next_lease_id FROM workspaces WHERE id = ?")
-        .bind(ws.id)
-        .fetch_one(&mut *tx.conn)
-        .await
-        .map_err(db)?;
+    let next_id: i64 = tx.conn().scalar("SELECT next_lease_id FROM workspaces WHERE id = ?", [ws.id])?;
     match lease::decide_claim(&locked.slot, &claimant, ttl, req.refresh, next_id, now) {
         ClaimDecision::Held(l) => Err(StoreError::held(l, now)),
         ClaimDecision::Refresh(l) => {
-            write_lease(&mut tx.conn, locked.id, &l, req.note.as_deref()).await?;
+            write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
             Ok(ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None })
         }
         ClaimDecision::Grant { lease: l, .. } => {
-            sqlx::query("UPDATE workspaces SET next_lease_id = next_lease_id + 1 WHERE id = ?")
-                .bind(ws.id)
-                .execute(&mut *tx.conn)
-                .await
-                .map_err(db)?;
-            let prev = sqlx::query("SELECT lease_note, lease_note_holder FROM items WHERE id = ?")
-                .bind(locked.id)
-                .fetch_one(&mut *tx.conn)
-                .await
-                .map_err(db)?;
-            write_lease(&mut tx.conn, locked.id, &l, req.note.as_deref()).await?;
+            tx.conn().exec("UPDATE workspaces SET next_lease_id = next_lease_id + 1 WHERE id = ?", [ws.id])?;
+            let (previous_note, previous_holder) =
+                tx.conn().one("SELECT lease_note, lease_note_holder FROM items WHERE id = ?", [locked.id], |row| {
+                    Ok((row.col("lease_note")?, row.col("lease_note_holder")?))
+                })?;
+            write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
             let data = shared::event::claimed(&l);
             tx.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
-            Ok(ClaimOutcome {
-                lease: l,
-                refreshed: false,
-                previous_note: prev.get("lease_note"),
-                previous_holder: prev.get("lease_note_holder"),
-            })
+            Ok(ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder })
         }
     }
 }
 
-async fn write_lease(conn: &mut SqliteConnection, id: i64, l: &Lease, note: Option<&str>) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE items SET lease_holder = ?, lease_user_id = ?, lease_session_id = ?, lease_epoch = ?,
-                lease_acquired_at = ?, lease_renewed_at = ?, lease_expires_at = ?, lease_ttl_seconds = ?,
-                lease_note = COALESCE(?, lease_note),
-                lease_note_holder = CASE WHEN ? IS NULL THEN lease_note_holder ELSE ? END,
-                lease_note_lease_id = CASE WHEN ? IS NULL THEN lease_note_lease_id ELSE ? END,
-                lease_id = ?
-         WHERE id = ?",
-    )
-    .bind(&l.holder)
-    .bind(l.user_id)
-    .bind(&l.session_id)
-    .bind(l.epoch)
-    .bind(micros(l.acquired_at))
-    .bind(micros(l.renewed_at))
-    .bind(micros(l.expires_at))
-    .bind(i64::from(l.ttl_seconds))
-    .bind(note)
-    .bind(note)
-    .bind(&l.holder)
-    .bind(note)
-    .bind(l.lease_id)
-    .bind(l.lease_id)
-    .bind(id)
-    .execute(&mut *conn)
-    .await
-    .map_err(db)?;
+fn write_lease(conn: &Connection, id: i64, l: &Lease, note: Option<&str>) -> StoreResult<()> {
+    conn.exec(
+        "UPDATE items SET lease_holder = ?1, lease_user_id = ?2, lease_session_id = ?3, lease_epoch = ?4,
+                lease_acquired_at = ?5, lease_renewed_at = ?6, lease_expires_at = ?7, lease_ttl_seconds = ?8,
+                lease_note = COALESCE(?9, lease_note),
+                lease_note_holder = CASE WHEN ?9 IS NULL THEN lease_note_holder ELSE ?1 END,
+                lease_note_lease_id = CASE WHEN ?9 IS NULL THEN lease_note_lease_id ELSE ?10 END,
+                lease_id = ?10
+         WHERE id = ?11",
+        rusqlite::params![
+            &l.holder,
+            l.user_id,
+            &l.session_id,
+            l.epoch,
+            micros(l.acquired_at),
+            micros(l.renewed_at),
+            micros(l.expires_at),
+            i64::from(l.ttl_seconds),
+            note,
+            l.lease_id,
+            id,
+        ],
+    )?;
     Ok(())
 }
 
 /// The frontier predicate and order (L11), appended to a SELECT over `items i`
 /// (joined with `users a`).
-pub(crate) fn push_frontier(
-    qb: &mut QueryBuilder<Sqlite>,
-    ws: &Workspace,
-    f: &ValidFrontierFilter,
-    now: Timestamp,
-    limit: u32,
-) {
-    qb.push(" WHERE i.workspace_id = ").push_bind(ws.id);
-    qb.push(" AND i.deleted_at IS NULL AND i.status = 'open'");
-    qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= ").push_bind(micros(now)).push(")");
+pub(crate) fn push_frontier(q: &mut Sql, ws: &Workspace, f: &ValidFrontierFilter, now: Timestamp, limit: u32) {
+    q.push(" WHERE i.workspace_id = ").bind(ws.id);
+    q.push(" AND i.deleted_at IS NULL AND i.status = 'open'");
+    q.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= ").bind(micros(now)).push(")");
     // L14, L16: deferred and backing-off items wait.
-    qb.push(" AND (i.not_before IS NULL OR i.not_before <= ").push_bind(micros(now)).push(")");
-    qb.push(" AND (i.retry_at IS NULL OR i.retry_at <= ").push_bind(micros(now)).push(")");
+    q.push(" AND (i.not_before IS NULL OR i.not_before <= ").bind(micros(now)).push(")");
+    q.push(" AND (i.retry_at IS NULL OR i.retry_at <= ").bind(micros(now)).push(")");
     for r in &f.exclude {
-        qb.push(" AND NOT (i.prefix = ")
-            .push_bind(r.prefix.clone())
-            .push(" AND i.number = ")
-            .push_bind(r.number)
-            .push(")");
+        q.push(" AND NOT (i.prefix = ").bind(r.prefix.clone()).push(" AND i.number = ").bind(r.number).push(")");
     }
-    qb.push(
+    q.push(
         " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
            WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",
     );
-    push_in(qb, "i.kind", f.kinds.iter().cloned());
+    q.bind_in("i.kind", f.kinds.iter().cloned());
     for l in &f.labels {
-        qb.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").push_bind(l.clone()).push(")");
+        q.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").bind(l.clone()).push(")");
     }
     for l in &f.without_labels {
-        qb.push(" AND NOT EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").push_bind(l.clone()).push(")");
+        q.push(" AND NOT EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").bind(l.clone()).push(")");
     }
     if let Some(p) = f.min_priority {
-        qb.push(" AND i.priority >= ").push_bind(p.rank());
+        q.push(" AND i.priority >= ").bind(p.rank());
     }
     if let Some(p) = &f.parent {
-        push_parent(qb, ws, p);
+        push_parent(q, ws, p);
     }
-    qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ")
-        .push_bind(i64::from(limit.clamp(1, LIST_LIMIT_MAX)));
+    q.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ").bind(i64::from(limit.clamp(1, LIST_LIMIT_MAX)));
 }

@@ -1,11 +1,15 @@
 //! pad's embedded store: one SQLite file in WAL mode.
 //!
-//! Writes go through a single connection and each one is a `BEGIN IMMEDIATE`
-//! transaction, so a write never starts on a stale read and contention waits
-//! on the busy timeout instead of failing. The lease rules themselves come
-//! from `pad_core::lease`: each lease operation reads the item's lease slot
-//! under the write lock, asks the rule, and writes its answer. Reads use a
-//! separate pool of read-only connections.
+//! Every write runs on one connection, owned by the group-commit writer
+//! (`writer.rs`): each write flow is a savepoint inside a batch
+//! transaction taken with `BEGIN IMMEDIATE`, and a batch commits as soon as
+//! the connection is free, so a write never starts on a stale read and
+//! concurrent writers share commits. The lease rules themselves come from
+//! `pad_core::lease`: each lease operation reads the item's lease slot
+//! inside its flow, asks the rule, and writes its answer. Reads use a few
+//! read-only connections (`readers.rs`). The schema is migrated by sqlx's
+//! migrator when the store opens; everything after runs on rusqlite
+//! (`sql.rs`).
 //!
 //! The modules mirror `pad-postgres`'s, file for file: `accounts` (users,
 //! workspaces, members, tokens, sessions, kinds), `items`, `leases`,
@@ -18,9 +22,12 @@ mod clock;
 mod events;
 mod items;
 mod leases;
+mod readers;
 mod rows;
 mod settings;
+mod sql;
 mod webhooks;
+mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -38,72 +45,67 @@ use pad_store::{
     Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, ReleaseOutcome,
     ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
 };
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool};
+use rusqlite::{Connection, OpenFlags};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
 use clock::Clock;
+use readers::Readers;
+use sql::db;
+pub use writer::Tx;
+use writer::Writer;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-pub struct SqliteStore {
-    writer: SqlitePool,
-    reader: SqlitePool,
-    clock: Clock,
-}
+/// Read connections beside the writer: reads are short, and the server's
+/// two cores rarely run more at once.
+const READERS: usize = 4;
 
-/// Maps a driver error once, at this crate's boundary.
-fn db(e: sqlx::Error) -> StoreError {
-    match &e {
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-            StoreError::Unavailable(e.to_string())
-        }
-        sqlx::Error::Database(d) if d.message().contains("database is locked") || d.message().contains("busy") => {
-            StoreError::Unavailable(e.to_string())
-        }
-        _ => StoreError::Internal(e.to_string()),
-    }
+/// How long a statement waits for another process's lock before the store
+/// answers "unavailable".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct SqliteStore {
+    writer: Writer,
+    readers: Readers,
+    clock: Clock,
 }
 
 /// `PAD_SQLITE_SYNCHRONOUS` (docs/operations.md, "SQLite durability"):
 /// `normal` (the default) loses no committed write to a crash of pad, and
 /// may lose the last ones to a power cut; `full` syncs every commit, so a
 /// power cut loses nothing acknowledged either, at the cost of one fsync
-/// per write.
-fn synchronous(setting: Option<&str>) -> StoreResult<SqliteSynchronous> {
-    match setting.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("normal") => Ok(SqliteSynchronous::Normal),
-        Some("full") => Ok(SqliteSynchronous::Full),
-        Some(v) => Err(StoreError::invalid("PAD_SQLITE_SYNCHRONOUS", format!("{v:?} is not normal or full"))),
-    }
+/// per batch of writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Synchronous {
+    Normal,
+    Full,
 }
 
-/// A write transaction: the write lock is held, and `now` was read once it
-/// was, so time order is commit order (`clock.rs`).
-pub struct Tx {
-    conn: sqlx::Transaction<'static, Sqlite>,
-    now: Timestamp,
+fn synchronous(setting: Option<&str>) -> StoreResult<Synchronous> {
+    match setting.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("normal") => Ok(Synchronous::Normal),
+        Some("full") => Ok(Synchronous::Full),
+        Some(v) => Err(StoreError::invalid("PAD_SQLITE_SYNCHRONOUS", format!("{v:?} is not normal or full"))),
+    }
 }
 
 #[async_trait]
 impl Begin for SqliteStore {
     type Tx = Tx;
 
-    /// `BEGIN IMMEDIATE` takes the write lock up front.
     async fn begin(&self) -> StoreResult<Tx> {
-        let conn = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
-        Ok(Tx { conn, now: self.clock.tick() })
+        self.writer.begin(&self.clock).await
     }
 }
 
 #[async_trait]
 impl WriteTx for Tx {
     async fn commit(self) -> StoreResult<()> {
-        self.conn.commit().await.map_err(db)
+        Tx::commit(self).await
     }
 
     async fn rollback(self) {
-        // Frees the write lock now; an error here leaves the rollback to sqlx.
-        let _ = self.conn.rollback().await;
+        // Dropping the flow rolls back to its savepoint at once.
     }
 }
 
@@ -120,32 +122,22 @@ impl SqliteStore {
         Self::open_inner(path, wall, sync).await
     }
 
-    async fn open_inner(path: &Path, wall: Arc<dyn Wall>, sync: SqliteSynchronous) -> StoreResult<Self> {
+    async fn open_inner(path: &Path, wall: Arc<dyn Wall>, sync: Synchronous) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
         }
-        let opts = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(sync)
-            .busy_timeout(Duration::from_secs(5))
-            .foreign_keys(true);
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(opts.clone())
-            .await
-            .map_err(db)?;
-        MIGRATOR.run(&writer).await.map_err(|e| StoreError::Internal(format!("migrations: {e}")))?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(opts.read_only(true))
-            .await
-            .map_err(db)?;
-        Ok(SqliteStore { writer, reader, clock: Clock::new(wall) })
+        migrate(path).await?;
+        let conn = open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let sync = match sync {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        };
+        conn.pragma_update(None, "synchronous", sync).map_err(db)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(db)?;
+        let readers =
+            (0..READERS).map(|_| open_conn(path, OpenFlags::SQLITE_OPEN_READ_ONLY)).collect::<StoreResult<Vec<_>>>()?;
+        Ok(SqliteStore { writer: Writer::start(conn)?, readers: Readers::new(readers), clock: Clock::new(wall) })
     }
 
     /// Accepts `sqlite://PATH`, `sqlite:PATH` or a plain path.
@@ -154,10 +146,42 @@ impl SqliteStore {
         Self::open(Path::new(path)).await
     }
 
+    /// Commits what is pending and refuses further reads.
     pub async fn close(&self) {
-        self.writer.close().await;
-        self.reader.close().await;
+        self.writer.flush().await;
+        self.readers.close();
     }
+
+    /// Runs `f` on a read connection.
+    async fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        self.readers.read(f).await
+    }
+}
+
+/// Creates the file in WAL mode and brings its schema up to date, on a
+/// connection of its own that closes before the store opens its own.
+async fn migrate(path: &Path) -> StoreResult<()> {
+    let opts = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true);
+    let unavailable = |e: sqlx::Error| StoreError::Unavailable(format!("cannot open {}: {e}", path.display()));
+    // A pool of one rather than a bare connection: the migrator's future is
+    // then `Send`, as a store's opening must be.
+    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(opts).await.map_err(unavailable)?;
+    let migrated = MIGRATOR.run(&pool).await.map_err(|e| StoreError::Internal(format!("migrations: {e}")));
+    pool.close().await;
+    migrated
+}
+
+fn open_conn(path: &Path, mode: OpenFlags) -> StoreResult<Connection> {
+    let conn = Connection::open_with_flags(path, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(db)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(db)?;
+    // The hot statements of every flow stay prepared.
+    conn.set_prepared_statement_cache_capacity(128);
+    Ok(conn)
 }
 
 /// Each method is one line: the module that holds it, or the shared flow in
@@ -417,14 +441,14 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use super::Synchronous;
     use pad_store::StoreError;
-    use sqlx::sqlite::SqliteSynchronous;
 
     #[test]
     fn synchronous_is_normal_unless_full_is_asked_for() {
-        assert!(matches!(super::synchronous(None), Ok(SqliteSynchronous::Normal)));
-        assert!(matches!(super::synchronous(Some("normal")), Ok(SqliteSynchronous::Normal)));
-        assert!(matches!(super::synchronous(Some("FULL")), Ok(SqliteSynchronous::Full)));
+        assert!(matches!(super::synchronous(None), Ok(Synchronous::Normal)));
+        assert!(matches!(super::synchronous(Some("normal")), Ok(Synchronous::Normal)));
+        assert!(matches!(super::synchronous(Some("FULL")), Ok(Synchronous::Full)));
         let Err(StoreError::Validation(e)) = super::synchronous(Some("off")) else { panic!("off is refused") };
         assert_eq!(e.field, "PAD_SQLITE_SYNCHRONOUS");
     }
@@ -438,7 +462,7 @@ mod tests {
         use pad_core::NewItem;
         use pad_store::{Actor, ClaimRequest, ReleaseRequest, Store};
         const CYCLES: u32 = 500;
-        for sync in [SqliteSynchronous::Normal, SqliteSynchronous::Full, SqliteSynchronous::Normal] {
+        for sync in [Synchronous::Normal, Synchronous::Full, Synchronous::Normal] {
             let dir = tempfile::tempdir().unwrap();
             let wall = std::sync::Arc::new(pad_store::clock::SystemWall);
             let s = super::SqliteStore::open_inner(&dir.path().join("pad.db"), wall, sync).await.unwrap();

@@ -2,20 +2,11 @@
 
 use pad_core::lease::LeaseSlot;
 use pad_core::{Item, Principal, Role, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings};
+use pad_store::StoreResult;
 use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns, corrupt};
-use pad_store::{StoreError, StoreResult};
-use sqlx::Row;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use rusqlite::Row;
 
-use crate::db;
-
-pub fn micros(t: Timestamp) -> i64 {
-    t.timestamp_micros()
-}
-
-pub fn ts(m: i64) -> StoreResult<Timestamp> {
-    Timestamp::from_timestamp_micros(m).ok_or_else(|| StoreError::Internal(format!("timestamp out of range: {m}")))
-}
+use crate::sql::{Col, Db, micros};
 
 /// Every item read goes through this one SELECT, so get and list agree.
 pub const ITEM_SELECT: &str =
@@ -38,89 +29,81 @@ pub const ITEM_SELECT: &str =
     LEFT JOIN users a ON a.id = i.assignee_id
     JOIN users c ON c.id = i.created_by";
 
-fn opt_ts(row: &SqliteRow, column: &str) -> StoreResult<Option<Timestamp>> {
-    row.get::<Option<i64>, _>(column).map(ts).transpose()
-}
-
-fn json_list(row: &SqliteRow, column: &str) -> StoreResult<Vec<String>> {
-    serde_json::from_str(row.get(column)).map_err(|e| corrupt(column, e))
-}
-
 /// The `lease_*` columns.
-pub fn lease_columns(row: &SqliteRow) -> StoreResult<LeaseColumns> {
+pub fn lease_columns(row: &Row<'_>) -> StoreResult<LeaseColumns> {
     Ok(LeaseColumns {
-        holder: row.get("lease_holder"),
-        lease_id: row.get("lease_id"),
-        user_id: row.get("lease_user_id"),
-        session_id: row.get("lease_session_id"),
-        epoch: row.get("lease_epoch"),
-        acquired_at: opt_ts(row, "lease_acquired_at")?,
-        renewed_at: opt_ts(row, "lease_renewed_at")?,
-        expires_at: opt_ts(row, "lease_expires_at")?,
-        ttl_seconds: row.get("lease_ttl_seconds"),
+        holder: row.col("lease_holder")?,
+        lease_id: row.col("lease_id")?,
+        user_id: row.col("lease_user_id")?,
+        session_id: row.col("lease_session_id")?,
+        epoch: row.col("lease_epoch")?,
+        acquired_at: row.opt_ts("lease_acquired_at")?,
+        renewed_at: row.opt_ts("lease_renewed_at")?,
+        expires_at: row.opt_ts("lease_expires_at")?,
+        ttl_seconds: row.col("lease_ttl_seconds")?,
     })
 }
 
-pub fn lease_slot(row: &SqliteRow) -> StoreResult<LeaseSlot> {
+pub fn lease_slot(row: &Row<'_>) -> StoreResult<LeaseSlot> {
     lease_columns(row)?.slot()
 }
 
 /// A row of [`ITEM_SELECT`], read at `now`.
-pub fn item_from_row(row: &SqliteRow, now: Timestamp) -> StoreResult<Item> {
+pub fn item_from_row(row: &Row<'_>, now: Timestamp) -> StoreResult<Item> {
     ItemColumns {
-        prefix: row.get("prefix"),
-        number: row.get("number"),
-        kind: row.get("kind"),
-        title: row.get("title"),
-        body: row.get("body"),
-        status: row.get("status"),
-        priority: row.get("priority"),
-        labels: json_list(row, "labels")?,
-        parent_prefix: row.get("parent_prefix"),
-        parent_number: row.get("parent_number"),
-        blocked_by: json_list(row, "blocked_by")?,
-        blocked_by_open: json_list(row, "blocked_by_open")?,
-        assignee: row.get("assignee_email"),
-        created_by: row.get("creator_email"),
-        created_at: ts(row.get("created_at"))?,
-        updated_at: ts(row.get("updated_at"))?,
-        deleted_at: opt_ts(row, "deleted_at")?,
-        comments_count: row.get("comments_count"),
+        prefix: row.col("prefix")?,
+        number: row.col("number")?,
+        kind: row.col("kind")?,
+        title: row.col("title")?,
+        body: row.col("body")?,
+        status: row.col("status")?,
+        priority: row.col("priority")?,
+        labels: row.json("labels")?,
+        parent_prefix: row.col("parent_prefix")?,
+        parent_number: row.col("parent_number")?,
+        blocked_by: row.json("blocked_by")?,
+        blocked_by_open: row.json("blocked_by_open")?,
+        assignee: row.col("assignee_email")?,
+        created_by: row.col("creator_email")?,
+        created_at: row.ts("created_at")?,
+        updated_at: row.ts("updated_at")?,
+        deleted_at: row.opt_ts("deleted_at")?,
+        comments_count: row.col("comments_count")?,
         lease: lease_columns(row)?,
-        lease_note: row.get("lease_note"),
-        lease_note_lease_id: row.get("lease_note_lease_id"),
-        not_before: opt_ts(row, "not_before")?,
-        failures: row.get("failures"),
-        retry_at: opt_ts(row, "retry_at")?,
-        last_failure_note: row.get("last_failure_note"),
+        lease_note: row.col("lease_note")?,
+        lease_note_lease_id: row.col("lease_note_lease_id")?,
+        not_before: row.opt_ts("not_before")?,
+        failures: row.col("failures")?,
+        retry_at: row.opt_ts("retry_at")?,
+        last_failure_note: row.col("last_failure_note")?,
         last_lease: LastLeaseColumns {
-            ended: row.get("last_lease_ended"),
-            lease_id: row.get("last_lease_id"),
-            epoch: row.get("last_lease_epoch"),
-            holder: row.get("last_lease_holder"),
-            session_id: row.get("last_lease_session_id"),
-            acquired_at: opt_ts(row, "last_lease_acquired_at")?,
-            ended_at: opt_ts(row, "last_lease_ended_at")?,
-            note: row.get("last_lease_note"),
-            broken_lease_id: row.get("broken_lease_id"),
-            broken_reason: row.get("broken_reason"),
-            broken_by: row.get("broken_by"),
+            ended: row.col("last_lease_ended")?,
+            lease_id: row.col("last_lease_id")?,
+            epoch: row.col("last_lease_epoch")?,
+            holder: row.col("last_lease_holder")?,
+            session_id: row.col("last_lease_session_id")?,
+            acquired_at: row.opt_ts("last_lease_acquired_at")?,
+            ended_at: row.opt_ts("last_lease_ended_at")?,
+            note: row.col("last_lease_note")?,
+            broken_lease_id: row.col("broken_lease_id")?,
+            broken_reason: row.col("broken_reason")?,
+            broken_by: row.col("broken_by")?,
         },
     }
     .into_item(now)
 }
 
-pub fn role(row: &SqliteRow) -> StoreResult<Role> {
-    shared_rows::role(row.get("role"))
+pub fn role(row: &Row<'_>) -> StoreResult<Role> {
+    shared_rows::role(&row.col::<String>("role")?)
 }
 
-pub fn workspace_from_row(row: &SqliteRow) -> StoreResult<Workspace> {
-    let n = |c: &str| u32::try_from(row.get::<i64, _>(c)).map_err(|e| corrupt(c, e));
+pub fn workspace_from_row(row: &Row<'_>) -> StoreResult<Workspace> {
+    let n = |c: &str| u32::try_from(row.col::<i64>(c)?).map_err(|e| corrupt(c, e));
     Ok(Workspace {
-        id: row.get("id"),
-        slug: row.get("slug"),
-        name: row.get("name"),
-        created_at: ts(row.get("created_at"))?,
+        id: row.col("id")?,
+        slug: row.col("slug")?,
+        name: row.col("name")?,
+        created_at: row.ts("created_at")?,
         settings: WorkspaceSettings {
             default_ttl_seconds: n("default_ttl_seconds")?,
             max_ttl_seconds: n("max_ttl_seconds")?,
@@ -137,37 +120,31 @@ pub const TOKEN_SELECT: &str =
     "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at
      FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id";
 
-pub fn token_from_row(row: &SqliteRow) -> StoreResult<TokenInfo> {
+pub fn token_from_row(row: &Row<'_>) -> StoreResult<TokenInfo> {
     Ok(TokenInfo {
-        id: row.get("id"),
-        name: row.get("name"),
-        email: row.get("email"),
-        workspace: row.get("scope_slug"),
-        role: shared_rows::scope_role(row.get("scope_role"))?,
-        created_at: ts(row.get("created_at"))?,
-        last_used_at: row.get::<Option<i64>, _>("last_used_at").map(ts).transpose()?,
+        id: row.col("id")?,
+        name: row.col("name")?,
+        email: row.col("email")?,
+        workspace: row.col("scope_slug")?,
+        role: shared_rows::scope_role(row.col("scope_role")?)?,
+        created_at: row.ts("created_at")?,
+        last_used_at: row.opt_ts("last_used_at")?,
     })
 }
 
 /// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
-pub fn principal_from_row(row: &SqliteRow) -> StoreResult<Principal> {
-    let user = User { id: row.get("user_id"), email: row.get("email") };
-    shared_rows::principal(row.get("token_id"), row.get("workspace_id"), row.get("scope_role"), user)
+pub fn principal_from_row(row: &Row<'_>) -> StoreResult<Principal> {
+    let user = User { id: row.col("user_id")?, email: row.col("email")? };
+    shared_rows::principal(row.col("token_id")?, row.col("workspace_id")?, row.col("scope_role")?, user)
 }
 
 /// Emails are identities: compared and stored lower-case.
-pub async fn ensure_user(conn: &mut SqliteConnection, email: &str, now: Timestamp) -> StoreResult<User> {
+pub fn ensure_user(conn: &rusqlite::Connection, email: &str, now: Timestamp) -> StoreResult<User> {
     let email = email.to_lowercase();
-    sqlx::query("INSERT INTO users (email, created_at) VALUES (?, ?) ON CONFLICT (email) DO NOTHING")
-        .bind(&email)
-        .bind(micros(now))
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
-    let id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE email = ?")
-        .bind(&email)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db)?;
+    conn.exec(
+        "INSERT INTO users (email, created_at) VALUES (?, ?) ON CONFLICT (email) DO NOTHING",
+        (&email, micros(now)),
+    )?;
+    let id = conn.scalar("SELECT id FROM users WHERE email = ?", [&email])?;
     Ok(User { id, email })
 }

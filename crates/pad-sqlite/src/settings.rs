@@ -3,33 +3,32 @@
 use pad_core::Workspace;
 use pad_core::settings::SettingsPatch;
 use pad_store::StoreResult;
+use pad_store::steps::Begin;
 
-use crate::{SqliteStore, db, rows};
+use crate::sql::Db;
+use crate::{SqliteStore, rows};
 
 impl SqliteStore {
-    /// Read, check and write inside one `BEGIN IMMEDIATE` transaction, so
-    /// two owners' changes cannot interleave into a default above the maximum.
+    /// Read, check and write inside one write flow, so two owners' changes
+    /// cannot interleave into a default above the maximum.
     pub(crate) async fn update_settings_tx(&self, ws: &Workspace, patch: &SettingsPatch) -> StoreResult<Workspace> {
-        let crate::Tx { conn: mut tx, now: _ } = pad_store::steps::Begin::begin(self).await?;
-        let row =
-            sqlx::query("SELECT * FROM workspaces WHERE id = ?").bind(ws.id).fetch_one(&mut *tx).await.map_err(db)?;
-        let current = rows::workspace_from_row(&row)?;
+        let tx = self.begin().await?;
+        let current = tx.conn().one("SELECT * FROM workspaces WHERE id = ?", [ws.id], rows::workspace_from_row)?;
         let next = patch.apply(&current.settings, |s| s.field().to_string())?;
-        let row = sqlx::query(
+        let updated = tx.conn().one(
             "UPDATE workspaces SET default_ttl_seconds = ?, max_ttl_seconds = ?, quarantine_after_expiries = ?,
                     quarantine_after_failures = ?
              WHERE id = ? RETURNING *",
-        )
-        .bind(i64::from(next.default_ttl_seconds))
-        .bind(i64::from(next.max_ttl_seconds))
-        .bind(i64::from(next.quarantine_after_expiries))
-        .bind(i64::from(next.quarantine_after_failures))
-        .bind(ws.id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db)?;
-        let updated = rows::workspace_from_row(&row)?;
-        tx.commit().await.map_err(db)?;
+            (
+                i64::from(next.default_ttl_seconds),
+                i64::from(next.max_ttl_seconds),
+                i64::from(next.quarantine_after_expiries),
+                i64::from(next.quarantine_after_failures),
+                ws.id,
+            ),
+            rows::workspace_from_row,
+        )?;
+        tx.commit().await?;
         Ok(updated)
     }
 }

@@ -1,0 +1,284 @@
+//! The one writer, with group commit (docs/operations.md, "SQLite writes: group commit").
+//!
+//! One rusqlite connection owns every write. A write flow takes it (callers
+//! queue in arrival order), runs inside a `SAVEPOINT` of the *batch*
+//! transaction — opened by the first flow with `BEGIN IMMEDIATE` — and
+//! gives the connection to the next flow. The committer thread then takes
+//! the connection and commits the whole batch: every flow that queued while
+//! a commit was running joins the next batch, so one commit (and, with
+//! `synchronous=full`, one fsync) serves them all.
+//!
+//! The guarantees: a flow's result is returned only after the `COMMIT` of
+//! its batch succeeded (acknowledged means committed); a flow that fails or
+//! is abandoned rolls back to its savepoint, so it leaves no partial write
+//! and its neighbours in the batch still commit; a batch whose commit fails
+//! fails every flow in it. Statements run on the caller's thread (they take
+//! microseconds); the commit, which may wait on the disk, runs on the
+//! committer's.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use pad_core::Timestamp;
+use pad_store::{StoreError, StoreResult};
+use rusqlite::Connection;
+use tokio::sync::{Mutex, OwnedMutexGuard, watch};
+
+use crate::clock::Clock;
+use crate::sql::db;
+
+/// A batch's outcome: `None` until its `COMMIT` ran.
+type Outcome = Option<StoreResult<()>>;
+
+pub(crate) struct Writer {
+    shared: Arc<Mutex<Batching>>,
+    kick: mpsc::Sender<()>,
+}
+
+/// The writer connection and the batch open on it, if any.
+pub(crate) struct Batching {
+    conn: Connection,
+    batch: Option<watch::Sender<Outcome>>,
+}
+
+impl Batching {
+    /// Joins the open batch or opens one, then opens this flow's savepoint.
+    fn enter(&mut self) -> StoreResult<watch::Receiver<Outcome>> {
+        if self.batch.is_some() && self.conn.is_autocommit() {
+            self.abort(StoreError::Internal("the batch's transaction ended on an error".into()));
+        }
+        if self.batch.is_none() {
+            run(&self.conn, "BEGIN IMMEDIATE")?;
+            self.batch = Some(watch::channel(None).0);
+        }
+        let done = self.batch.as_ref().map(watch::Sender::subscribe).expect("a batch is open");
+        run(&self.conn, "SAVEPOINT flow")?;
+        Ok(done)
+    }
+
+    /// Undoes one flow: its savepoint only, unless the batch itself is gone.
+    fn undo(&mut self) {
+        if self.batch.is_none() {
+            return;
+        }
+        let undone = run(&self.conn, "ROLLBACK TO flow").and_then(|()| run(&self.conn, "RELEASE flow"));
+        if let Err(e) = undone {
+            self.abort(e);
+        } else if self.conn.is_autocommit() {
+            self.abort(StoreError::Internal("the batch's transaction ended on an error".into()));
+        }
+    }
+
+    /// Fails the open batch: rolled back, every flow in it told.
+    fn abort(&mut self, e: StoreError) {
+        if !self.conn.is_autocommit() {
+            let _ = run(&self.conn, "ROLLBACK");
+        }
+        if let Some(batch) = self.batch.take() {
+            batch.send_replace(Some(Err(e)));
+        }
+    }
+
+    /// Commits the open batch, if any, and tells its flows.
+    fn commit(&mut self) {
+        let Some(batch) = self.batch.take() else { return };
+        let outcome = if self.conn.is_autocommit() {
+            Err(StoreError::Internal("the batch's transaction ended on an error".into()))
+        } else {
+            run(&self.conn, "COMMIT")
+        };
+        if outcome.is_err() && !self.conn.is_autocommit() {
+            let _ = run(&self.conn, "ROLLBACK");
+        }
+        batch.send_replace(Some(outcome));
+    }
+}
+
+/// Transaction control statements, from the statement cache like the rest.
+fn run(conn: &Connection, sql: &str) -> StoreResult<()> {
+    conn.prepare_cached(sql).and_then(|mut s| s.execute([])).map(drop).map_err(db)
+}
+
+impl Writer {
+    /// Takes `conn` (opened, with its pragmas set) and starts the committer.
+    pub(crate) fn start(conn: Connection) -> StoreResult<Self> {
+        let shared = Arc::new(Mutex::new(Batching { conn, batch: None }));
+        let (kick, kicks) = mpsc::channel();
+        let committer = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("pad-sqlite-commit".into())
+            .spawn(move || commit_loop(&committer, &kicks))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the SQLite committer: {e}")))?;
+        Ok(Writer { shared, kick })
+    }
+
+    /// Opens a write flow; `now` is read once the connection is held, so
+    /// time order is commit order (`clock.rs`).
+    pub(crate) async fn begin(&self, clock: &Clock) -> StoreResult<Tx> {
+        let mut held = Arc::clone(&self.shared).lock_owned().await;
+        match held.enter() {
+            Ok(done) => Ok(Tx { held: Some(held), done, kick: self.kick.clone(), now: clock.tick() }),
+            Err(e) => {
+                // A batch left open must still be committed.
+                drop(held);
+                let _ = self.kick.send(());
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits whatever is open, now.
+    pub(crate) async fn flush(&self) {
+        self.shared.lock().await.commit();
+    }
+}
+
+/// Commits a batch whenever a flow has ended; kicks that arrived while a
+/// commit ran are served by the next one. Ends with the store.
+fn commit_loop(shared: &Mutex<Batching>, kicks: &mpsc::Receiver<()>) {
+    while kicks.recv().is_ok() {
+        while kicks.try_recv().is_ok() {}
+        shared.blocking_lock().commit();
+    }
+}
+
+/// A write flow: the writer connection, inside this flow's savepoint of the
+/// open batch. Dropping it without [`commit`](Tx::commit) undoes the flow.
+pub struct Tx {
+    held: Option<OwnedMutexGuard<Batching>>,
+    done: watch::Receiver<Outcome>,
+    kick: mpsc::Sender<()>,
+    pub(crate) now: Timestamp,
+}
+
+impl Tx {
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.held.as_ref().expect("a flow holds the writer until it ends").conn
+    }
+
+    /// Ends the flow and waits for its batch to commit.
+    pub(crate) async fn commit(mut self) -> StoreResult<()> {
+        let mut held = self.held.take().expect("a flow holds the writer until it ends");
+        if let Err(e) = run(&held.conn, "RELEASE flow") {
+            held.undo();
+            return Err(e);
+        }
+        drop(held);
+        let _ = self.kick.send(());
+        let outcome = self.done.wait_for(Option::is_some).await;
+        match outcome.as_deref() {
+            Ok(Some(result)) => result.clone(),
+            _ => Err(StoreError::Unavailable("the store closed before this write committed".into())),
+        }
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if let Some(mut held) = self.held.take() {
+            held.undo();
+            drop(held);
+            let _ = self.kick.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rusqlite::Connection;
+
+    use super::Writer;
+    use crate::clock::Clock;
+    use crate::sql::Db;
+
+    fn writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
+        let path = dir.path().join("w.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (k INTEGER PRIMARY KEY)").unwrap();
+        (Writer::start(conn).unwrap(), path)
+    }
+
+    fn keys(path: &std::path::Path) -> Vec<i64> {
+        let c = Connection::open(path).unwrap();
+        c.all("SELECT k FROM t ORDER BY k", [], |r| crate::sql::Col::col(r, 0)).unwrap()
+    }
+
+    /// Flows queued behind an open one all join its batch (the committer
+    /// queues after them); the odd ones write, then fail on a constraint and
+    /// give up. Every even key must be committed and acknowledged, no odd
+    /// key may be, and failures and successes must have shared a batch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_flow_leaves_its_batch_neighbours_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (w, path) = writer(&dir);
+        let (w, clock) = (Arc::new(w), Arc::new(Clock::default()));
+        let first = w.begin(&clock).await.unwrap();
+        let tasks: Vec<_> = (1..=100_i64)
+            .map(|k| {
+                let (w, clock) = (Arc::clone(&w), Arc::clone(&clock));
+                tokio::spawn(async move {
+                    let tx = w.begin(&clock).await.unwrap();
+                    let batch = tx.done.clone();
+                    tx.conn().exec("INSERT INTO t (k) VALUES (?)", [k]).unwrap();
+                    if k % 2 == 1 {
+                        assert!(tx.conn().exec("INSERT INTO t (k) VALUES (?)", [k]).is_err(), "the duplicate fails");
+                        drop(tx);
+                        (k, batch, false)
+                    } else {
+                        tx.commit().await.unwrap();
+                        (k, batch, true)
+                    }
+                })
+            })
+            .collect();
+        // Let the flows queue on the writer, then end the first one.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        first.conn().exec("INSERT INTO t (k) VALUES (0)", []).unwrap();
+        let first_batch = first.done.clone();
+        first.commit().await.unwrap();
+        let mut done = Vec::new();
+        for t in tasks {
+            done.push(t.await.unwrap());
+        }
+        assert_eq!(keys(&path), (0..=100).step_by(2).collect::<Vec<_>>());
+        let shared = done.iter().filter(|(_, b, _)| b.same_channel(&first_batch)).count();
+        assert!(shared > 1, "flows that queued behind the first joined its batch ({shared} did)");
+        assert!(
+            done.iter().any(|(_, b, ok)| !ok && done.iter().any(|(_, b2, ok2)| *ok2 && b.same_channel(b2))),
+            "a failed flow and a committed one shared a batch"
+        );
+    }
+
+    /// A flow dropped before it commits (a caller that went away) leaves
+    /// nothing, and the writer serves the next flow.
+    #[tokio::test]
+    async fn an_abandoned_flow_is_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (w, path) = writer(&dir);
+        let clock = Clock::default();
+        let tx = w.begin(&clock).await.unwrap();
+        tx.conn().exec("INSERT INTO t (k) VALUES (1)", []).unwrap();
+        drop(tx);
+        let tx = w.begin(&clock).await.unwrap();
+        tx.conn().exec("INSERT INTO t (k) VALUES (2)", []).unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(keys(&path), vec![2]);
+    }
+
+    /// Acknowledged means committed: once `commit` returns, another
+    /// connection reads the write.
+    #[tokio::test]
+    async fn a_commit_returns_after_the_batch_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (w, path) = writer(&dir);
+        let clock = Clock::default();
+        for k in 0..20 {
+            let tx = w.begin(&clock).await.unwrap();
+            tx.conn().exec("INSERT INTO t (k) VALUES (?)", [k]).unwrap();
+            tx.commit().await.unwrap();
+            assert_eq!(keys(&path).len(), usize::try_from(k + 1).unwrap());
+        }
+    }
+}
