@@ -24,6 +24,10 @@ pub const CLAIM_HOLD_SECONDS: i64 = 30;
 pub const POLL_PERIOD: Duration = Duration::from_secs(1);
 /// Deliveries claimed (and sent concurrently) per round.
 const CLAIM_BATCH: u32 = 32;
+/// Writes that arrive within this of a round share the next one: a write's
+/// wake-up says "something may be due", not how much, and under load one
+/// look per write would cost a store read per write.
+const WRITE_COALESCE: Duration = Duration::from_millis(10);
 
 pub const SECRET_PREFIX: &str = "whsec_";
 pub const SIGNATURE_HEADER: &str = "x-pad-signature";
@@ -110,18 +114,29 @@ fn describe(e: &reqwest::Error) -> String {
     if detail.is_empty() { what.to_string() } else { format!("{what}: {detail}") }
 }
 
-/// Delivers until the server stops: after each write through this instance
+/// Delivers until the server stops: after writes through this instance (one
+/// round per [`WRITE_COALESCE`] at most)
 /// and every [`POLL_PERIOD`], claims what is due and sends it.
 pub async fn deliver_loop(s: AppState) {
     let http = client();
     let mut writes = s.writes.subscribe();
     let mut tick = tokio::time::interval(POLL_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_round = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = writes.recv() => {}
+            _ = writes.recv() => {
+                tokio::time::sleep_until(last_round + WRITE_COALESCE).await;
+            }
         }
+        // The writes so far are all covered by this round.
+        while !matches!(
+            writes.try_recv(),
+            Err(tokio::sync::broadcast::error::TryRecvError::Empty
+                | tokio::sync::broadcast::error::TryRecvError::Closed)
+        ) {}
+        last_round = tokio::time::Instant::now();
         // A full batch may mean more is due: go again at once.
         while let Ok(n) = round(&s, http).await
             && n == CLAIM_BATCH as usize

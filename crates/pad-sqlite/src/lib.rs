@@ -129,15 +129,19 @@ impl SqliteStore {
         }
         migrate(path).await?;
         let conn = open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        let sync = match sync {
+        let pragma = match sync {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
         };
-        conn.pragma_update(None, "synchronous", sync).map_err(db)?;
+        conn.pragma_update(None, "synchronous", pragma).map_err(db)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(db)?;
         let readers =
             (0..READERS).map(|_| open_conn(path, OpenFlags::SQLITE_OPEN_READ_ONLY)).collect::<StoreResult<Vec<_>>>()?;
-        Ok(SqliteStore { writer: Writer::start(conn)?, readers: Readers::new(readers), clock: Clock::new(wall) })
+        Ok(SqliteStore {
+            writer: Writer::start(conn, sync == Synchronous::Normal)?,
+            readers: Readers::new(readers),
+            clock: Clock::new(wall),
+        })
     }
 
     /// Accepts `sqlite://PATH`, `sqlite:PATH` or a plain path.

@@ -13,10 +13,13 @@
 //! is abandoned rolls back to its savepoint, so it leaves no partial write
 //! and its neighbours in the batch still commit; a batch whose commit fails
 //! fails every flow in it. Statements run on the caller's thread (they take
-//! microseconds); the commit, which may wait on the disk, runs on the
-//! committer's.
+//! microseconds). A flow that ends with nobody queued behind it commits its
+//! batch itself when commits do not wait on the disk (`synchronous=normal`):
+//! a lone writer then pays no hand-over to the committer. Otherwise the
+//! commit runs on the committer's thread.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use pad_core::Timestamp;
@@ -32,7 +35,26 @@ type Outcome = Option<StoreResult<()>>;
 
 pub(crate) struct Writer {
     shared: Arc<Mutex<Batching>>,
+    signals: Arc<Signals>,
+}
+
+/// What a flow needs to end: who is queued behind it, and the committer.
+struct Signals {
+    /// Flows waiting for the connection.
+    queued: AtomicUsize,
+    /// Whether a flow may commit its batch on its own thread: only when a
+    /// commit does not wait on the disk.
+    inline: bool,
     kick: mpsc::Sender<()>,
+}
+
+/// Counts a flow as queued until it holds the connection or gives up.
+struct Queued<'a>(&'a AtomicUsize);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The writer connection and the batch open on it, if any.
@@ -101,7 +123,8 @@ fn run(conn: &Connection, sql: &str) -> StoreResult<()> {
 
 impl Writer {
     /// Takes `conn` (opened, with its pragmas set) and starts the committer.
-    pub(crate) fn start(conn: Connection) -> StoreResult<Self> {
+    /// `inline`: commits do not wait on the disk (`synchronous=normal`).
+    pub(crate) fn start(conn: Connection, inline: bool) -> StoreResult<Self> {
         let shared = Arc::new(Mutex::new(Batching { conn, batch: None }));
         let (kick, kicks) = mpsc::channel();
         let committer = Arc::clone(&shared);
@@ -109,19 +132,24 @@ impl Writer {
             .name("pad-sqlite-commit".into())
             .spawn(move || commit_loop(&committer, &kicks))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the SQLite committer: {e}")))?;
-        Ok(Writer { shared, kick })
+        Ok(Writer { shared, signals: Arc::new(Signals { queued: AtomicUsize::new(0), inline, kick }) })
     }
 
     /// Opens a write flow; `now` is read once the connection is held, so
     /// time order is commit order (`clock.rs`).
     pub(crate) async fn begin(&self, clock: &Clock) -> StoreResult<Tx> {
-        let mut held = Arc::clone(&self.shared).lock_owned().await;
+        self.signals.queued.fetch_add(1, Ordering::AcqRel);
+        let mut held = {
+            // Queued until it holds the connection, even if the caller gives up.
+            let _queued = Queued(&self.signals.queued);
+            Arc::clone(&self.shared).lock_owned().await
+        };
         match held.enter() {
-            Ok(done) => Ok(Tx { held: Some(held), done, kick: self.kick.clone(), now: clock.tick() }),
+            Ok(done) => Ok(Tx { held: Some(held), done, signals: Arc::clone(&self.signals), now: clock.tick() }),
             Err(e) => {
                 // A batch left open must still be committed.
                 drop(held);
-                let _ = self.kick.send(());
+                let _ = self.signals.kick.send(());
                 Err(e)
             }
         }
@@ -147,7 +175,7 @@ fn commit_loop(shared: &Mutex<Batching>, kicks: &mpsc::Receiver<()>) {
 pub struct Tx {
     held: Option<OwnedMutexGuard<Batching>>,
     done: watch::Receiver<Outcome>,
-    kick: mpsc::Sender<()>,
+    signals: Arc<Signals>,
     pub(crate) now: Timestamp,
 }
 
@@ -163,8 +191,14 @@ impl Tx {
             held.undo();
             return Err(e);
         }
+        if self.signals.inline && self.signals.queued.load(Ordering::Acquire) == 0 {
+            // Nobody to share the batch with: commit it now, here.
+            held.commit();
+        }
         drop(held);
-        let _ = self.kick.send(());
+        if self.done.borrow().is_none() {
+            let _ = self.signals.kick.send(());
+        }
         let outcome = self.done.wait_for(Option::is_some).await;
         match outcome.as_deref() {
             Ok(Some(result)) => result.clone(),
@@ -178,7 +212,7 @@ impl Drop for Tx {
         if let Some(mut held) = self.held.take() {
             held.undo();
             drop(held);
-            let _ = self.kick.send(());
+            let _ = self.signals.kick.send(());
         }
     }
 }
@@ -194,10 +228,16 @@ mod tests {
     use crate::sql::Db;
 
     fn writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
+        writer_committing(dir, true)
+    }
+
+    /// `inline`: as with `synchronous=normal`; otherwise every commit is the
+    /// committer's, as with `full`.
+    fn writer_committing(dir: &tempfile::TempDir, inline: bool) -> (Writer, std::path::PathBuf) {
         let path = dir.path().join("w.db");
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (k INTEGER PRIMARY KEY)").unwrap();
-        (Writer::start(conn).unwrap(), path)
+        (Writer::start(conn, inline).unwrap(), path)
     }
 
     fn keys(path: &std::path::Path) -> Vec<i64> {
@@ -211,8 +251,18 @@ mod tests {
     /// key may be, and failures and successes must have shared a batch.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failing_flow_leaves_its_batch_neighbours_committed() {
+        failing_flows_in_a_batch(true).await;
+    }
+
+    /// The same with every commit on the committer (`synchronous=full`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_flow_leaves_its_batch_neighbours_committed_with_full() {
+        failing_flows_in_a_batch(false).await;
+    }
+
+    async fn failing_flows_in_a_batch(inline: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let (w, path) = writer(&dir);
+        let (w, path) = writer_committing(&dir, inline);
         let (w, clock) = (Arc::new(w), Arc::new(Clock::default()));
         let first = w.begin(&clock).await.unwrap();
         let tasks: Vec<_> = (1..=100_i64)
