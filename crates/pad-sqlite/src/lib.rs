@@ -458,44 +458,62 @@ mod tests {
     }
 
     /// The cost of `synchronous=FULL` (docs/operations.md): claim + release
-    /// cycles on one item, one caller, each mode on its own fresh store.
-    /// Run by hand: `cargo test -p pad-sqlite --release -- --ignored --nocapture synchronous_cost`.
-    #[tokio::test]
+    /// cycles, by 1 and by 64 concurrent callers (each on its own item),
+    /// each mode on its own fresh store, in one run.
+    /// Run by hand: `cargo test -p pad-sqlite --release --lib -- --ignored --nocapture synchronous_cost`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore]
     async fn synchronous_cost() {
         use pad_core::NewItem;
         use pad_store::{Actor, ClaimRequest, ReleaseRequest, Store};
-        const CYCLES: u32 = 500;
-        for sync in [Synchronous::Normal, Synchronous::Full, Synchronous::Normal] {
-            let dir = tempfile::tempdir().unwrap();
-            let wall = std::sync::Arc::new(pad_store::clock::SystemWall);
-            let s = super::SqliteStore::open_inner(&dir.path().join("pad.db"), wall, sync).await.unwrap();
-            let owner = Actor { user_id: s.ensure_user("o@example.com").await.unwrap().id };
-            let ws = s.create_workspace("w", "W", owner).await.unwrap();
-            let new = NewItem { title: "one".into(), ..Default::default() };
-            let r = s.create_item(&ws, owner, &new).await.unwrap().item_ref;
-            let claim = ClaimRequest {
-                actor: owner,
-                holder: "h".into(),
-                session_id: None,
-                ttl_seconds: Some(60),
-                note: None,
-                refresh: true,
-            };
-            let release = ReleaseRequest {
-                actor: owner,
-                holder: "h".into(),
-                handle: Default::default(),
-                force: false,
-                reason: None,
-            };
-            let started = std::time::Instant::now();
-            for _ in 0..CYCLES {
-                s.claim(&ws, &r, &claim).await.unwrap();
-                s.release(&ws, &r, &release).await.unwrap();
+        const SECONDS: f64 = 3.0;
+        for callers in [1_usize, 64] {
+            for sync in [Synchronous::Normal, Synchronous::Full, Synchronous::Normal] {
+                let dir = tempfile::tempdir().unwrap();
+                let wall = std::sync::Arc::new(pad_store::clock::SystemWall);
+                let s = super::SqliteStore::open_inner(&dir.path().join("pad.db"), wall, sync).await.unwrap();
+                let s = std::sync::Arc::new(s);
+                let owner = Actor { user_id: s.ensure_user("o@example.com").await.unwrap().id };
+                let ws = s.create_workspace("w", "W", owner).await.unwrap();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(SECONDS);
+                let mut tasks = Vec::new();
+                for c in 0..callers {
+                    let new = NewItem { title: format!("item {c}"), ..Default::default() };
+                    let r = s.create_item(&ws, owner, &new).await.unwrap().item_ref;
+                    let (s, ws) = (std::sync::Arc::clone(&s), ws.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let claim = ClaimRequest {
+                            actor: owner,
+                            holder: format!("h{c}"),
+                            session_id: None,
+                            ttl_seconds: Some(60),
+                            note: None,
+                            refresh: true,
+                        };
+                        let release = ReleaseRequest {
+                            actor: owner,
+                            holder: format!("h{c}"),
+                            handle: Default::default(),
+                            force: false,
+                            reason: None,
+                        };
+                        let mut cycles = 0_u64;
+                        while std::time::Instant::now() < deadline {
+                            s.claim(&ws, &r, &claim).await.unwrap();
+                            s.release(&ws, &r, &release).await.unwrap();
+                            cycles += 1;
+                        }
+                        cycles
+                    }));
+                }
+                let mut cycles = 0;
+                for t in tasks {
+                    cycles += t.await.unwrap();
+                }
+                #[allow(clippy::cast_precision_loss)]
+                let rate = cycles as f64 / SECONDS;
+                println!("synchronous={sync:?}, {callers} callers: {rate:.0} claim+release cycles/s");
             }
-            let per = started.elapsed() / CYCLES;
-            println!("synchronous={sync:?}: {per:?} per claim+release ({} writes/s)", 2e6 / per.as_micros() as f64);
         }
     }
 }
