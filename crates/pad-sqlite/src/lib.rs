@@ -18,6 +18,7 @@
 
 mod accounts;
 mod broken;
+mod checkpoint;
 mod clock;
 mod events;
 mod items;
@@ -66,6 +67,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct SqliteStore {
     writer: Writer,
+    _checkpointer: checkpoint::Checkpointer,
     readers: Readers,
     clock: Clock,
 }
@@ -135,10 +137,14 @@ impl SqliteStore {
         };
         conn.pragma_update(None, "synchronous", pragma).map_err(db)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(db)?;
+        // Checkpoints are the checkpointer's (`checkpoint.rs`), not the commits'.
+        conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(db)?;
+        let checkpointer = checkpoint::Checkpointer::start(open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?, path)?;
         let readers =
             (0..READERS).map(|_| open_conn(path, OpenFlags::SQLITE_OPEN_READ_ONLY)).collect::<StoreResult<Vec<_>>>()?;
         Ok(SqliteStore {
             writer: Writer::start(conn, sync == Synchronous::Normal)?,
+            _checkpointer: checkpointer,
             readers: Readers::new(readers),
             clock: Clock::new(wall),
         })
