@@ -9,7 +9,8 @@ use pad_core::{
 };
 use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, LeaseSteps, WriteTx};
 use pad_store::{
-    ClaimOutcome, ClaimRequest, CompleteRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
+    ClaimOutcome, ClaimRequest, CompleteRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult,
+    shared,
 };
 use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder, Row};
@@ -155,13 +156,8 @@ const CLAIM: &str = concat!(claim_statement!(), " FROM d LEFT JOIN upd ON true")
 /// candidate), which also reads the item as the grant left it: the
 /// statement's snapshot was taken under the lock, so nothing it joins can
 /// have changed since, and the flow's reload of the item needs no round trip.
-const CLAIM_LOADED: &str = concat!(
-    claim_statement!(),
-    ", ",
-    item_joined_columns!("upd"),
-    " FROM d LEFT JOIN upd ON true",
-    item_joins!("upd")
-);
+const CLAIM_LOADED: &str =
+    concat!(claim_statement!(), ", ", item_joined_columns!("upd"), " FROM d LEFT JOIN upd ON true", item_joins!("upd"));
 
 /// L4 in one statement: extends only a live lease with this epoch and/or
 /// lease id (L17), holder and user. $4 user, $5 holder, $6 epoch or NULL, $7
@@ -558,12 +554,7 @@ impl LeaseSteps for Tx {
                 }
                 let data = shared::event::claimed(&l);
                 self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
-                ClaimOutcome {
-                    lease: l,
-                    refreshed: false,
-                    previous_note,
-                    previous_holder,
-                }
+                ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder }
             }
         };
         Ok((outcome, now))
@@ -632,12 +623,12 @@ impl LeaseSteps for Tx {
     async fn end_lease(&mut self, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()> {
         self.forget_item();
         sqlx::query(concat!("UPDATE items SET ", ended_lease!("$2", "$3"), " WHERE id = $1"))
-        .bind(id)
-        .bind(at)
-        .bind(how.as_str())
-        .execute(&mut *self.conn)
-        .await
-        .map_err(db)?;
+            .bind(id)
+            .bind(at)
+            .bind(how.as_str())
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
         Ok(())
     }
 
