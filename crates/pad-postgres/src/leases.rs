@@ -67,6 +67,30 @@ macro_rules! expired_as_last {
     };
 }
 
+/// A timestamp in JSON as serde writes a `chrono::DateTime<Utc>`: RFC 3339
+/// in UTC with `Z`, and the fewest of 0, 3 or 6 fractional digits that keep
+/// it exact. Only for JSON whose Rust encoding the caller compares it with.
+macro_rules! json_time {
+    ($t:literal) => {
+        concat!(
+            "(to_char(",
+            $t,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE
+                WHEN extract(microseconds FROM ",
+            $t,
+            " AT TIME ZONE 'UTC')::bigint % 1000000 = 0 THEN ''
+                WHEN extract(microseconds FROM ",
+            $t,
+            " AT TIME ZONE 'UTC')::bigint % 1000 = 0 THEN to_char(",
+            $t,
+            " AT TIME ZONE 'UTC', '.MS')
+                ELSE to_char(",
+            $t,
+            " AT TIME ZONE 'UTC', '.US') END || 'Z')"
+        )
+    };
+}
+
 /// L18: the `SET` list that ends a row's live lease at `$at` (a parameter),
 /// ended `$how` (a parameter); it becomes the last lease.
 macro_rules! ended_lease {
@@ -91,7 +115,11 @@ macro_rules! ended_lease {
 /// (refresh: epoch and `acquired_at` kept; only if $9 allows it, L17). A grant
 /// takes the next lease id and, over an expired lease, records that lease as
 /// the last one (L18). $4 user, $5 holder, $6 session, $7 ttl seconds, $8 note,
-/// $9 refresh. The locked row's columns are named `prev_*` (read with
+/// $9 refresh, $10 `lease.claimed`, $11 the item's ref. A grant that records
+/// no expiry also appends `lease.claimed` (with its webhook deliveries; an
+/// expiry's events must come first, so then the caller appends it), its
+/// data built here and returned as `claimed_data` for the caller to compare
+/// with `shared::event::claimed`. The locked row's columns are named `prev_*` (read with
 /// [`rows::locked_as`]); what the statement wrote has the plain names
 /// (`lease_*`, empty when it wrote nothing) and `new_*` ([`returning_lease!`]).
 macro_rules! claim_statement {
@@ -137,14 +165,32 @@ macro_rules! claim_statement {
         ",
     returning_lease!(),
     ", i.lease_expiries AS new_expiries, i.labels AS new_labels, i.*
-    )
+    ),
+    claimed AS (
+        SELECT jsonb_build_object('holder', upd.lease_holder, 'session_id', upd.lease_session_id,
+            'epoch', upd.lease_epoch, 'lease_id', upd.lease_id, 'expires_at', ",
+    json_time!("upd.lease_expires_at"),
+    ") AS data
+        FROM upd, d WHERE NOT d.live AND NOT d.expired_prev
+    ),
+    ",
+    event_slot!(),
+    ",
+    ev AS (
+        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+        SELECT slot.base + slot.n, $1, $10, $11, $4, d.db_now, claimed.data FROM slot, claimed, d WHERE slot.n < 65536
+        RETURNING id, workspace_id, type
+    ),
+    ",
+    enqueue_events!(),
+    "
     SELECT d.id AS prev_id, d.deleted_at AS prev_deleted_at, d.db_now,
         d.lease_holder AS prev_lease_holder, d.lease_user_id AS prev_lease_user_id,
         d.lease_session_id AS prev_lease_session_id, d.lease_epoch AS prev_lease_epoch,
         d.lease_acquired_at AS prev_lease_acquired_at, d.lease_renewed_at AS prev_lease_renewed_at,
         d.lease_expires_at AS prev_lease_expires_at, d.lease_ttl_seconds AS prev_lease_ttl_seconds,
         d.lease_id AS prev_lease_id, d.lease_note AS prev_lease_note, d.lease_note_holder AS prev_lease_note_holder,
-        upd.*"
+        (SELECT data FROM claimed) AS claimed_data, (SELECT count(*) FROM ev) AS claimed_events, upd.*"
         )
     };
 }
@@ -513,6 +559,8 @@ impl LeaseSteps for Tx {
             .bind(ttl_param(ttl))
             .bind(&req.note)
             .bind(req.refresh)
+            .bind(EventKind::LeaseClaimed.as_str())
+            .bind(r.to_string())
             .fetch_optional(&mut *self.conn)
             .await
             .map_err(db)?;
@@ -522,6 +570,7 @@ impl LeaseSteps for Tx {
         let now = locked.now;
         let (expiries, labels): (Option<i64>, Option<Vec<String>>) = (row.get("new_expiries"), row.get("new_labels"));
         let (previous_note, previous_holder) = (row.get("prev_lease_note"), row.get("prev_lease_note_holder"));
+        let claimed: (Option<Value>, i64) = (row.get("claimed_data"), row.get("claimed_events"));
         if loaded && wrote.is_some() {
             // Any write below (a quarantine's label) drops it again.
             self.item = Some(row);
@@ -535,6 +584,9 @@ impl LeaseSteps for Tx {
             }
             ClaimDecision::Refresh(l) => {
                 agree(wrote.as_ref(), Some(&l))?;
+                if claimed.1 != 0 {
+                    return Err(disagree(claimed, "a refresh, which appends no event"));
+                }
                 ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None }
             }
             ClaimDecision::Grant { lease: l, previous_expired } => {
@@ -551,9 +603,18 @@ impl LeaseSteps for Tx {
                         labels: labels.unwrap_or_default(),
                     };
                     steps::record_expiry(self, &expiry, now).await?;
+                    let data = shared::event::claimed(&l);
+                    self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
+                } else {
+                    // The statement appended `lease.claimed`: it must be the rule's event.
+                    let data = shared::event::claimed(&l);
+                    if claimed.0.as_ref() != Some(&data) {
+                        return Err(disagree(claimed.0, data));
+                    }
+                    if claimed.1 != 1 {
+                        return Err(crate::events::too_many_events());
+                    }
                 }
-                let data = shared::event::claimed(&l);
-                self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
                 ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder }
             }
         };
