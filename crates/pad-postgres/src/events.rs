@@ -20,18 +20,25 @@ use crate::{PgStore, Tx, db};
 /// skipped (docs/api.md, "Event order on PostgreSQL").
 const EVENTS_PER_TRANSACTION: i64 = 65_536;
 
-/// Appends one event. $1 workspace, $2 type, $3 ref, $4 actor, $5 at, $6 data.
-/// Inserts nothing (and the caller errs) past [`EVENTS_PER_TRANSACTION`].
-/// The next index is one past this transaction's last event, found by one
-/// backward step of the primary key within the transaction's id range.
-const INSERT_EVENT: &str = "WITH tx AS (SELECT pg_current_xact_id()::text::bigint * 65536 AS base),
-    slot AS (
-        SELECT tx.base,
-            COALESCE((SELECT max(id) FROM events WHERE id >= tx.base AND id < tx.base + 65536) - tx.base + 1, 0) AS n
-        FROM tx
-    )
-    INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
-    SELECT slot.base + slot.n, $1, $2, $3, $4, $5, $6 FROM slot WHERE slot.n < 65536";
+/// Appends one event and queues its webhook deliveries, in one statement.
+/// $1 workspace, $2 type, $3 ref, $4 actor, $5 at, $6 data. Inserts nothing
+/// (and the caller errs) past [`EVENTS_PER_TRANSACTION`]. The next index is
+/// one past this transaction's last event, found by one backward step of the
+/// primary key within the transaction's id range.
+const INSERT_EVENT: &str = concat!(
+    "WITH ",
+    event_slot!(),
+    ",
+    ev AS (
+        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+        SELECT slot.base + slot.n, $1, $2, $3, $4, $5, $6 FROM slot WHERE slot.n < 65536
+        RETURNING id, workspace_id, type
+    ),
+    ",
+    enqueue_events!(),
+    "
+    SELECT count(*) FROM ev"
+);
 
 /// The head of a workspace's event page, oldest first, stopping below
 /// the visibility horizon: the oldest transaction that was running when this
@@ -70,24 +77,25 @@ impl EventSteps for Tx {
         at: Timestamp,
         data: Value,
     ) -> StoreResult<()> {
-        let written = sqlx::query(INSERT_EVENT)
+        let written: i64 = sqlx::query_scalar(INSERT_EVENT)
             .bind(ws)
             .bind(kind.as_str())
             .bind(r.to_string())
             .bind(actor.map(|a| a.user_id))
             .bind(at)
             .bind(data)
-            .execute(&mut *self.conn)
+            .fetch_one(&mut *self.conn)
             .await
-            .map_err(db)?
-            .rows_affected();
+            .map_err(db)?;
         if written != 1 {
-            return Err(StoreError::Internal(format!("more than {EVENTS_PER_TRANSACTION} events in one transaction")));
+            return Err(too_many_events());
         }
-        // The event's webhook deliveries, in its transaction (docs/webhooks.md).
-        crate::webhooks::enqueue(&mut self.conn, ws, kind).await?;
         Ok(())
     }
+}
+
+pub(crate) fn too_many_events() -> StoreError {
+    StoreError::Internal(format!("more than {EVENTS_PER_TRANSACTION} events in one transaction"))
 }
 
 pub(crate) async fn events_where(

@@ -146,7 +146,9 @@ impl ItemSteps for Tx {
             .fetch_optional(&mut *self.conn)
             .await
             .map_err(db)?;
-        rows::locked(row.as_ref(), r)
+        let locked = rows::locked(row.as_ref(), r)?;
+        self.hold(r);
+        Ok(locked)
     }
 
     async fn lock_blockers(&mut self, ws: &Workspace) -> StoreResult<()> {
@@ -165,6 +167,9 @@ impl ItemSteps for Tx {
     }
 
     async fn load_item(&mut self, id: i64, now: Timestamp) -> StoreResult<Item> {
+        if let Some(row) = self.item.as_ref().filter(|row| row.get::<i64, _>("id") == id) {
+            return item_from_row(row, now);
+        }
         let sql = format!("{ITEM_SELECT} WHERE i.id = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *self.conn).await.map_err(db)?;
         item_from_row(&row, now)
@@ -185,6 +190,7 @@ impl ItemSteps for Tx {
     }
 
     async fn insert_item(&mut self, ws: &Workspace, n: &NewRow<'_>) -> StoreResult<i64> {
+        self.forget_item();
         let v = n.v;
         sqlx::query_scalar(
             "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at, not_before)
@@ -257,6 +263,7 @@ impl ItemSteps for Tx {
     }
 
     async fn replace_blockers(&mut self, item: i64, blockers: &[i64]) -> StoreResult<()> {
+        self.forget_item();
         sqlx::query("DELETE FROM item_blockers WHERE item_id = $1")
             .bind(item)
             .execute(&mut *self.conn)
@@ -306,6 +313,7 @@ impl ItemSteps for Tx {
         assignee: Option<i64>,
         now: Timestamp,
     ) -> StoreResult<Timestamp> {
+        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET title = $2, body = $3, kind = $4, status = $5, priority = $6, labels = $7,
                     parent_id = $8, assignee_id = $9, not_before = $11,
@@ -329,6 +337,7 @@ impl ItemSteps for Tx {
     }
 
     async fn write_status(&mut self, id: i64, status: Status, now: Timestamp) -> StoreResult<Timestamp> {
+        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET status = $2, updated_at = GREATEST($3, updated_at + interval '1 microsecond'),
                     version = version + 1
@@ -343,6 +352,7 @@ impl ItemSteps for Tx {
     }
 
     async fn write_deleted(&mut self, id: i64, deleted: bool, now: Timestamp) -> StoreResult<Timestamp> {
+        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET deleted_at = CASE WHEN $2 THEN $3 END,
                     updated_at = GREATEST($3, updated_at + interval '1 microsecond'), version = version + 1
@@ -365,6 +375,7 @@ impl ItemSteps for Tx {
     }
 
     async fn write_requeue(&mut self, id: i64, labels: &[String], now: Timestamp) -> StoreResult<Timestamp> {
+        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET labels = $2, lease_expiries = 0, failures = 0, retry_at = NULL,
                     updated_at = GREATEST($3, updated_at + interval '1 microsecond'), version = version + 1
@@ -379,6 +390,7 @@ impl ItemSteps for Tx {
     }
 
     async fn add_label(&mut self, id: i64, label: &str) -> StoreResult<()> {
+        self.forget_item();
         sqlx::query("UPDATE items SET labels = array_append(labels, $2) WHERE id = $1")
             .bind(id)
             .bind(label)
@@ -417,6 +429,7 @@ impl ItemSteps for Tx {
         body: &str,
         at: Timestamp,
     ) -> StoreResult<(i64, String)> {
+        self.forget_item();
         let row = sqlx::query(
             "INSERT INTO comments (item_id, author_id, body, created_at) VALUES ($1, $2, $3, $4)
              RETURNING id, (SELECT email FROM users WHERE id = $2) AS author",

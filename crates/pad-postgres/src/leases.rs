@@ -9,8 +9,10 @@ use pad_core::{
 };
 use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, LeaseSteps, WriteTx};
 use pad_store::{
-    ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
+    ClaimOutcome, ClaimRequest, CompleteRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult,
+    shared,
 };
+use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder, Row};
 
 use crate::items::push_parent;
@@ -65,13 +67,64 @@ macro_rules! expired_as_last {
     };
 }
 
+/// A timestamp in JSON as serde writes a `chrono::DateTime<Utc>`: RFC 3339
+/// in UTC with `Z`, and the fewest of 0, 3 or 6 fractional digits that keep
+/// it exact. Only for JSON whose Rust encoding the caller compares it with.
+macro_rules! json_time {
+    ($t:literal) => {
+        concat!(
+            "(to_char(",
+            $t,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE
+                WHEN extract(microseconds FROM ",
+            $t,
+            " AT TIME ZONE 'UTC')::bigint % 1000000 = 0 THEN ''
+                WHEN extract(microseconds FROM ",
+            $t,
+            " AT TIME ZONE 'UTC')::bigint % 1000 = 0 THEN to_char(",
+            $t,
+            " AT TIME ZONE 'UTC', '.MS')
+                ELSE to_char(",
+            $t,
+            " AT TIME ZONE 'UTC', '.US') END || 'Z')"
+        )
+    };
+}
+
+/// L18: the `SET` list that ends a row's live lease at `$at` (a parameter),
+/// ended `$how` (a parameter); it becomes the last lease.
+macro_rules! ended_lease {
+    ($at:literal, $how:literal) => {
+        concat!(
+            "last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
+            last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
+            last_lease_ended_at = ",
+            $at,
+            ", last_lease_ended = ",
+            $how,
+            ",
+            last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END,
+            lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
+            lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL"
+        )
+    };
+}
+
 /// L1-L3, L12, L13 in one statement. Writes when there is no live lease
 /// (grant: next epoch, `acquired_at = now`) or it is the claimant's own
 /// (refresh: epoch and `acquired_at` kept; only if $9 allows it, L17). A grant
 /// takes the next lease id and, over an expired lease, records that lease as
 /// the last one (L18). $4 user, $5 holder, $6 session, $7 ttl seconds, $8 note,
-/// $9 refresh.
-const CLAIM: &str = concat!(
+/// $9 refresh, $10 `lease.claimed`, $11 the item's ref. A grant that records
+/// no expiry also appends `lease.claimed` (with its webhook deliveries; an
+/// expiry's events must come first, so then the caller appends it), its
+/// data built here and returned as `claimed_data` for the caller to compare
+/// with `shared::event::claimed`. The locked row's columns are named `prev_*` (read with
+/// [`rows::locked_as`]); what the statement wrote has the plain names
+/// (`lease_*`, empty when it wrote nothing) and `new_*` ([`returning_lease!`]).
+macro_rules! claim_statement {
+    () => {
+        concat!(
     locked_item!(),
     ",
     d AS MATERIALIZED (
@@ -111,10 +164,46 @@ const CLAIM: &str = concat!(
         WHERE i.id = d.id AND d.deleted_at IS NULL AND (NOT d.live OR (d.mine AND $9))
         ",
     returning_lease!(),
-    ", i.lease_expiries AS new_expiries, i.labels AS new_labels
-    )
-    SELECT d.*, upd.* FROM d LEFT JOIN upd ON true"
-);
+    ", i.lease_expiries AS new_expiries, i.labels AS new_labels, i.*
+    ),
+    claimed AS (
+        SELECT jsonb_build_object('holder', upd.lease_holder, 'session_id', upd.lease_session_id,
+            'epoch', upd.lease_epoch, 'lease_id', upd.lease_id, 'expires_at', ",
+    json_time!("upd.lease_expires_at"),
+    ") AS data
+        FROM upd, d WHERE NOT d.live AND NOT d.expired_prev
+    ),
+    ",
+    event_slot!(),
+    ",
+    ev AS (
+        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+        SELECT slot.base + slot.n, $1, $10, $11, $4, d.db_now, claimed.data FROM slot, claimed, d WHERE slot.n < 65536
+        RETURNING id, workspace_id, type
+    ),
+    ",
+    enqueue_events!(),
+    "
+    SELECT d.id AS prev_id, d.deleted_at AS prev_deleted_at, d.db_now,
+        d.lease_holder AS prev_lease_holder, d.lease_user_id AS prev_lease_user_id,
+        d.lease_session_id AS prev_lease_session_id, d.lease_epoch AS prev_lease_epoch,
+        d.lease_acquired_at AS prev_lease_acquired_at, d.lease_renewed_at AS prev_lease_renewed_at,
+        d.lease_expires_at AS prev_lease_expires_at, d.lease_ttl_seconds AS prev_lease_ttl_seconds,
+        d.lease_id AS prev_lease_id, d.lease_note AS prev_lease_note, d.lease_note_holder AS prev_lease_note_holder,
+        (SELECT data FROM claimed) AS claimed_data, (SELECT count(*) FROM ev) AS claimed_events, upd.*"
+        )
+    };
+}
+
+/// A claim: see [`claim_statement!`].
+const CLAIM: &str = concat!(claim_statement!(), " FROM d LEFT JOIN upd ON true");
+
+/// A claim of a row this transaction had already locked (a claim-next
+/// candidate), which also reads the item as the grant left it: the
+/// statement's snapshot was taken under the lock, so nothing it joins can
+/// have changed since, and the flow's reload of the item needs no round trip.
+const CLAIM_LOADED: &str =
+    concat!(claim_statement!(), ", ", item_joined_columns!("upd"), " FROM d LEFT JOIN upd ON true", item_joins!("upd"));
 
 /// L4 in one statement: extends only a live lease with this epoch and/or
 /// lease id (L17), holder and user. $4 user, $5 holder, $6 epoch or NULL, $7
@@ -205,6 +294,62 @@ const OBSERVE_EXPIRED: &str = concat!(
     RETURNING i.id, i.workspace_id, w.slug, i.prefix, i.number, e.lease_holder, e.lease_user_id, e.lease_session_id,
         e.lease_epoch, e.lease_acquired_at, e.lease_renewed_at, e.lease_expires_at, e.lease_ttl_seconds, e.lease_id,
         i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now"
+);
+
+/// Locks an item for [`complete`] and reads all of it. Only what the row
+/// itself holds may be trusted: the joined columns come from the
+/// statement's snapshot, which may predate a writer that held the lock.
+const LOCK_FOR_COMPLETE: &str =
+    concat!(locked_item!("*"), " SELECT cur.*, ", item_joined_columns!("cur"), " FROM cur", item_joins!("cur"));
+
+/// L15's writes once `decide_end` allowed them, as one statement: the status
+/// (if it changes: a content change, with its history version and
+/// `item.updated`), the lease's end (L18) and `lease.released`, both events'
+/// webhook deliveries, and the item as left. The row is locked by this
+/// transaction, so the snapshot the item is read in is current.
+/// $1 item, $2 new status or NULL (unchanged), $3 now, $4 actor, $5 the
+/// version's changes (NULL without a status change), $6 workspace, $7 ref,
+/// $8 `item.updated` or NULL and $9 its data, $10 `lease.released` and $11
+/// its data, $12 'completed'.
+const COMPLETE: &str = concat!(
+    "WITH upd AS (
+        UPDATE items SET status = COALESCE($2, status),
+            updated_at = CASE WHEN $2 IS NULL THEN updated_at
+                ELSE GREATEST($3, updated_at + interval '1 microsecond') END,
+            version = version + CASE WHEN $2 IS NULL THEN 0 ELSE 1 END, ",
+    ended_lease!("$3", "$12"),
+    "
+        WHERE id = $1
+        RETURNING *
+    ),
+    history AS (
+        INSERT INTO item_versions (item_id, version, actor_id, at, changes)
+        SELECT upd.id, (SELECT COALESCE(MAX(v.version), 0) + 1 FROM item_versions v WHERE v.item_id = upd.id),
+            $4, upd.updated_at, $5
+        FROM upd WHERE $5::jsonb IS NOT NULL
+    ),
+    ",
+    event_slot!(),
+    ",
+    new_events AS (
+        SELECT row_number() OVER (ORDER BY e.k) - 1 AS k, e.type, e.at, e.data
+        FROM upd CROSS JOIN LATERAL (VALUES (0, $8::text, upd.updated_at, $9::jsonb),
+                                            (1, $10::text, $3::timestamptz, $11::jsonb)) AS e (k, type, at, data)
+        WHERE e.type IS NOT NULL
+    ),
+    ev AS (
+        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+        SELECT slot.base + slot.n + e.k, $6, e.type, $7, $4, e.at, e.data
+        FROM slot, new_events e WHERE slot.n + e.k < 65536
+        RETURNING id, workspace_id, type
+    ),
+    ",
+    enqueue_events!(),
+    "
+    SELECT upd.*, ",
+    item_joined_columns!("upd"),
+    ", (SELECT count(*) FROM ev) AS events_written FROM upd",
+    item_joins!("upd")
 );
 
 /// The SQL predicate and `pad_core::lease` are two encodings of one rule: the
@@ -314,6 +459,58 @@ pub(crate) async fn release(
     Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
 }
 
+/// L15 as `pad_store::steps::complete` decides it, in two statements and
+/// their transaction: the lock with the item, then every write with the item
+/// as left (docs/benchmarks.md, "Round trips on PostgreSQL").
+pub(crate) async fn complete(s: &PgStore, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
+    req.validate()?;
+    let claimant = req.claimant();
+    let mut tx = s.begin().await?;
+    // The row stays locked until commit, so the lease decided on is the one ended.
+    let row = sqlx::query(LOCK_FOR_COMPLETE)
+        .bind(ws.id)
+        .bind(&r.prefix)
+        .bind(r.number)
+        .fetch_optional(&mut *tx.conn)
+        .await
+        .map_err(db)?;
+    let locked = rows::locked(row.as_ref(), r)?.live(r)?;
+    let now = locked.now;
+    let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
+        Ok(l) => l,
+        Err(e) => return Err(steps::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
+    };
+    // Only its status is compared, which the locked row holds.
+    let old = item_from_row(&row.expect("rows::locked refuses a missing row"), now)?;
+    let changed = (old.status != req.status).then(|| {
+        // A content change like any update: one version, `updated_at` moves.
+        let new = Item { status: req.status, ..old.clone() };
+        new.changes_since(Some(&old))
+    });
+    let row = sqlx::query(COMPLETE)
+        .bind(locked.id)
+        .bind(changed.as_ref().map(|_| req.status.as_str()))
+        .bind(now)
+        .bind(req.actor.user_id)
+        .bind(changed.as_ref().map(|c| Value::Object(c.clone())))
+        .bind(ws.id)
+        .bind(r.to_string())
+        .bind(changed.as_ref().map(|_| EventKind::ItemUpdated.as_str()))
+        .bind(changed.as_ref().map(shared::event::updated))
+        .bind(EventKind::LeaseReleased.as_str())
+        .bind(shared::event::ended(&lease, LeaseEnd::Completed, None))
+        .bind(LeaseEnd::Completed.as_str())
+        .fetch_one(&mut *tx.conn)
+        .await
+        .map_err(db)?;
+    if row.get::<i64, _>("events_written") != 1 + i64::from(changed.is_some()) {
+        return Err(crate::events::too_many_events());
+    }
+    let item = item_from_row(&row, now)?;
+    tx.commit().await?;
+    Ok(item)
+}
+
 pub(crate) async fn frontier(
     s: &PgStore,
     ws: &Workspace,
@@ -350,7 +547,9 @@ impl LeaseSteps for Tx {
         ttl: Ttl,
     ) -> StoreResult<(ClaimOutcome, Timestamp)> {
         let claimant = req.claimant();
-        let row = sqlx::query(CLAIM)
+        self.forget_item();
+        let loaded = self.holds_ref(r);
+        let row = sqlx::query(if loaded { CLAIM_LOADED } else { CLAIM })
             .bind(ws.id)
             .bind(&r.prefix)
             .bind(r.number)
@@ -360,13 +559,22 @@ impl LeaseSteps for Tx {
             .bind(ttl_param(ttl))
             .bind(&req.note)
             .bind(req.refresh)
+            .bind(EventKind::LeaseClaimed.as_str())
+            .bind(r.to_string())
             .fetch_optional(&mut *self.conn)
             .await
             .map_err(db)?;
-        let locked = rows::locked(row.as_ref(), r)?.live(r)?;
+        let locked = rows::locked_as(row.as_ref(), r, "prev_")?.live(r)?;
         let row = row.expect("rows::locked refuses a missing row");
         let wrote = rows::written_lease(&row)?;
         let now = locked.now;
+        let (expiries, labels): (Option<i64>, Option<Vec<String>>) = (row.get("new_expiries"), row.get("new_labels"));
+        let (previous_note, previous_holder) = (row.get("prev_lease_note"), row.get("prev_lease_note_holder"));
+        let claimed: (Option<Value>, i64) = (row.get("claimed_data"), row.get("claimed_events"));
+        if loaded && wrote.is_some() {
+            // Any write below (a quarantine's label) drops it again.
+            self.item = Some(row);
+        }
         // The statement allocated the grant's id; the rule is told it to compare.
         let grant_id = wrote.as_ref().map_or(0, |l| l.lease_id);
         let outcome = match lease::decide_claim(&locked.slot, &claimant, ttl, req.refresh, grant_id, now) {
@@ -376,6 +584,9 @@ impl LeaseSteps for Tx {
             }
             ClaimDecision::Refresh(l) => {
                 agree(wrote.as_ref(), Some(&l))?;
+                if claimed.1 != 0 {
+                    return Err(disagree(claimed, "a refresh, which appends no event"));
+                }
                 ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None }
             }
             ClaimDecision::Grant { lease: l, previous_expired } => {
@@ -388,19 +599,23 @@ impl LeaseSteps for Tx {
                         item: locked.id,
                         item_ref: r.clone(),
                         lease: locked.slot.current.clone().expect("an expired lease was recorded"),
-                        expiries: row.get("new_expiries"),
-                        labels: row.get("new_labels"),
+                        expiries: expiries.ok_or_else(|| disagree("no expiry count", &l))?,
+                        labels: labels.unwrap_or_default(),
                     };
                     steps::record_expiry(self, &expiry, now).await?;
+                    let data = shared::event::claimed(&l);
+                    self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
+                } else {
+                    // The statement appended `lease.claimed`: it must be the rule's event.
+                    let data = shared::event::claimed(&l);
+                    if claimed.0.as_ref() != Some(&data) {
+                        return Err(disagree(claimed.0, data));
+                    }
+                    if claimed.1 != 1 {
+                        return Err(crate::events::too_many_events());
+                    }
                 }
-                let data = shared::event::claimed(&l);
-                self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
-                ClaimOutcome {
-                    lease: l,
-                    refreshed: false,
-                    previous_note: row.get("lease_note"),
-                    previous_holder: row.get("lease_note_holder"),
-                }
+                ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder }
             }
         };
         Ok((outcome, now))
@@ -419,6 +634,9 @@ impl LeaseSteps for Tx {
         push_frontier(&mut qb, ws, f, 1);
         qb.push(" FOR UPDATE OF i SKIP LOCKED");
         let rows = qb.build().fetch_all(&mut *self.conn).await.map_err(db)?;
+        for row in &rows {
+            self.hold(&ItemRef { prefix: row.get("prefix"), number: row.get("number") });
+        }
         rows.iter()
             .map(|row| {
                 Ok(Candidate {
@@ -433,6 +651,7 @@ impl LeaseSteps for Tx {
     }
 
     async fn count_expiry(&mut self, id: i64, now: Timestamp) -> StoreResult<(i64, Vec<String>)> {
+        self.forget_item();
         let row = sqlx::query(EXPIRE)
             .bind(id)
             .bind(now)
@@ -444,6 +663,7 @@ impl LeaseSteps for Tx {
     }
 
     async fn take_expired(&mut self) -> StoreResult<Vec<(Expiry, String, Timestamp)>> {
+        self.forget_item();
         let rows = sqlx::query(OBSERVE_EXPIRED).fetch_all(&mut *self.conn).await.map_err(db)?;
         rows.iter()
             .map(|row| {
@@ -462,21 +682,14 @@ impl LeaseSteps for Tx {
     }
 
     async fn end_lease(&mut self, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE items SET last_lease_id = lease_id, last_lease_epoch = lease_epoch, last_lease_holder = lease_holder,
-                    last_lease_session_id = lease_session_id, last_lease_acquired_at = lease_acquired_at,
-                    last_lease_ended_at = $2, last_lease_ended = $3,
-                    last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END,
-                    lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
-                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
-             WHERE id = $1",
-        )
-        .bind(id)
-        .bind(at)
-        .bind(how.as_str())
-        .execute(&mut *self.conn)
-        .await
-        .map_err(db)?;
+        self.forget_item();
+        sqlx::query(concat!("UPDATE items SET ", ended_lease!("$2", "$3"), " WHERE id = $1"))
+            .bind(id)
+            .bind(at)
+            .bind(how.as_str())
+            .execute(&mut *self.conn)
+            .await
+            .map_err(db)?;
         Ok(())
     }
 
@@ -495,6 +708,7 @@ impl LeaseSteps for Tx {
         retry_at: Timestamp,
         note: Option<&str>,
     ) -> StoreResult<Vec<String>> {
+        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET failures = $2, retry_at = $3, last_failure_note = $4,
                     lease_note = COALESCE($4, lease_note),

@@ -25,17 +25,94 @@
 /// Locks an item's row and then reads the clock: `prev` is the latest
 /// committed version (READ COMMITTED re-reads it after any lock wait), `cur`
 /// adds `db_now`, taken only once `prev` has produced its locked row. Every
-/// lease statement and every fenced write starts with this.
+/// lease statement and every fenced write starts with this; given a column
+/// list, `prev` reads those columns instead of the lease's.
 macro_rules! locked_item {
     () => {
-        "WITH prev AS MATERIALIZED (
-            SELECT id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
+        locked_item!(
+            "id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
                    lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_note, lease_note_holder,
-                   lease_id, lease_note_lease_id
+                   lease_id, lease_note_lease_id"
+        )
+    };
+    ($cols:literal) => {
+        concat!(
+            "WITH prev AS MATERIALIZED (
+            SELECT ",
+            $cols,
+            "
             FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3
             FOR UPDATE
         ),
         cur AS MATERIALIZED (SELECT prev.*, clock_timestamp() AS db_now FROM prev)"
+        )
+    };
+}
+
+/// The columns an item read adds to the item row `$i`'s own (parent,
+/// assignee, creator, comment count, blockers), with the joins of
+/// [`item_joins!`]: `rows::ITEM_SELECT` and the statements that return the
+/// item they wrote share them, so every item read agrees.
+macro_rules! item_joined_columns {
+    ($i:literal) => {
+        concat!(
+            "p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
+        (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = ",
+            $i,
+            ".id) AS comments_count,
+        ARRAY(SELECT b.prefix || '-' || b.number FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
+          WHERE ib.item_id = ",
+            $i,
+            ".id) AS blocked_by,
+        ARRAY(SELECT b.prefix || '-' || b.number FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
+          WHERE ib.item_id = ",
+            $i,
+            ".id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled')) AS blocked_by_open"
+        )
+    };
+}
+
+/// The joins [`item_joined_columns!`] reads from.
+macro_rules! item_joins {
+    ($i:literal) => {
+        concat!(
+            " LEFT JOIN items p ON p.id = ",
+            $i,
+            ".parent_id LEFT JOIN users a ON a.id = ",
+            $i,
+            ".assignee_id LEFT JOIN users c ON c.id = ",
+            $i,
+            ".created_by"
+        )
+    };
+}
+
+/// This transaction's event id range and the next free index in it, as the
+/// CTEs `tx` and `slot` (see `EVENTS_PER_TRANSACTION` in events.rs).
+macro_rules! event_slot {
+    () => {
+        "tx AS (SELECT pg_current_xact_id()::text::bigint * 65536 AS base),
+        slot AS (
+            SELECT tx.base,
+                COALESCE((SELECT max(id) FROM events WHERE id >= tx.base AND id < tx.base + 65536) - tx.base + 1, 0) AS n
+            FROM tx
+        )"
+    };
+}
+
+/// Queues the events a statement inserted (the CTE `ev`: `id`,
+/// `workspace_id`, `type`) for every subscription of their workspace that
+/// wants their type, in the same statement: the outbox rows commit or roll
+/// back with the events (docs/webhooks.md, "Outbox").
+macro_rules! enqueue_events {
+    () => {
+        "queued AS (
+            INSERT INTO webhook_outbox (webhook_id, event_id, next_attempt_at)
+            SELECT w.id, ev.id, clock_timestamp()
+            FROM ev JOIN webhooks w ON w.workspace_id = ev.workspace_id
+            WHERE cardinality(w.event_types) = 0 OR ev.type = ANY(w.event_types)
+            ORDER BY ev.id, w.id
+        )"
     };
 }
 
@@ -71,6 +148,21 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 /// How long a request waits for a connection before answering `unavailable`.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+/// A pooled connection idle for longer is pinged before it is handed out.
+const IDLE_PING_AFTER: Duration = Duration::from_secs(1);
+
+type PingFuture<'c> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
+
+/// The pool's `before_acquire`: an error closes the connection and the
+/// pool hands out another one.
+fn ping_if_idle(conn: &mut sqlx::PgConnection, meta: sqlx::pool::PoolConnectionMetadata) -> PingFuture<'_> {
+    Box::pin(async move {
+        if meta.idle_for > IDLE_PING_AFTER {
+            sqlx::Connection::ping(conn).await?;
+        }
+        Ok(true)
+    })
+}
 
 pub struct PgStore {
     pool: PgPool,
@@ -103,6 +195,37 @@ fn db(e: sqlx::Error) -> StoreError {
 /// and each lock's statement reads the database clock after taking it.
 pub struct Tx {
     conn: sqlx::Transaction<'static, Postgres>,
+    /// Items whose rows this transaction has locked. A statement that
+    /// starts once a row is locked sees every commit that wrote to the item
+    /// under that lock, so what it reads about the item is current.
+    locked: Vec<ItemRef>,
+    /// The item as the last statement that wrote its row returned it (in
+    /// [`ITEM_SELECT`](rows::ITEM_SELECT)'s columns), kept only when that
+    /// statement started under this transaction's lock; any other write to
+    /// an item drops it. [`load_item`](steps::ItemSteps::load_item) answers
+    /// from it instead of reading the row again: one round trip fewer per
+    /// claim (docs/benchmarks.md, "Round trips on PostgreSQL").
+    item: Option<sqlx::postgres::PgRow>,
+}
+
+impl Tx {
+    /// Whether this transaction has locked the row of `r` (a transaction
+    /// writes in one workspace).
+    fn holds_ref(&self, r: &ItemRef) -> bool {
+        self.locked.contains(r)
+    }
+
+    fn hold(&mut self, r: &ItemRef) {
+        if !self.holds_ref(r) {
+            self.locked.push(r.clone());
+        }
+    }
+
+    /// Called by every statement that writes an item's row or what its
+    /// read joins (comments, blockers), before it runs.
+    fn forget_item(&mut self) {
+        self.item = None;
+    }
 }
 
 #[async_trait]
@@ -110,7 +233,7 @@ impl Begin for PgStore {
     type Tx = Tx;
 
     async fn begin(&self) -> StoreResult<Tx> {
-        Ok(Tx { conn: self.pool.begin().await.map_err(db)? })
+        Ok(Tx { conn: self.pool.begin().await.map_err(db)?, locked: Vec::new(), item: None })
     }
 }
 
@@ -149,9 +272,13 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            // Pings a pooled connection before use, so connections that died
-            // with a database restart are replaced instead of failing a request.
-            .test_before_acquire(true)
+            // Pings a pooled connection before use if it sat idle, so
+            // connections that died with a database restart are replaced
+            // instead of failing a request. sqlx pings every connection as it
+            // returns to the pool, so one back within IDLE_PING_AFTER was alive
+            // just now: pinging it again would cost each request a round trip.
+            .test_before_acquire(false)
+            .before_acquire(ping_if_idle)
             .connect_lazy_with(opts);
         Ok(PgStore { pool })
     }
@@ -347,7 +474,7 @@ impl Store for PgStore {
     }
 
     async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
-        steps::complete(self, ws, r, req).await
+        leases::complete(self, ws, r, req).await
     }
 
     async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {

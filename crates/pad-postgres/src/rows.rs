@@ -13,7 +13,7 @@ use crate::db;
 /// Every item read goes through this one SELECT, so get and list agree.
 /// `db_now` is the statement's clock, which reads use to tell live leases
 /// from expired ones (L5) on the same clock as their `leased` filter.
-pub const ITEM_SELECT: &str =
+pub const ITEM_SELECT: &str = concat!(
     "SELECT i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
         i.created_at, i.updated_at, i.deleted_at,
         i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
@@ -21,18 +21,13 @@ pub const ITEM_SELECT: &str =
         i.not_before, i.failures, i.retry_at, i.last_failure_note,
         i.broken_lease_id, i.broken_reason, i.broken_by,
         i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
-        i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note,
-        p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
-        (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = i.id) AS comments_count,
-        ARRAY(SELECT b.prefix || '-' || b.number FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
-          WHERE ib.item_id = i.id) AS blocked_by,
-        ARRAY(SELECT b.prefix || '-' || b.number FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
-          WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled')) AS blocked_by_open,
+        i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note, ",
+    item_joined_columns!("i"),
+    ",
         now() AS db_now
-    FROM items i
-    LEFT JOIN items p ON p.id = i.parent_id
-    LEFT JOIN users a ON a.id = i.assignee_id
-    JOIN users c ON c.id = i.created_by";
+    FROM items i",
+    item_joins!("i")
+);
 
 /// A lease's columns: the stored `lease_*` ones (`p = "lease_"`, id in
 /// `lease_id`), or what a lease statement wrote (`p = "new_"`, id in
@@ -67,11 +62,19 @@ pub fn written_lease(row: &PgRow) -> StoreResult<Option<Lease>> {
 /// A row of [`LOCK_ITEM`](crate::items) or a lease statement: the item
 /// under this transaction's lock, with `db_now` read after taking it.
 pub fn locked(row: Option<&PgRow>, r: &ItemRef) -> StoreResult<Locked> {
+    locked_as(row, r, "")
+}
+
+/// [`locked`] from columns named with the prefix `p` (`prev_id`,
+/// `prev_lease_holder`, …), for statements that also return the row as
+/// they left it under the plain names; `db_now` keeps its name.
+pub fn locked_as(row: Option<&PgRow>, r: &ItemRef, p: &str) -> StoreResult<Locked> {
     let row = row.ok_or_else(|| StoreError::not_found(format!("item {r}")))?;
+    let c = |name: &str| format!("{p}{name}");
     Ok(Locked {
-        id: row.get("id"),
-        deleted: row.get::<Option<Timestamp>, _>("deleted_at").is_some(),
-        slot: lease_slot(row)?,
+        id: row.get(c("id").as_str()),
+        deleted: row.get::<Option<Timestamp>, _>(c("deleted_at").as_str()).is_some(),
+        slot: lease_columns(row, &c("lease_"), &c("lease_id")).slot()?,
         now: row.get("db_now"),
     })
 }

@@ -1,12 +1,13 @@
 //! Webhook subscriptions, their outbox and delivery log on PostgreSQL
 //! (docs/webhooks.md). Mirrors `pad-sqlite/src/webhooks.rs` function by
-//! function. Many instances share the outbox: a claim is one statement that
+//! function, but for the outbox insert, which here is part of each event's
+//! own statement (`enqueue_events!` in lib.rs). Many instances share the outbox: a claim is one statement that
 //! locks the rows it takes with `FOR UPDATE SKIP LOCKED` and marks them
 //! claimed until a deadline, so exactly one instance delivers each attempt
 //! and a crashed instance's claim passes on when it runs out.
 
 use pad_core::webhook::{self, CreateWebhook, DeliveryOutcome, Webhook, WebhookDelivery};
-use pad_core::{Event, EventKind, Workspace};
+use pad_core::{Event, Workspace};
 use pad_store::{Actor, AttemptResult, DueDelivery, StoreError, StoreResult, WebhookTarget};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
@@ -19,18 +20,6 @@ const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.crea
 
 const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_code, error, duration_ms, outcome, at
     FROM webhook_deliveries";
-
-/// Queues the event this transaction just appended (its highest id in the
-/// transaction's id range, see `EVENTS_PER_TRANSACTION` in lib.rs) for every
-/// subscription of `$1` that wants `$2`: the outbox row commits or rolls back
-/// with the event (docs/webhooks.md, "Outbox").
-const ENQUEUE: &str = "INSERT INTO webhook_outbox (webhook_id, event_id, next_attempt_at)
-    SELECT w.id,
-        (SELECT max(id) FROM events WHERE id >= pg_current_xact_id()::text::bigint * 65536
-                                      AND id < (pg_current_xact_id()::text::bigint + 1) * 65536),
-        clock_timestamp()
-    FROM webhooks w
-    WHERE w.workspace_id = $1 AND (cardinality(w.event_types) = 0 OR $2 = ANY(w.event_types))";
 
 /// Claims the due heads of subscriptions. Only the oldest pending event of a
 /// subscription is eligible (in-order delivery), and only below the event
@@ -91,11 +80,6 @@ fn delivery_from_row(row: &PgRow) -> StoreResult<WebhookDelivery> {
         outcome: outcome.parse()?,
         at: row.get("at"),
     })
-}
-
-pub(crate) async fn enqueue(conn: &mut PgConnection, ws: i64, kind: EventKind) -> StoreResult<()> {
-    sqlx::query(ENQUEUE).bind(ws).bind(kind.as_str()).execute(&mut *conn).await.map_err(db)?;
-    Ok(())
 }
 
 pub(crate) async fn create(
