@@ -17,11 +17,12 @@ pub(crate) async fn has_users(s: &SqliteStore) -> StoreResult<bool> {
 }
 
 pub(crate) async fn list_workspaces(s: &SqliteStore, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
-    s.read(|c| {
+    let user_id = user.user_id;
+    s.read(move |c| {
         c.all(
             "SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id WHERE m.user_id = ?
              ORDER BY w.slug",
-            [user.user_id],
+            [user_id],
             |r| Ok((rows::workspace_from_row(r)?, rows::role(r)?)),
         )
     })
@@ -30,11 +31,12 @@ pub(crate) async fn list_workspaces(s: &SqliteStore, user: Actor) -> StoreResult
 
 pub(crate) async fn membership(s: &SqliteStore, user: Actor, slug: &str) -> StoreResult<(Workspace, Role)> {
     validate_slug("workspace", slug)?;
-    s.read(|c| {
+    let (user_id, key) = (user.user_id, slug.to_owned());
+    s.read(move |c| {
         c.opt(
             "SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id
              WHERE m.user_id = ? AND w.slug = ?",
-            (user.user_id, slug),
+            (user_id, &key),
             |r| Ok((rows::workspace_from_row(r)?, rows::role(r)?)),
         )
     })
@@ -43,11 +45,12 @@ pub(crate) async fn membership(s: &SqliteStore, user: Actor, slug: &str) -> Stor
 }
 
 pub(crate) async fn list_members(s: &SqliteStore, ws: &Workspace) -> StoreResult<Vec<Member>> {
-    s.read(|c| {
+    let ws_id = ws.id;
+    s.read(move |c| {
         c.all(
             "SELECT u.email, m.role, m.added_at FROM members m JOIN users u ON u.id = m.user_id
              WHERE m.workspace_id = ? ORDER BY m.added_at, u.id",
-            [ws.id],
+            [ws_id],
             |r| Ok(Member { email: r.col("email")?, role: rows::role(r)?, added_at: r.ts("added_at")? }),
         )
     })
@@ -59,12 +62,13 @@ pub(crate) async fn list_tokens(s: &SqliteStore, ws: &Workspace, user: Actor) ->
         "{} WHERE t.revoked_at IS NULL AND (t.workspace_id = ? OR t.user_id = ?) ORDER BY t.id",
         rows::TOKEN_SELECT
     );
-    s.read(|c| c.all(&sql, (ws.id, user.user_id), rows::token_from_row)).await
+    let params = (ws.id, user.user_id);
+    s.read(move |c| c.all(&sql, params, rows::token_from_row)).await
 }
 
 pub(crate) async fn get_token(s: &SqliteStore, id: i64) -> StoreResult<TokenInfo> {
     let sql = format!("{} WHERE t.revoked_at IS NULL AND t.id = ?", rows::TOKEN_SELECT);
-    s.read(|c| c.opt(&sql, [id], rows::token_from_row))
+    s.read(move |c| c.opt(&sql, [id], rows::token_from_row))
         .await?
         .ok_or_else(|| StoreError::not_found(format!("token {id}")))
 }
@@ -76,12 +80,13 @@ pub(crate) async fn revoke_token(s: &SqliteStore, id: i64) -> StoreResult<()> {
 }
 
 pub(crate) async fn authenticate(s: &SqliteStore, hash: &str) -> StoreResult<Option<Principal>> {
+    let hash = hash.to_owned();
     let found = s
-        .read(|c| {
+        .read(move |c| {
             c.opt(
                 "SELECT t.id AS token_id, t.last_used_at, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
                  FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL",
-                [hash],
+                [&hash],
                 |r| Ok((rows::principal_from_row(r)?, r.col::<Option<i64>>("last_used_at")?)),
             )
         })
@@ -100,7 +105,8 @@ pub(crate) async fn authenticate(s: &SqliteStore, hash: &str) -> StoreResult<Opt
 pub(crate) async fn user_by_email(s: &SqliteStore, email: &str) -> StoreResult<Option<User>> {
     validate::email("email", email)?;
     let email = email.to_lowercase();
-    let id = s.read(|c| c.opt("SELECT id FROM users WHERE email = ?", [&email], |r| r.col::<i64>(0))).await?;
+    let key = email.clone();
+    let id = s.read(move |c| c.opt("SELECT id FROM users WHERE email = ?", [&key], |r| r.col::<i64>(0))).await?;
     Ok(id.map(|id| User { id, email }))
 }
 
@@ -115,13 +121,13 @@ pub(crate) async fn create_session(s: &SqliteStore, token_id: i64, hash: &str, t
 }
 
 pub(crate) async fn authenticate_session(s: &SqliteStore, hash: &str) -> StoreResult<Option<Principal>> {
-    let now = micros(s.clock.read());
-    s.read(|c| {
+    let (hash, now) = (hash.to_owned(), micros(s.clock.read()));
+    s.read(move |c| {
         c.opt(
             "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
              FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
              WHERE s.hash = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND t.revoked_at IS NULL",
-            (hash, now),
+            (&hash, now),
             rows::principal_from_row,
         )
     })
@@ -136,8 +142,9 @@ pub(crate) async fn revoke_session(s: &SqliteStore, hash: &str) -> StoreResult<(
 }
 
 pub(crate) async fn list_kinds(s: &SqliteStore, ws: &Workspace) -> StoreResult<Vec<Kind>> {
-    s.read(|c| {
-        c.all("SELECT name, prefix FROM kinds WHERE workspace_id = ? ORDER BY rowid", [ws.id], |r| {
+    let ws_id = ws.id;
+    s.read(move |c| {
+        c.all("SELECT name, prefix FROM kinds WHERE workspace_id = ? ORDER BY rowid", [ws_id], |r| {
             Ok(Kind { name: r.col("name")?, prefix: r.col("prefix")? })
         })
     })

@@ -49,7 +49,7 @@ pub(crate) async fn events_where(
     }
     q.bind_in("e.type", filter.kinds.iter().map(|k| k.as_str().to_string()));
     q.push(" ORDER BY e.id LIMIT ").bind(i64::from(limit.clamp(1, 1000)));
-    s.read(|c| c.all_built(&q, event_from_row)).await
+    s.read(move |c| c.all_built(&q, event_from_row)).await
 }
 
 /// A row of `events` joined with its actor's `email`.

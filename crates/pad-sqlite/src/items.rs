@@ -15,7 +15,8 @@ use crate::{SqliteStore, Tx};
 pub(crate) async fn get_item(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Item> {
     let sql = format!("{ITEM_SELECT} WHERE i.workspace_id = ? AND i.prefix = ? AND i.number = ?");
     let now = s.clock.read();
-    s.read(|c| c.opt(&sql, (ws.id, &r.prefix, r.number), |row| item_from_row(row, now)))
+    let key = (ws.id, r.prefix.clone(), r.number);
+    s.read(move |c| c.opt(&sql, key, |row| item_from_row(row, now)))
         .await?
         .ok_or_else(|| StoreError::not_found(format!("item {r}")))
 }
@@ -64,13 +65,14 @@ pub(crate) async fn list_items(
             .push(") > 0)");
     }
     q.push(" ORDER BY i.id LIMIT ").bind(i64::from(limit) + 1);
-    let rows = s.read(|c| c.all_built(&q, |row| Ok((row.col::<i64>("id")?, item_from_row(row, now)?)))).await?;
+    let rows = s.read(move |c| c.all_built(&q, |row| Ok((row.col::<i64>("id")?, item_from_row(row, now)?)))).await?;
     shared::page(&rows, limit, |(id, item)| Ok((*id, item.clone())))
 }
 
 pub(crate) async fn history(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
-    s.read(|c| {
-        let id = find_id(c, ws, r)?;
+    let (ws_id, r) = (ws.id, r.clone());
+    s.read(move |c| {
+        let id = find_id(c, ws_id, &r)?;
         c.all(
             "SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id
              WHERE v.item_id = ? ORDER BY v.version DESC",
@@ -89,8 +91,9 @@ pub(crate) async fn history(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> Sto
 }
 
 pub(crate) async fn list_comments(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
-    s.read(|c| {
-        let id = find_id(c, ws, r)?;
+    let (ws_id, r) = (ws.id, r.clone());
+    s.read(move |c| {
+        let id = find_id(c, ws_id, &r)?;
         c.all(
             "SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id
              WHERE c.item_id = ? ORDER BY c.id",
@@ -108,10 +111,10 @@ pub(crate) async fn list_comments(s: &SqliteStore, ws: &Workspace, r: &ItemRef) 
     .await
 }
 
-fn find_id(c: &Connection, ws: &Workspace, r: &ItemRef) -> StoreResult<i64> {
+fn find_id(c: &Connection, ws_id: i64, r: &ItemRef) -> StoreResult<i64> {
     c.opt(
         "SELECT id FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?",
-        (ws.id, &r.prefix, r.number),
+        (ws_id, &r.prefix, r.number),
         |row| row.col(0),
     )?
     .ok_or_else(|| StoreError::not_found(format!("item {r}")))

@@ -81,12 +81,12 @@ pub(crate) async fn frontier(
     let now = s.clock.read();
     let mut q = Sql::new(ITEM_SELECT);
     push_frontier(&mut q, ws, &f, now, limit);
-    s.read(|c| c.all_built(&q, |row| item_from_row(row, now))).await
+    s.read(move |c| c.all_built(&q, |row| item_from_row(row, now))).await
 }
 
 pub(crate) async fn live_leases(s: &SqliteStore) -> StoreResult<Vec<(String, u64)>> {
     let now = micros(s.clock.read());
-    s.read(|c| {
+    s.read(move |c| {
         c.all(
             "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
              WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > ? GROUP BY w.slug ORDER BY w.slug",

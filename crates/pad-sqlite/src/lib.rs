@@ -145,7 +145,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             writer: Writer::start(conn, sync == Synchronous::Normal)?,
             _checkpointer: checkpointer,
-            readers: Readers::new(readers),
+            readers: Readers::start(readers)?,
             clock: Clock::new(wall),
         })
     }
@@ -163,7 +163,10 @@ impl SqliteStore {
     }
 
     /// Runs `f` on a read connection.
-    async fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
         self.readers.read(f).await
     }
 }

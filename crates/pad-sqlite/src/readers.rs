@@ -1,60 +1,67 @@
-//! The read connections (docs/operations.md, "SQLite writes: group commit"): a few
-//! read-only connections beside the writer. In WAL mode a reader sees the
-//! last committed state and never waits on the writer.
+//! The read connections (docs/operations.md, "SQLite writes: group commit"):
+//! a few read-only connections beside the writer, each owned by a thread of
+//! its own. In WAL mode a reader sees the last committed state and never
+//! waits on the writer. A read may scan a large workspace or wait on the
+//! disk, so it runs on these threads, never on the server's: and since the
+//! threads are fixed, so is the memory they hold.
 
-use std::sync::Mutex;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, mpsc};
 
 use pad_store::{StoreError, StoreResult};
 use rusqlite::Connection;
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
+
+type Job = Box<dyn FnOnce(&Connection) + Send>;
 
 pub(crate) struct Readers {
-    idle: Mutex<Vec<Connection>>,
-    free: Semaphore,
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
 }
 
 impl Readers {
-    pub(crate) fn new(conns: Vec<Connection>) -> Self {
-        Readers { free: Semaphore::new(conns.len()), idle: Mutex::new(conns) }
-    }
-
-    /// Runs `f` on an idle read connection, waiting for one if all are busy.
-    /// A read may scan a large workspace, so on a multi-threaded runtime the
-    /// worker thread hands its other tasks on while it runs.
-    pub(crate) async fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
-        let _permit = self.free.acquire().await.map_err(|_| StoreError::Unavailable("the store is closed".into()))?;
-        let lent =
-            Lent { readers: self, conn: Some(self.idle().pop().expect("a permit stands for an idle connection")) };
-        blocking(|| f(lent.conn.as_ref().expect("lent until dropped")))
-    }
-
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn close(&self) {
-        self.free.close();
-    }
-}
-
-/// A connection out of the idle list, put back however the read ends.
-struct Lent<'a> {
-    readers: &'a Readers,
-    conn: Option<Connection>,
-}
-
-impl Drop for Lent<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            self.readers.idle().push(c);
+    /// One thread per connection, all taking reads from one queue.
+    pub(crate) fn start(conns: Vec<Connection>) -> StoreResult<Self> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for (n, conn) in conns.into_iter().enumerate() {
+            let queue = Arc::clone(&queue);
+            std::thread::Builder::new()
+                .name(format!("pad-sqlite-read-{n}"))
+                .spawn(move || {
+                    loop {
+                        let next = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok(job) = next else { return };
+                        // A read that panics answers its caller with an
+                        // error (its reply is dropped); the thread goes on.
+                        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| job(&conn)));
+                    }
+                })
+                .map_err(|e| StoreError::Unavailable(format!("cannot start an SQLite reader: {e}")))?;
         }
+        Ok(Readers { jobs: Mutex::new(Some(jobs)) })
     }
-}
 
-/// Runs `f`, telling a multi-threaded tokio runtime that it blocks.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
+    /// Runs `f` on the next free read connection.
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let _ = reply.send(f(conn));
+        });
+        let sent = match self.jobs.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(jobs) => jobs.send(job).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err(StoreError::Unavailable("the store is closed".into()));
+        }
+        answer.await.map_err(|_| StoreError::Internal("a read failed without an answer".into()))?
+    }
+
+    /// Lets the reader threads end once the queued reads are done.
+    pub(crate) fn close(&self) {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }

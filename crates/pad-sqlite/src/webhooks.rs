@@ -83,7 +83,8 @@ pub(crate) async fn create(
 
 pub(crate) async fn list(s: &SqliteStore, ws: &Workspace) -> StoreResult<Vec<Webhook>> {
     let sql = format!("{WEBHOOK_SELECT} WHERE w.workspace_id = ? ORDER BY w.id");
-    s.read(|c| c.all(&sql, [ws.id], webhook_from_row)).await
+    let ws_id = ws.id;
+    s.read(move |c| c.all(&sql, [ws_id], webhook_from_row)).await
 }
 
 pub(crate) async fn delete(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<()> {
@@ -96,8 +97,9 @@ pub(crate) async fn delete(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreRes
 }
 
 pub(crate) async fn target(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
-    s.read(|c| {
-        c.opt("SELECT id, url, secret FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws.id), |r| {
+    let ws_id = ws.id;
+    s.read(move |c| {
+        c.opt("SELECT id, url, secret FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws_id), |r| {
             Ok(WebhookTarget { id: r.col("id")?, url: r.col("url")?, secret: r.col("secret")? })
         })
     })
@@ -113,7 +115,7 @@ pub(crate) async fn deliveries(
 ) -> StoreResult<Vec<WebhookDelivery>> {
     target(s, ws, id).await?;
     let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = ? ORDER BY id DESC LIMIT ?");
-    s.read(|c| c.all(&sql, (id, i64::from(limit.clamp(1, 500))), delivery_from_row)).await
+    s.read(move |c| c.all(&sql, (id, i64::from(limit.clamp(1, 500))), delivery_from_row)).await
 }
 
 pub(crate) async fn claim(s: &SqliteStore, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
@@ -121,7 +123,7 @@ pub(crate) async fn claim(s: &SqliteStore, limit: u32, hold_seconds: i64) -> Sto
     // takes the write lock.
     let now = micros(s.clock.read());
     let any = s
-        .read(|c| c.opt("SELECT id FROM webhook_outbox WHERE next_attempt_at <= ? LIMIT 1", [now], |_| Ok(())))
+        .read(move |c| c.opt("SELECT id FROM webhook_outbox WHERE next_attempt_at <= ? LIMIT 1", [now], |_| Ok(())))
         .await?;
     if any.is_none() {
         return Ok(Vec::new());
