@@ -1,6 +1,8 @@
 //! Items: their reads, and the item steps of the shared write flows
 //! (`pad_store::steps`), with their comments and history.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use pad_core::{Comment, Item, ItemFilter, ItemRef, Page, Status, Timestamp, Version, Workspace};
 use pad_store::steps::{ItemSteps, Locked, NewRow};
@@ -12,11 +14,16 @@ use crate::rows::{self, ITEM_SELECT, item_from_row};
 use crate::sql::{Col, Db, Sql, micros};
 use crate::{SqliteStore, Tx};
 
+/// [`ITEM_SELECT`] by ref and by id, built once: they run on every item read
+/// and at the end of most write flows.
+static ITEM_BY_REF: LazyLock<String> =
+    LazyLock::new(|| format!("{ITEM_SELECT} WHERE i.workspace_id = ? AND i.prefix = ? AND i.number = ?"));
+static ITEM_BY_ID: LazyLock<String> = LazyLock::new(|| format!("{ITEM_SELECT} WHERE i.id = ?"));
+
 pub(crate) async fn get_item(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Item> {
-    let sql = format!("{ITEM_SELECT} WHERE i.workspace_id = ? AND i.prefix = ? AND i.number = ?");
     let now = s.clock.read();
     let key = (ws.id, r.prefix.clone(), r.number);
-    s.read(move |c| c.opt(&sql, key, |row| item_from_row(row, now)))
+    s.read(move |c| c.opt(&ITEM_BY_REF, key, |row| item_from_row(row, now)))
         .await?
         .ok_or_else(|| StoreError::not_found(format!("item {r}")))
 }
@@ -149,8 +156,7 @@ impl ItemSteps for Tx {
     }
 
     async fn load_item(&mut self, id: i64, now: Timestamp) -> StoreResult<Item> {
-        let sql = format!("{ITEM_SELECT} WHERE i.id = ?");
-        self.conn().one(&sql, [id], |row| item_from_row(row, now))
+        self.conn().one(&ITEM_BY_ID, [id], |row| item_from_row(row, now))
     }
 
     async fn next_number(&mut self, ws: &Workspace, kind: &str) -> StoreResult<Option<(String, i64, Timestamp)>> {

@@ -3,10 +3,10 @@
 //! One rusqlite connection owns every write. A write flow takes it (callers
 //! queue in arrival order), runs inside a `SAVEPOINT` of the *batch*
 //! transaction — opened by the first flow with `BEGIN IMMEDIATE` — and
-//! gives the connection to the next flow. The committer thread then takes
-//! the connection and commits the whole batch: every flow that queued while
-//! a commit was running joins the next batch, so one commit (and, with
-//! `synchronous=full`, one fsync) serves them all.
+//! gives the connection to the next flow. Once nobody is queued, the whole
+//! batch commits: every flow that queued while a commit was running joins
+//! the next batch, so one commit (and, with `synchronous=full`, one fsync)
+//! serves them all.
 //!
 //! The guarantees: a flow's result is returned only after the `COMMIT` of
 //! its batch succeeded (acknowledged means committed); a flow that fails or
@@ -51,6 +51,13 @@ struct Signals {
 /// Counts a flow as queued until it holds the connection or gives up.
 struct Queued<'a>(&'a AtomicUsize);
 
+impl<'a> Queued<'a> {
+    fn join(queued: &'a AtomicUsize) -> Self {
+        queued.fetch_add(1, Ordering::AcqRel);
+        Queued(queued)
+    }
+}
+
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
@@ -67,7 +74,7 @@ impl Batching {
     /// Joins the open batch or opens one, then opens this flow's savepoint.
     fn enter(&mut self) -> StoreResult<watch::Receiver<Outcome>> {
         if self.batch.is_some() && self.conn.is_autocommit() {
-            self.abort(StoreError::Internal("the batch's transaction ended on an error".into()));
+            self.abort(ended_on_error());
         }
         if self.batch.is_none() {
             run(&self.conn, "BEGIN IMMEDIATE")?;
@@ -87,7 +94,7 @@ impl Batching {
         if let Err(e) = undone {
             self.abort(e);
         } else if self.conn.is_autocommit() {
-            self.abort(StoreError::Internal("the batch's transaction ended on an error".into()));
+            self.abort(ended_on_error());
         }
     }
 
@@ -104,16 +111,18 @@ impl Batching {
     /// Commits the open batch, if any, and tells its flows.
     fn commit(&mut self) {
         let Some(batch) = self.batch.take() else { return };
-        let outcome = if self.conn.is_autocommit() {
-            Err(StoreError::Internal("the batch's transaction ended on an error".into()))
-        } else {
-            run(&self.conn, "COMMIT")
-        };
+        let outcome = if self.conn.is_autocommit() { Err(ended_on_error()) } else { run(&self.conn, "COMMIT") };
         if outcome.is_err() && !self.conn.is_autocommit() {
             let _ = run(&self.conn, "ROLLBACK");
         }
         batch.send_replace(Some(outcome));
     }
+}
+
+/// SQLite rolled the batch's transaction back on its own (a statement failed
+/// in a way that ends the transaction, such as a full disk).
+fn ended_on_error() -> StoreError {
+    StoreError::Internal("the batch's transaction ended on an error".into())
 }
 
 /// Transaction control statements, from the statement cache like the rest.
@@ -138,10 +147,9 @@ impl Writer {
     /// Opens a write flow; `now` is read once the connection is held, so
     /// time order is commit order (`clock.rs`).
     pub(crate) async fn begin(&self, clock: &Clock) -> StoreResult<Tx> {
-        self.signals.queued.fetch_add(1, Ordering::AcqRel);
         let mut held = {
             // Queued until it holds the connection, even if the caller gives up.
-            let _queued = Queued(&self.signals.queued);
+            let _queued = Queued::join(&self.signals.queued);
             Arc::clone(&self.shared).lock_owned().await
         };
         match held.enter() {
