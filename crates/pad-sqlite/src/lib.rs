@@ -49,6 +49,7 @@ use pad_store::{
 use rusqlite::{Connection, OpenFlags};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
+pub use checkpoint::WAL_HARD_BYTES;
 use clock::Clock;
 use readers::Readers;
 use sql::db;
@@ -63,7 +64,7 @@ const READERS: usize = 4;
 
 /// How long a statement waits for another process's lock before the store
 /// answers "unavailable".
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct SqliteStore {
     writer: Writer,
@@ -139,13 +140,16 @@ impl SqliteStore {
         conn.pragma_update(None, "foreign_keys", "ON").map_err(db)?;
         // Checkpoints are the checkpointer's (`checkpoint.rs`), not the commits'.
         conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(db)?;
-        let checkpointer = checkpoint::Checkpointer::start(open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?, path)?;
+        let gate = checkpoint::Gate::default();
+        let writer = Writer::start(conn, sync == Synchronous::Normal, Arc::clone(&gate))?;
+        let checkpointer =
+            checkpoint::Checkpointer::start(open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?, path, writer.clone())?;
         let readers =
             (0..READERS).map(|_| open_conn(path, OpenFlags::SQLITE_OPEN_READ_ONLY)).collect::<StoreResult<Vec<_>>>()?;
         Ok(SqliteStore {
-            writer: Writer::start(conn, sync == Synchronous::Normal)?,
+            writer,
             _checkpointer: checkpointer,
-            readers: Readers::start(readers)?,
+            readers: Readers::start(readers, &gate)?,
             clock: Clock::new(wall),
         })
     }

@@ -12,6 +12,8 @@ use pad_store::{StoreError, StoreResult};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use crate::checkpoint::Gate;
+
 type Job = Box<dyn FnOnce(&Connection) + Send>;
 
 pub(crate) struct Readers {
@@ -20,11 +22,14 @@ pub(crate) struct Readers {
 
 impl Readers {
     /// One thread per connection, all taking reads from one queue.
-    pub(crate) fn start(conns: Vec<Connection>) -> StoreResult<Self> {
+    /// `gate`: held shared by each read, so the log can be truncated between
+    /// reads (`checkpoint.rs`).
+    pub(crate) fn start(conns: Vec<Connection>, gate: &Gate) -> StoreResult<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         for (n, conn) in conns.into_iter().enumerate() {
             let queue = Arc::clone(&queue);
+            let gate = Arc::clone(gate);
             std::thread::Builder::new()
                 .name(format!("pad-sqlite-read-{n}"))
                 .spawn(move || {
@@ -33,6 +38,7 @@ impl Readers {
                         let Ok(job) = next else { return };
                         // A read that panics answers its caller with an
                         // error (its reply is dropped); the thread goes on.
+                        let _reading = gate.read().unwrap_or_else(|p| p.into_inner());
                         let _ = std::panic::catch_unwind(AssertUnwindSafe(|| job(&conn)));
                     }
                 })

@@ -18,6 +18,7 @@
 //! a lone writer then pays no hand-over to the committer. Otherwise the
 //! commit runs on the committer's thread.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -27,12 +28,14 @@ use pad_store::{StoreError, StoreResult};
 use rusqlite::Connection;
 use tokio::sync::{Mutex, OwnedMutexGuard, watch};
 
+use crate::checkpoint::{self, Gate};
 use crate::clock::Clock;
 use crate::sql::db;
 
 /// A batch's outcome: `None` until its `COMMIT` ran.
 type Outcome = Option<StoreResult<()>>;
 
+#[derive(Clone)]
 pub(crate) struct Writer {
     shared: Arc<Mutex<Batching>>,
     signals: Arc<Signals>,
@@ -68,6 +71,10 @@ impl Drop for Queued<'_> {
 pub(crate) struct Batching {
     conn: Connection,
     batch: Option<watch::Sender<Outcome>>,
+    /// The WAL file, kept under its hard bound (`checkpoint.rs`).
+    wal: PathBuf,
+    /// Keeps pad's readers out while the log is truncated.
+    gate: Gate,
 }
 
 impl Batching {
@@ -77,12 +84,21 @@ impl Batching {
             self.abort(ended_on_error());
         }
         if self.batch.is_none() {
+            self.bound_wal();
             run(&self.conn, "BEGIN IMMEDIATE")?;
             self.batch = Some(watch::channel(None).0);
         }
         let done = self.batch.as_ref().map(watch::Sender::subscribe).expect("a batch is open");
         run(&self.conn, "SAVEPOINT flow")?;
         Ok(done)
+    }
+
+    /// Between batches, with no write open: a log past its hard bound is
+    /// emptied here before it may grow any further (`checkpoint.rs`, step 3).
+    fn bound_wal(&self) {
+        if checkpoint::wal_len(&self.wal) > checkpoint::WAL_HARD_BYTES {
+            checkpoint::truncate(&self.conn, &self.gate);
+        }
     }
 
     /// Undoes one flow: its savepoint only, unless the batch itself is gone.
@@ -133,8 +149,13 @@ fn run(conn: &Connection, sql: &str) -> StoreResult<()> {
 impl Writer {
     /// Takes `conn` (opened, with its pragmas set) and starts the committer.
     /// `inline`: commits do not wait on the disk (`synchronous=normal`).
-    pub(crate) fn start(conn: Connection, inline: bool) -> StoreResult<Self> {
-        let shared = Arc::new(Mutex::new(Batching { conn, batch: None }));
+    pub(crate) fn start(conn: Connection, inline: bool, gate: Gate) -> StoreResult<Self> {
+        let wal = checkpoint::wal_path(Path::new(conn.path().unwrap_or_default()));
+        // A log that restarts is cut back to the soft bound, so the file's
+        // size says how much log there is, not how much there once was.
+        conn.pragma_update_and_check(None, "journal_size_limit", checkpoint::WAL_SOFT_BYTES.cast_signed(), |_| Ok(()))
+            .map_err(db)?;
+        let shared = Arc::new(Mutex::new(Batching { conn, batch: None, wal, gate }));
         let (kick, kicks) = mpsc::channel();
         let committer = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -161,6 +182,15 @@ impl Writer {
                 Err(e)
             }
         }
+    }
+
+    /// Between two batches (the open one committed first), copies the log
+    /// into the database and empties it (`checkpoint.rs`, step 2). Blocks:
+    /// for the checkpointer's thread; writes queue on the writer meanwhile.
+    pub(crate) fn truncate_wal(&self) {
+        let mut held = self.shared.blocking_lock();
+        held.commit();
+        checkpoint::truncate(&held.conn, &held.gate);
     }
 
     /// Commits whatever is open, now.
@@ -245,7 +275,7 @@ mod tests {
         let path = dir.path().join("w.db");
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (k INTEGER PRIMARY KEY)").unwrap();
-        (Writer::start(conn, inline).unwrap(), path)
+        (Writer::start(conn, inline, crate::checkpoint::Gate::default()).unwrap(), path)
     }
 
     fn keys(path: &std::path::Path) -> Vec<i64> {
@@ -307,6 +337,34 @@ mod tests {
             done.iter().any(|(_, b, ok)| !ok && done.iter().any(|(_, b2, ok2)| *ok2 && b.same_channel(b2))),
             "a failed flow and a committed one shared a batch"
         );
+    }
+
+    /// The writer alone keeps the WAL under its hard bound: no checkpointer
+    /// runs here at all, and a reader keeps asking throughout, so nothing
+    /// depends on another thread getting time.
+    #[tokio::test]
+    async fn the_writer_alone_keeps_the_wal_under_its_hard_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let (w, path) = writer(&dir);
+        let reader = Connection::open(&path).unwrap();
+        let clock = Clock::default();
+        let wal = crate::checkpoint::wal_path(&path);
+        let blob = vec![7_u8; 64 * 1024];
+        let mut largest = 0;
+        // 40 MB written, ten times the hard bound.
+        for k in 0..640_i64 {
+            let tx = w.begin(&clock).await.unwrap();
+            tx.conn().exec("CREATE TABLE IF NOT EXISTS b (k INTEGER PRIMARY KEY, v BLOB)", []).unwrap();
+            tx.conn().exec("INSERT INTO b (k, v) VALUES (?, ?)", rusqlite::params![k, blob]).unwrap();
+            tx.commit().await.unwrap();
+            let n: i64 = reader.query_row("SELECT count(*) FROM b", [], |r| r.get(0)).unwrap();
+            assert_eq!(n, k + 1);
+            largest = largest.max(crate::checkpoint::wal_len(&wal));
+        }
+        // One batch (one 64 KiB row and its pages) may land past the bound before the next checks it.
+        let bound = crate::checkpoint::WAL_HARD_BYTES + 256 * 1024;
+        assert!(largest <= bound, "the WAL reached {largest} bytes; the bound is {bound}");
+        assert!(largest > crate::checkpoint::WAL_SOFT_BYTES, "the test wrote enough to need the bound ({largest})");
     }
 
     /// A flow dropped before it commits (a caller that went away) leaves
