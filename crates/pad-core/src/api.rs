@@ -616,9 +616,12 @@ pub struct FrontierQuery {
     pub parent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autonomous: Option<bool>,
-    /// Refs to skip, comma-separated.
+    /// Refs to skip, comma-separated (at most 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<String>,
+    /// Skip items whose last lease was taken with this session id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_session: Option<String>,
     /// At most this many, default 50; values outside 1..=500 are clamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[param(minimum = 1, maximum = 500)]
@@ -636,6 +639,7 @@ impl FrontierQuery {
             parent: self.parent.clone(),
             autonomous: self.autonomous.unwrap_or(false),
             exclude: list(&self.exclude),
+            skip_session: self.skip_session.clone(),
         }
     }
 }

@@ -138,6 +138,7 @@ impl FilterArgs {
             parent: self.parent.clone(),
             autonomous: self.autonomous,
             exclude: vec![],
+            skip_session: None,
         }
     }
 
@@ -151,6 +152,7 @@ impl FilterArgs {
             parent: self.parent.clone(),
             autonomous: Some(self.autonomous),
             exclude: None,
+            skip_session: None,
             limit,
         }
     }

@@ -741,6 +741,10 @@ pub(crate) fn push_frontier(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, f: 
             .push_bind(r.number)
             .push(")");
     }
+    if let Some(s) = &f.skip_session {
+        // The live or expired lease's session, else the last ended one's.
+        qb.push(" AND COALESCE(i.lease_session_id, i.last_lease_session_id) IS DISTINCT FROM ").push_bind(s.clone());
+    }
     qb.push(
         " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
            WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",

@@ -291,6 +291,10 @@ pub(crate) fn push_frontier(q: &mut Sql, ws: &Workspace, f: &ValidFrontierFilter
     for r in &f.exclude {
         q.push(" AND NOT (i.prefix = ").bind(r.prefix.clone()).push(" AND i.number = ").bind(r.number).push(")");
     }
+    if let Some(s) = &f.skip_session {
+        // The live or expired lease's session, else the last ended one's.
+        q.push(" AND COALESCE(i.lease_session_id, i.last_lease_session_id) IS NOT ").bind(s.clone());
+    }
     q.push(
         " AND NOT EXISTS (SELECT 1 FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
            WHERE ib.item_id = i.id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled'))",

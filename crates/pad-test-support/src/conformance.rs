@@ -101,6 +101,7 @@ macro_rules! conformance_suite {
             l17_claim_without_refresh_is_contention,
             l18_last_lease_shows_how_each_lease_ended,
             l11_claim_next_skips_excluded_refs,
+            l11_claim_next_skips_a_sessions_own_work,
             items_list_by_parent_and_open_blockers,
             events_filter_by_ref_and_type,
             events_are_gap_free_under_concurrent_writers,
@@ -1771,6 +1772,45 @@ pub async fn l11_claim_next_skips_excluded_refs(store: Arc<dyn Store>) {
     let bad = FrontierFilter { exclude: vec!["nope".into()], ..Default::default() };
     let e = f.store.frontier(&f.ws, &bad, 10).await.unwrap_err();
     assert!(matches!(&e, StoreError::Validation(v) if v.field == "exclude[0]"), "{e:?}");
+}
+
+/// L11: with `skip_session`, claim-next and frontier pass over items whose
+/// last lease had that session id, however it ended (released, expired):
+/// a drain's finished work, without a list that grows with it. Other
+/// sessions still see them. `exclude` takes up to 500 refs, not one more.
+pub async fn l11_claim_next_skips_a_sessions_own_work(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    for t in ["a", "b", "c"] {
+        f.item(t).await;
+    }
+    let mine = FrontierFilter { skip_session: Some("drain-1".into()), ..Default::default() };
+    let req = ClaimRequest { session_id: Some("drain-1".into()), ..f.claim("w", 60) };
+    let (a, _) = f.store.claim_next(&f.ws, &mine, &req).await.unwrap().unwrap();
+    assert_eq!(a.item_ref.to_string(), "TASK-1");
+    f.store.release(&f.ws, &a.item_ref, &f.release("w")).await.unwrap();
+    let short = ClaimRequest { ttl_seconds: Some(1), ..req.clone() };
+    let (b, _) = f.store.claim_next(&f.ws, &mine, &short).await.unwrap().unwrap();
+    assert_eq!(b.item_ref.to_string(), "TASK-2", "the released item is this session's done work");
+    // TASK-2's lease runs out unrecorded: still this session's.
+    pass(Duration::from_millis(1100)).await;
+    assert_eq!(refs(&f.store.frontier(&f.ws, &mine, 10).await.unwrap()), ["TASK-3"]);
+    let (c, _) = f.store.claim_next(&f.ws, &mine, &req).await.unwrap().unwrap();
+    assert_eq!(c.item_ref.to_string(), "TASK-3");
+    f.store.release(&f.ws, &c.item_ref, &f.release("w")).await.unwrap();
+    assert!(f.store.claim_next(&f.ws, &mine, &req).await.unwrap().is_none());
+    let other = FrontierFilter { skip_session: Some("drain-2".into()), ..Default::default() };
+    assert_eq!(refs(&f.store.frontier(&f.ws, &other, 10).await.unwrap()), ["TASK-1", "TASK-2", "TASK-3"]);
+    // One limit for exclude: 500 is taken, 501 is refused and names the field.
+    let refs_of = |n: usize| (1..=n).map(|i| format!("TASK-{}", i + 10)).collect::<Vec<_>>();
+    let at_limit = FrontierFilter { exclude: refs_of(pad_core::EXCLUDE_MAX), ..Default::default() };
+    assert_eq!(f.store.frontier(&f.ws, &at_limit, 10).await.unwrap().len(), 3);
+    let past = FrontierFilter { exclude: refs_of(pad_core::EXCLUDE_MAX + 1), ..Default::default() };
+    let e = f.store.claim_next(&f.ws, &past, &req).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Validation(v) if v.field == "exclude" && v.message.contains("500")), "{e:?}");
+    let bad = FrontierFilter { skip_session: Some(String::new()), ..Default::default() };
+    assert!(
+        matches!(f.store.frontier(&f.ws, &bad, 10).await, Err(StoreError::Validation(v)) if v.field == "skip_session")
+    );
 }
 
 /// `parent` on list, `blocked_by_open`, and atomic blocker edits.

@@ -665,6 +665,10 @@ pub struct DrainArgs {
     /// Run at most one item and exit with its code, like `pad run`
     #[arg(long, conflicts_with = "max")]
     pub once: bool,
+    /// This drain's session id, on every lease it takes; items whose last lease
+    /// had it are not claimed again [default: a random one]
+    #[arg(long, value_name = "SESSION")]
+    pub session: Option<String>,
     #[command(flatten)]
     pub worker: WorkerArgs,
     // Last: its help heading would cover the options after it.

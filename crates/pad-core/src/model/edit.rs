@@ -96,14 +96,16 @@ pub(super) fn check_labels(field: &str, labels: &[String]) -> Result<Vec<String>
     Ok(out)
 }
 
-pub(super) fn check_refs(field: &str, refs: &[String]) -> Result<Vec<ItemRef>, ValidationError> {
-    if refs.len() > BLOCKED_BY_MAX {
-        return Err(ValidationError::new(field, format!("at most {BLOCKED_BY_MAX} items (got {})", refs.len())));
+/// At most `max` refs, parsed, duplicates dropped (first one kept).
+pub(super) fn check_refs(field: &str, refs: &[String], max: usize) -> Result<Vec<ItemRef>, ValidationError> {
+    if refs.len() > max {
+        return Err(ValidationError::new(field, format!("at most {max} refs (got {})", refs.len())));
     }
+    let mut seen = std::collections::HashSet::with_capacity(refs.len());
     let mut out: Vec<ItemRef> = Vec::with_capacity(refs.len());
     for (i, r) in refs.iter().enumerate() {
         let r = ItemRef::parse_field(&format!("{field}[{i}]"), r)?;
-        if !out.contains(&r) {
+        if seen.insert(r.clone()) {
             out.push(r);
         }
     }
@@ -137,7 +139,7 @@ impl NewItem {
         validate_kind_name("kind", &kind)?;
         let labels = check_labels("labels", &self.labels)?;
         let parent = self.parent.as_deref().map(|p| ItemRef::parse_field("parent", p)).transpose()?;
-        let blocked_by = check_refs("blocked_by", &self.blocked_by)?;
+        let blocked_by = check_refs("blocked_by", &self.blocked_by, BLOCKED_BY_MAX)?;
         if let Some(a) = &self.assignee {
             validate::email("assignee", a)?;
         }
@@ -279,9 +281,9 @@ impl ItemPatch {
             Some(None) => Some(None),
             Some(Some(p)) => Some(Some(ItemRef::parse_field("parent", p)?)),
         };
-        let blocked_by = self.blocked_by.as_deref().map(|b| check_refs("blocked_by", b)).transpose()?;
-        let add_blocked_by = check_refs("add_blocked_by", &self.add_blocked_by)?;
-        let remove_blocked_by = check_refs("remove_blocked_by", &self.remove_blocked_by)?;
+        let blocked_by = self.blocked_by.as_deref().map(|b| check_refs("blocked_by", b, BLOCKED_BY_MAX)).transpose()?;
+        let add_blocked_by = check_refs("add_blocked_by", &self.add_blocked_by, BLOCKED_BY_MAX)?;
+        let remove_blocked_by = check_refs("remove_blocked_by", &self.remove_blocked_by, BLOCKED_BY_MAX)?;
         if let Some(Some(a)) = &self.assignee {
             validate::email("assignee", a)?;
         }

@@ -64,10 +64,15 @@ pub struct FrontierFilter {
     /// Skip work marked `needs-human`: what autonomous workers should set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub autonomous: bool,
-    /// Skip these refs (at most 500): work a drain will not run again.
+    /// Skip these refs (at most 500).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(schema_with = exclude_schema)]
     pub exclude: Vec<String>,
+    /// Skip items whose last lease was taken with this session id: the work
+    /// a drain session has already done, however much (docs/leases.md,
+    /// "Draining").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_session: Option<String>,
 }
 
 /// A [`FrontierFilter`] after validation.
@@ -80,6 +85,7 @@ pub struct ValidFrontierFilter {
     pub min_priority: Option<Priority>,
     pub parent: Option<ItemRef>,
     pub exclude: Vec<ItemRef>,
+    pub skip_session: Option<String>,
 }
 
 /// The most refs a frontier filter may exclude.
@@ -105,13 +111,18 @@ impl FrontierFilter {
             without_labels.push(NEEDS_HUMAN.to_string());
         }
         let parent = self.parent.as_deref().map(|p| ItemRef::parse_field("parent", p)).transpose()?;
-        if self.exclude.len() > EXCLUDE_MAX {
-            return Err(ValidationError::new(
-                "exclude",
-                format!("at most {EXCLUDE_MAX} refs (got {})", self.exclude.len()),
-            ));
+        let exclude = check_refs("exclude", &self.exclude, EXCLUDE_MAX)?;
+        if let Some(s) = &self.skip_session {
+            crate::validate::validate_name("skip_session", s)?;
         }
-        let exclude = check_refs("exclude", &self.exclude)?;
-        Ok(ValidFrontierFilter { kinds, labels, without_labels, min_priority: self.min_priority, parent, exclude })
+        Ok(ValidFrontierFilter {
+            kinds,
+            labels,
+            without_labels,
+            min_priority: self.min_priority,
+            parent,
+            exclude,
+            skip_session: self.skip_session.clone(),
+        })
     }
 }

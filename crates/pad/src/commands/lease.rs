@@ -136,6 +136,7 @@ pub fn filter(f: FilterArgs) -> FrontierFilter {
         parent: f.parent.map(|r| r.to_string()),
         autonomous: f.autonomous,
         exclude: f.exclude.iter().map(ToString::to_string).collect(),
+        skip_session: None,
     }
 }
 
@@ -150,6 +151,7 @@ pub fn frontier_query(f: &FrontierFilter) -> FrontierQuery {
         parent: f.parent.clone(),
         autonomous: f.autonomous.then_some(true),
         exclude: joined(&f.exclude),
+        skip_session: f.skip_session.clone(),
         limit: None,
     }
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use pad_client::Client;
 use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, ReleaseBody, RenewBody};
-use pad_core::{EXCLUDE_MAX, FrontierFilter, ItemRef, Lease, Status};
+use pad_core::{FrontierFilter, ItemRef, Lease, Status};
 use serde::Serialize;
 use tokio::process::Command;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -88,20 +88,22 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let max = if a.once { Some(1) } else { a.max };
     let mut report = Report::new(ctx.format, true);
     let mut last = None;
-    // Items this drain has run: it never claims one of them again (no churn,
-    // docs/leases.md). A failed one is the next drain's, after its backoff.
-    let mut ran_refs: Vec<ItemRef> = Vec::new();
+    // Every lease of this drain carries its session id, and claim-next
+    // skips items whose last lease had it: the drain never runs an item
+    // twice (no churn), and what it sends does not grow with what it has
+    // done (docs/leases.md, "Draining"). A failed item is the next drain's.
+    let session = a.session.unwrap_or_else(new_session_id);
+    filter.skip_session = Some(session.clone());
     let stopped = loop {
         if max.is_some_and(|max| report.total() >= max) || signals.pending().await.is_some() {
             break Ok(());
         }
         report.claiming();
-        let granted = match next_item(&worker, &filter, &ran_refs).await {
+        let granted = match next_item(&worker, &filter, &session).await {
             Ok(Some(granted)) => granted,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         };
-        ran_refs.push(granted.item_ref.clone());
         let ran = match supervise(&worker, granted, &mut signals, &mut report).await {
             Ok(ran) => ran,
             // CMD could not start, or the server refused something that
@@ -124,19 +126,13 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     }
 }
 
-/// Claims the best ready item this drain has not run yet: one request.
-async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, ran: &[ItemRef]) -> Result<Option<Granted>, CliError> {
+/// Claims the best ready item this drain has not run yet: one request, the
+/// same size for the first item as for the ten-thousandth.
+async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, session: &str) -> Result<Option<Granted>, CliError> {
     let body = ClaimNextBody {
-        // The server takes a bounded list: the most recent runs matter most
-        // (an earlier failure is backing off anyway).
-        filter: FrontierFilter {
-            exclude: ran.iter().rev().take(EXCLUDE_MAX).map(ToString::to_string).collect(),
-            ..filter.clone()
-        },
+        filter: filter.clone(),
         holder: w.holder.clone(),
-        // A session per item: each run is its own, in the events and in
-        // what the next claimant is told.
-        session_id: Some(new_session_id()),
+        session_id: Some(session.to_string()),
         ttl_seconds: w.ttl_seconds,
         note: None,
     };

@@ -479,3 +479,118 @@ fn claim_next_prints_the_lease_and_the_handoff_note() {
     let v: Value = serde_json::from_slice(&none.stdout).unwrap();
     assert_eq!((v["item"].is_null(), v["lease"].is_null()), (true, true));
 }
+
+// --- Drains of any length ------------------------------------------------------
+
+/// A loopback proxy that records, for every request it forwards, its request
+/// line and body length: what a client sends, seen from the wire.
+struct Recorder {
+    url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, usize)>>>,
+}
+
+impl Recorder {
+    fn start(target: &str) -> Recorder {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        let target = target.trim_start_matches("http://").trim_end_matches('/').to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { return };
+                let Ok(mut server) = TcpStream::connect(&target) else { return };
+                let (mut client_r, mut server_w) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let log = std::sync::Arc::clone(&log);
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0_u8; 16 * 1024];
+                    while let Ok(n) = client_r.read(&mut chunk) {
+                        if n == 0 || server_w.write_all(&chunk[..n]).is_err() {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        // Every complete request in the buffer: line and body length.
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                            let len = head
+                                .lines()
+                                .find_map(|l| {
+                                    let (k, v) = l.split_once(':')?;
+                                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
+                                })
+                                .unwrap_or(0);
+                            if buf.len() < end + 4 + len {
+                                break;
+                            }
+                            let line = head.lines().next().unwrap_or_default().to_string();
+                            log.lock().unwrap().push((line, len));
+                            buf.drain(..end + 4 + len);
+                        }
+                    }
+                    let _ = server_w.shutdown(std::net::Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut server, &mut client);
+                    let _ = client.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Recorder { url, seen }
+    }
+}
+
+/// A drain of any length: 10 000 ready items, each run exactly once, the
+/// user's `--exclude` honoured to the end, and every claim-next the drain
+/// sends the same size as its first (nothing grows with the work done).
+#[test]
+fn a_drain_of_ten_thousand_items_runs_each_once_and_sends_the_same_claim_every_time() {
+    const N: usize = 10_000;
+    let s = TestServer::start();
+    let refs = block_on(async {
+        let c = client(&s);
+        let mut refs = Vec::with_capacity(N);
+        // Created concurrently: the store's group commit takes them in batches.
+        for chunk in (0..N).collect::<Vec<_>>().chunks(200) {
+            let mut made = tokio::task::JoinSet::new();
+            for &i in chunk {
+                let c = c.clone();
+                made.spawn(async move {
+                    let new = NewItem { title: format!("item {i}"), ..NewItem::default() };
+                    (i, c.create_item(WS, &new).await.unwrap().item_ref.to_string())
+                });
+            }
+            let mut made = made.join_all().await;
+            made.sort();
+            refs.extend(made.into_iter().map(|(_, r)| r));
+        }
+        refs
+    });
+    let (skip_a, skip_b) = (refs[3].clone(), refs[N - 2].clone());
+    let proxy = Recorder::start(&s.url);
+    let ran = tempfile::NamedTempFile::new().unwrap();
+    let out = s
+        .pad()
+        .env("PAD_URL", &proxy.url)
+        .env("PAD_TOKEN", &s.token)
+        .args(["drain", "--exclude", &format!("{skip_a},{skip_b}"), "--format", "json", "--", "sh", "-c"])
+        .arg(format!("echo \"$PAD_REF\" >> {}", ran.path().display()))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let lines = std::fs::read_to_string(ran.path()).unwrap();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for l in lines.lines() {
+        *counts.entry(l).or_default() += 1;
+    }
+    assert_eq!(counts.len(), N - 2, "every item but the two excluded ran");
+    assert!(counts.values().all(|&c| c == 1), "no item ran twice");
+    assert!(!counts.contains_key(skip_a.as_str()) && !counts.contains_key(skip_b.as_str()), "--exclude honoured");
+    let seen = proxy.seen.lock().unwrap();
+    let claims: Vec<usize> =
+        seen.iter().filter(|(line, _)| line.contains("/claim-next")).map(|&(_, len)| len).collect();
+    assert_eq!(claims.len(), N - 2 + 1, "one claim per item, and the last one finds nothing");
+    assert!(claims.iter().all(|&len| len == claims[0]), "every claim-next is {} bytes, as the first", claims[0]);
+}
