@@ -9,6 +9,7 @@ pub mod authz;
 pub mod lease;
 pub mod model;
 pub mod settings;
+pub mod stop;
 pub mod validate;
 pub mod webhook;
 

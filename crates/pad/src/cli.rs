@@ -71,6 +71,10 @@ pub enum Command {
     /// Claim ready items one after another and run a command on each
     #[command(after_help = DRAIN_EXIT_CODES)]
     Drain(DrainArgs),
+    /// Run a side effect (a push, a deploy) only while a lease is live, and stop it
+    /// before the lease can expire
+    #[command(after_help = GUARD_HELP)]
+    Guard(GuardArgs),
     /// Print the workspace's events as they happen (Ctrl-C stops)
     Watch(WatchArgs),
     /// Write a workspace's items, with comments, history and links, as JSON Lines
@@ -612,6 +616,14 @@ fn positive_seconds(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A duration of whole seconds where nothing (`0s`) is a fair answer.
+fn seconds_or_zero(s: &str) -> Result<u64, String> {
+    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+        return Ok(0);
+    }
+    ttl::parse(s)
+}
+
 /// The codes pad exits with itself: `--exit-code-map` may not map onto them.
 pub const PAD_EXIT_CODES: [i32; 8] = [1, 2, 3, 4, 5, 7, 8, 124];
 
@@ -641,6 +653,39 @@ impl ExitCodeMap {
     pub fn get(&self, code: i32) -> i32 {
         self.0.iter().rev().find(|(from, _)| *from == code).map_or(code, |(_, to)| *to)
     }
+}
+
+/// `pad guard --help`.
+const GUARD_HELP: &str = "\
+Inside `pad run` or `pad drain` the lease comes from the environment (PAD_REF,
+PAD_LEASE_ID, PAD_HOLDER, PAD_WORKSPACE, PAD_KILL_AFTER): `pad guard -- git push`.
+Elsewhere name it: `pad guard --ref TASK-5 --lease-id 42 --holder ci-7 -- CMD`.
+Exit codes:
+  N  CMD exited N (128 + S when signal S ended it)
+  7  the lease is not live at that handle, has less than --min-left, or was lost
+     while CMD ran (CMD was stopped before the lease could expire); or CMD never ran
+  8  the server could not be reached to check the lease: CMD never ran";
+
+/// `pad guard`: fenced side effects (docs/leases.md, "pad guard").
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    /// The leased item
+    #[arg(long = "ref", env = "PAD_REF", hide_env_values = true, value_name = "REF")]
+    pub item_ref: ItemRef,
+    /// The lease's handle
+    #[arg(long, env = "PAD_LEASE_ID", hide_env_values = true, value_name = "ID")]
+    pub lease_id: i64,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Run CMD only if at least this long is left before it would have to be stopped
+    #[arg(long, value_name = "DURATION", value_parser = seconds_or_zero, default_value = "0s")]
+    pub min_left: u64,
+    /// How long CMD has to exit after SIGTERM before SIGKILL
+    #[arg(long, env = "PAD_KILL_AFTER", value_name = "DURATION", value_parser = ttl::parse, default_value = "10s")]
+    pub kill_after: u64,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]

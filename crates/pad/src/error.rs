@@ -11,6 +11,10 @@ pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_CONFIG: i32 = 3;
 /// Not found, and `claim-next` with nothing ready (README.md).
 pub const EXIT_NOT_FOUND: i32 = 5;
+/// `lease_held`, `lease_lost`: taken by another, or lost (README.md).
+pub const EXIT_CONFLICT: i32 = 7;
+/// `unavailable`, `rate_limited`: worth another try.
+pub const EXIT_UNAVAILABLE: i32 = 8;
 
 /// The server this process talks to and where that came from, e.g.
 /// "http://127.0.0.1:7777 (from profile `default`)", set once when the
@@ -50,8 +54,8 @@ pub fn json_envelope(message: &str, exit: i32) -> serde_json::Value {
         EXIT_CONFIG => "config_error",
         4 => "unauthorized",
         EXIT_NOT_FOUND => "not_found",
-        7 => "conflict",
-        8 => "unavailable",
+        EXIT_CONFLICT => "conflict",
+        EXIT_UNAVAILABLE => "unavailable",
         _ => "internal_error",
     };
     serde_json::json!({ "error": { "code": code, "message": message, "details": {} } })

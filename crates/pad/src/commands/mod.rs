@@ -6,6 +6,8 @@ mod auth;
 mod bench;
 mod db;
 mod group;
+mod guard;
+mod heartbeat;
 mod item;
 mod lease;
 mod mcp;
@@ -47,6 +49,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Auth(cmd) => auth::run(&ctx()?, cmd).await,
         Command::Run(args) => run::run(&ctx()?, args).await,
         Command::Drain(args) => run::drain(&ctx()?, args).await,
+        Command::Guard(args) => guard::run(&ctx()?, args).await,
         Command::Watch(args) => watch::run(&ctx()?, args).await,
         Command::Export(args) => transfer::export(&ctx()?, args).await,
         Command::Import(args) => transfer::import(&ctx()?, args).await,

@@ -22,26 +22,21 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use pad_client::Client;
-use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, ReleaseBody, RenewBody};
+use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, ReleaseBody};
 use pad_core::{FrontierFilter, ItemRef, Lease, Status};
 use serde::Serialize;
 use tokio::process::Command;
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::time::{Instant, sleep_until, timeout_at};
+use tokio::time::{Instant, sleep_until};
 
 use super::group::Group;
+use super::heartbeat::{self, Held};
 use super::lease::{filter, handoff_line};
 use super::{Ctx, about};
 use crate::cli::{DrainArgs, ExitCodeMap, RunArgs, WorkerArgs};
-use crate::error::{CliError, EXIT_NOT_FOUND};
+use crate::error::{CliError, EXIT_CONFLICT, EXIT_NOT_FOUND};
 use crate::output::{Format, timestamp};
 
-/// The pause before another try when a renewal could not reach the server.
-const RENEW_RETRY: Duration = Duration::from_secs(1);
-/// `lease_held`, `lease_lost`: a renewal or a fenced write refused for good.
-const EXIT_CONFLICT: i32 = 7;
-/// `unavailable`, `rate_limited`: worth another try while the lease lasts.
-const EXIT_UNAVAILABLE: i32 = 8;
 /// `pad run` when `--timeout` stopped CMD (as `timeout(1)` does).
 pub const EXIT_TIMED_OUT: i32 = 124;
 
@@ -173,6 +168,10 @@ impl<'a> Worker<'a> {
         if a.command.is_empty() {
             return Err(CliError::usage("no command given after --"));
         }
+        let kill_after = Duration::from_secs(a.kill_after);
+        if let Some(ttl) = a.ttl.seconds() {
+            heartbeat::check_room(Duration::from_secs(ttl.seconds().max(0).unsigned_abs()), kill_after)?;
+        }
         Ok(Worker {
             client: ctx.client()?,
             ws: ctx.ws(),
@@ -295,6 +294,11 @@ async fn supervise(w: &Worker<'_>, g: Granted, signals: &mut Signals, report: &m
         ran.signal = Some(sig);
         return Ok(ran);
     }
+    // The workspace's default TTL is known only now (S2: room to renew).
+    if let Err(e) = heartbeat::check_room(Duration::from_secs(g.lease.ttl_seconds.into()), w.kill_after) {
+        release(w, &g).await;
+        return Err(e);
+    }
     report.start(&g.item_ref, g.lease.epoch);
     let mut group = match spawn(w, &g) {
         Ok(group) => group,
@@ -305,7 +309,14 @@ async fn supervise(w: &Worker<'_>, g: Granted, signals: &mut Signals, report: &m
     };
     // Polled beside the child rather than spawned, so it ends (and any
     // renewal in flight is dropped) the moment the item is over.
-    let mut heartbeat = std::pin::pin!(keep_alive(w, &g));
+    let mut heartbeat = std::pin::pin!(heartbeat::keep_alive(Held {
+        client: &w.client,
+        ws: w.ws,
+        item_ref: &g.item_ref,
+        lease: &g.lease,
+        sent: g.at,
+        kill_after: w.kill_after,
+    }));
     let deadline = w.timeout.map(|t| started + t);
     let mut lost: Option<CliError> = None;
     let mut timed_out = false;
@@ -463,7 +474,13 @@ fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
         .env("PAD_REF", g.item_ref.to_string())
         .env("PAD_LEASE_EPOCH", g.lease.epoch.to_string())
         .env("PAD_HOLDER", &g.lease.holder)
-        .env("PAD_SESSION_ID", g.lease.session_id.as_deref().unwrap_or_default());
+        .env("PAD_SESSION_ID", g.lease.session_id.as_deref().unwrap_or_default())
+        // What `pad guard` needs inside CMD (docs/leases.md, "pad guard").
+        .env("PAD_LEASE_ID", g.lease.lease_id.to_string())
+        .env("PAD_LEASE_EXPIRES_AT", g.lease.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .env("PAD_WORKSPACE", w.ws)
+        .env(super::guard::IN_LEASE_GROUP, "1")
+        .env("PAD_KILL_AFTER", format!("{}s", w.kill_after.as_secs()));
     if w.json {
         // pad's JSON lines own stdout; CMD's output goes with the messages.
         let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
@@ -474,53 +491,6 @@ fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
         let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
         CliError::new(code, format!("cannot run `{}`: {e}", program.to_string_lossy()))
     })
-}
-
-/// Renews the lease every third of its TTL for as long as it can, and
-/// answers why it could not: it only returns once the lease is lost.
-///
-/// A refusal (`lease_lost`, `lease_held`, a revoked token) is final. A server
-/// out of reach is tried again every second until the lease would have
-/// expired by our own conservative reckoning, since a renewal that lands
-/// before then still keeps it.
-async fn keep_alive(w: &Worker<'_>, g: &Granted) -> CliError {
-    let r = g.item_ref.to_string();
-    let ttl = Duration::from_secs(g.lease.ttl_seconds.into());
-    let period = ttl / 3;
-    let body = RenewBody {
-        epoch: Some(g.lease.epoch),
-        lease_id: Some(g.lease.lease_id),
-        holder: Some(g.lease.holder.clone()),
-        ttl_seconds: None,
-        note: None,
-    };
-    let mut expires = g.at + ttl;
-    let mut next = g.at + period;
-    let mut failure = None;
-    loop {
-        sleep_until(next).await;
-        let sent = Instant::now();
-        match timeout_at(expires, w.client.renew(w.ws, &r, &body)).await {
-            Ok(Ok(_)) => {
-                (expires, next, failure) = (sent + ttl, sent + period, None);
-                continue;
-            }
-            Ok(Err(e)) if e.exit_code() == EXIT_UNAVAILABLE => {
-                eprintln!("pad: could not renew the lease on {r}, will retry: {e}");
-                failure = Some(e.to_string());
-                next = (Instant::now() + RENEW_RETRY).min(expires);
-            }
-            Ok(Err(e)) => return CliError::for_item(&g.item_ref, e),
-            Err(_elapsed) => {}
-        }
-        if Instant::now() >= expires {
-            let why = failure.map(|f| format!(" ({f})")).unwrap_or_default();
-            return CliError::new(
-                EXIT_CONFLICT,
-                format!("lease on {r} lost: it expired before the server could be reached to renew it{why}"),
-            );
-        }
-    }
 }
 
 /// Gives the lease back. Failing to is reported, not fatal: the lease
@@ -544,7 +514,7 @@ async fn release(w: &Worker<'_>, g: &Granted) {
 }
 
 /// The shell's convention: the exit code, or 128 + the signal that ended it.
-fn exit_code(status: ExitStatus) -> i32 {
+pub(super) fn exit_code(status: ExitStatus) -> i32 {
     status.code().or(status.signal().map(|sig| 128 + sig)).unwrap_or(1)
 }
 
@@ -554,7 +524,7 @@ fn new_session_id() -> String {
 
 /// SIGINT and SIGTERM, caught so that they reach CMD's group, and the lease
 /// is released after it stops, instead of ending pad with the lease held.
-struct Signals {
+pub(super) struct Signals {
     interrupt: Signal,
     terminate: Signal,
     /// The last one received: the drain stops, and nothing is marked done.
@@ -562,7 +532,7 @@ struct Signals {
 }
 
 impl Signals {
-    fn catch() -> Result<Self, CliError> {
+    pub(super) fn catch() -> Result<Self, CliError> {
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
@@ -570,7 +540,7 @@ impl Signals {
         })
     }
 
-    async fn recv(&mut self) -> i32 {
+    pub(super) async fn recv(&mut self) -> i32 {
         let sig = tokio::select! {
             _ = self.interrupt.recv() => libc::SIGINT,
             _ = self.terminate.recv() => libc::SIGTERM,

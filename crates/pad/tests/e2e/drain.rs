@@ -187,7 +187,10 @@ fn run_keeps_the_lease_alive_and_releases_it_at_exit() {
     let env_file = s.home.join("env.txt");
     let script =
         format!("echo \"$PAD_REF $PAD_LEASE_EPOCH $PAD_HOLDER $PAD_SESSION_ID\" > {}; sleep 10", env_file.display());
-    let mut run = spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sh", "-c", &script]);
+    let mut run = spawn_run(
+        &s,
+        &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script],
+    );
 
     wait_for("the lease", Duration::from_secs(5), || show(&s, &r).get("lease").is_some());
     let first = show(&s, &r)["lease"].clone();
@@ -222,7 +225,8 @@ fn run_keeps_the_lease_alive_and_releases_it_at_exit() {
 fn a_killed_run_frees_the_item_when_its_lease_expires() {
     let s = TestServer::start();
     let r = create(&s, "crashy job");
-    let mut run = spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sleep", "5"]);
+    let mut run =
+        spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sleep", "5"]);
     wait_for("the lease", Duration::from_secs(5), || show(&s, &r).get("lease").is_some());
     run.kill().unwrap(); // SIGKILL: no release, no more renewals
     run.wait().unwrap();
@@ -248,7 +252,10 @@ fn a_broken_lease_stops_the_child_and_run_exits_7() {
     let r = create(&s, "stuck job");
     let flag = s.home.join("term.txt");
     let script = format!("trap \"echo got-term > {}; exit 0\" TERM; while true; do sleep 0.1; done", flag.display());
-    let run = spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sh", "-c", &script]);
+    let run = spawn_run(
+        &s,
+        &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script],
+    );
     wait_for("the lease", Duration::from_secs(5), || show(&s, &r).get("lease").is_some());
 
     let broke = s.pad_output(["item", "release", &r, "--force", "--reason", "stuck for hours"]);

@@ -13,6 +13,7 @@ mod db_faults;
 mod dbmove;
 mod drain;
 mod events;
+mod fencing;
 mod first_start;
 mod logs;
 mod mcp;

@@ -132,7 +132,8 @@ fn a_lost_lease_stops_the_whole_group_and_leftovers_are_stopped_at_exit() {
     let dir = s.home.join("lost");
     std::fs::create_dir(&dir).unwrap();
     let script = family_script(&dir, false);
-    let run = spawn(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--", "sh", "-c", &script]);
+    let run =
+        spawn(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script]);
     wait_for("both pids", Duration::from_secs(10), || dir.join("grandchild").exists() && dir.join("child").exists());
     let grandchild = read_pid(&dir.join("grandchild")).unwrap();
     let broke = s.pad_output(["item", "release", &r, "--force", "--reason", "stuck for hours"]);

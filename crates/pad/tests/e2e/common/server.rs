@@ -81,6 +81,11 @@ impl TestServer {
     }
 
     /// Everything the server wrote to stderr so far, over all its starts.
+    /// The `pad serve` process, for signals (SIGSTOP as a partition).
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("a pid")
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }

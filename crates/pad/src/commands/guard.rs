@@ -1,0 +1,142 @@
+//! `pad guard -- CMD`: a side effect fenced by a lease (docs/leases.md,
+//! "pad guard"). It renews the lease at its handle — which both proves the
+//! lease is live and ours and says, on the store's clock, how long it has
+//! left — runs CMD only if it has at least `--min-left` before S2 would stop
+//! it, and then keeps the lease alive and stops CMD before the lease could
+//! expire, as `pad run` does.
+
+use std::time::Duration;
+
+use pad_core::api::RenewBody;
+use pad_core::stop;
+use tokio::process::Command;
+use tokio::time::{Instant, sleep_until};
+
+use super::group::Group;
+use super::heartbeat::{self, Held};
+use super::run::{Signals, exit_code};
+use super::{Ctx, about};
+use crate::cli::GuardArgs;
+use crate::error::{CliError, EXIT_CONFLICT};
+
+pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
+    let mut signals = Signals::catch()?;
+    let client = ctx.client()?;
+    let ws = ctx.ws();
+    let r = a.item_ref;
+    let kill_after = Duration::from_secs(a.kill_after);
+    let program = a.command[0].to_string_lossy().into_owned();
+    let body = RenewBody {
+        epoch: None,
+        lease_id: Some(a.lease_id),
+        holder: a.holder.holder.clone(),
+        ttl_seconds: None,
+        note: None,
+    };
+    let sent = Instant::now();
+    let renewed = client.renew(ws, &r.to_string(), &body).await.map_err(|e| match about(&r)(e) {
+        CliError::Failed { message, code } => CliError::new(code, format!("{message}; `{program}` was not run")),
+        other => other,
+    })?;
+    let lease = renewed.lease;
+    let ttl = Duration::from_secs(lease.ttl_seconds.into());
+    let runs_for = stop::stop_after(stop::time_left(&lease), ttl, kill_after);
+    let min_left = Duration::from_secs(a.min_left);
+    if runs_for.is_zero() || runs_for < min_left {
+        return Err(CliError::new(
+            EXIT_CONFLICT,
+            format!(
+                "the lease on {r} (lease id {}) leaves {}s before `{program}` would have to be stopped, \
+                 less than --min-left {}s; `{program}` was not run",
+                lease.lease_id,
+                runs_for.as_secs(),
+                min_left.as_secs()
+            ),
+        ));
+    }
+    let (cmd, args) = a.command.split_first().ok_or_else(|| CliError::usage("no command given after --"))?;
+    let mut command = Command::new(cmd);
+    command.args(args);
+    let cannot_run = |e: std::io::Error| {
+        let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+        CliError::new(code, format!("cannot run `{program}`: {e}"))
+    };
+    // Inside `pad run`/`pad drain` CMD stays in the supervisor's process
+    // group, so the supervisor's own S2 stop (SIGKILL to its group) reaches
+    // it too; a group of its own would outlive that. Alone, it gets one (S1).
+    let mut group = if std::env::var_os(IN_LEASE_GROUP).is_some() {
+        Running::Plain(command.kill_on_drop(true).spawn().map_err(cannot_run)?)
+    } else {
+        Running::Group(Group::spawn(&mut command, kill_after).map_err(cannot_run)?)
+    };
+    let mut heartbeat = std::pin::pin!(heartbeat::keep_alive(Held {
+        client: &client,
+        ws,
+        item_ref: &r,
+        lease: &lease,
+        sent,
+        kill_after
+    }));
+    let mut lost: Option<CliError> = None;
+    let mut kill_at: Option<Instant> = None;
+    let never = Instant::now();
+    let status = loop {
+        tokio::select! {
+            status = group.wait() => break status?,
+            loss = &mut heartbeat, if lost.is_none() => {
+                lost = Some(loss);
+                group.signal(libc::SIGTERM);
+                kill_at.get_or_insert(Instant::now() + kill_after);
+            }
+            sig = signals.recv() => {
+                group.signal(sig);
+                kill_at.get_or_insert(Instant::now() + kill_after);
+            }
+            () = sleep_until(kill_at.unwrap_or(never)), if kill_at.is_some() => {
+                group.signal(libc::SIGKILL);
+                kill_at = None;
+            }
+        }
+    };
+    if let Running::Group(group) = group {
+        group.finish(kill_after).await;
+    }
+    if let Some(e) = lost {
+        return Err(CliError::new(EXIT_CONFLICT, format!("{e}; stopped `{program}`")));
+    }
+    match exit_code(status) {
+        0 => Ok(()),
+        code => Err(CliError::Exit(code)),
+    }
+}
+
+/// Set by `pad run` and `pad drain` in CMD's environment: CMD's process
+/// group is the supervisor's to stop.
+pub(super) const IN_LEASE_GROUP: &str = "PAD_IN_LEASE_GROUP";
+
+/// CMD, in a process group of its own or in the supervisor's.
+enum Running {
+    Group(Group),
+    Plain(tokio::process::Child),
+}
+
+impl Running {
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Running::Group(g) => g.wait().await,
+            Running::Plain(c) => c.wait().await,
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        match self {
+            Running::Group(g) => g.signal(sig),
+            Running::Plain(c) => {
+                if let Some(pid) = c.id().and_then(|p| i32::try_from(p).ok()) {
+                    // SAFETY: kill(2) on our own child, which has not been reaped.
+                    unsafe { libc::kill(pid, sig) };
+                }
+            }
+        }
+    }
+}
