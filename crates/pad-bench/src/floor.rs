@@ -138,6 +138,7 @@ async fn claim(
         renewed_at: time(now),
         expires_at: time(now + ttl * 1_000_000),
         ttl_seconds: u32::try_from(ttl).unwrap_or(0),
+        hold_until: None,
         user_id: 0,
     };
     Ok(Json(ClaimResponse { item_ref: item, lease, refreshed: false, previous_note: None, previous_holder: None }))

@@ -345,6 +345,12 @@ pub struct ClaimBody {
     /// extending its lease. Default `true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh: Option<bool>,
+    /// L19: the longest this lease may be held, renewals included: at least
+    /// its TTL, at most the workspace's `max_hold_seconds`. Default: the
+    /// workspace's (none when it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub max_hold_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -385,6 +391,10 @@ pub struct RenewResponse {
     #[serde(rename = "ref")]
     pub item_ref: String,
     pub lease: Lease,
+    /// L19: the lease has reached its max hold: it ends at `lease.expires_at`
+    /// (= `lease.hold_until`) however often it is renewed.
+    #[serde(default)]
+    pub capped: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -667,6 +677,10 @@ pub struct ClaimNextBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2000)]
     pub note: Option<String>,
+    /// L19: as in a claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub max_hold_seconds: Option<i64>,
 }
 
 /// A nested object must be a JSON object: serde would otherwise read an

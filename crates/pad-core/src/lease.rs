@@ -15,6 +15,8 @@ use chrono::{DateTime, Utc};
 pub const TTL_MIN_SECONDS: u32 = 1;
 pub const TTL_MAX_SECONDS: u32 = 86_400;
 pub const TTL_DEFAULT_SECONDS: u32 = 15 * 60;
+/// L19: the longest a lease may be held, renewals included: 30 days.
+pub const MAX_HOLD_MAX_SECONDS: u32 = 30 * 86_400;
 
 /// A live or past lease. `user_id` binds it to the authenticated user (L7)
 /// and is not part of the wire shape.
@@ -31,11 +33,21 @@ pub struct Lease {
     pub renewed_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub ttl_seconds: u32,
+    /// L19: the lease cannot be renewed past this (`acquired_at` plus its
+    /// max hold); absent when the lease has no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_until: Option<DateTime<Utc>>,
     #[serde(skip)]
     pub user_id: i64,
 }
 
 impl Lease {
+    /// L19: the lease ends at its cap, not a TTL after its last renewal:
+    /// renewing it again cannot move its expiry.
+    pub fn is_capped(&self) -> bool {
+        self.hold_until == Some(self.expires_at)
+    }
+
     /// L5: a lease is live strictly before `expires_at`; at and after it, it
     /// reads as absent everywhere.
     pub fn is_live(&self, now: Timestamp) -> bool {
@@ -218,6 +230,51 @@ impl Ttl {
     }
 }
 
+/// L19: an expiry a TTL from `now`, never past the lease's cap.
+pub fn capped_expiry(now: Timestamp, ttl_seconds: u32, hold_until: Option<Timestamp>) -> Timestamp {
+    let by_ttl = now + Duration::seconds(i64::from(ttl_seconds));
+    hold_until.map_or(by_ttl, |cap| by_ttl.min(cap))
+}
+
+/// What a claim asks for: its TTL (L8) and its cap (L19), both resolved
+/// against the workspace's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terms {
+    pub ttl: Ttl,
+    pub max_hold_seconds: Option<u32>,
+}
+
+/// A claim with no cap.
+impl From<Ttl> for Terms {
+    fn from(ttl: Ttl) -> Self {
+        Terms { ttl, max_hold_seconds: None }
+    }
+}
+
+/// L19: why a requested max hold was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidMaxHold(pub String);
+
+/// L19: a claim's cap. `requested` may only lower the workspace's
+/// (`workspace`, `None` when off) and may not be below the claim's own TTL.
+/// A workspace cap below a claim's TTL caps the grant itself.
+pub fn resolve_max_hold(requested: Option<i64>, workspace: Option<u32>, ttl: Ttl) -> Result<Option<u32>, InvalidMaxHold> {
+    let Some(secs) = requested else { return Ok(workspace) };
+    let ceiling = workspace.unwrap_or(MAX_HOLD_MAX_SECONDS);
+    if secs < i64::from(ttl.seconds()) {
+        return Err(InvalidMaxHold(format!(
+            "must be at least the lease's TTL ({}s); got {secs}s",
+            ttl.seconds()
+        )));
+    }
+    if secs > i64::from(ceiling) {
+        let whose = if workspace.is_some() { "the workspace's max hold" } else { "30 days" };
+        return Err(InvalidMaxHold(format!("must be at most {whose} ({ceiling}s); got {secs}s")));
+    }
+    Ok(Some(u32::try_from(secs).unwrap_or(ceiling)))
+}
+
 /// The outcome of a claim (L1-L3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimDecision {
@@ -232,18 +289,21 @@ pub enum ClaimDecision {
 
 /// `refresh: false` (L17) turns the live holder's own claim into contention.
 /// `new_lease_id` is the handle a grant gets (the store allocates it).
+/// A refresh keeps the live lease's cap (L19); a grant's starts now.
 pub fn decide_claim(
     slot: &LeaseSlot,
     c: &Claimant<'_>,
-    ttl: Ttl,
+    terms: Terms,
     refresh: bool,
     new_lease_id: i64,
     now: Timestamp,
 ) -> ClaimDecision {
+    let ttl = terms.ttl;
+    let hold_until = terms.max_hold_seconds.map(|m| now + Duration::seconds(i64::from(m)));
     match slot.live(now) {
         Some(live) if refresh && live.is_same_worker(c) => ClaimDecision::Refresh(Lease {
             renewed_at: now,
-            expires_at: now + ttl.duration(),
+            expires_at: capped_expiry(now, ttl.seconds(), live.hold_until),
             ttl_seconds: ttl.seconds(),
             ..live.clone()
         }),
@@ -256,8 +316,9 @@ pub fn decide_claim(
                 epoch: slot.last_epoch + 1,
                 acquired_at: now,
                 renewed_at: now,
-                expires_at: now + ttl.duration(),
+                expires_at: capped_expiry(now, ttl.seconds(), hold_until),
                 ttl_seconds: ttl.seconds(),
+                hold_until,
                 user_id: c.user_id,
             },
             previous_expired: slot.current.is_some(),
@@ -292,7 +353,8 @@ pub fn decide_renew(
             let ttl_seconds = ttl.map_or(live.ttl_seconds, Ttl::seconds);
             RenewDecision::Renewed(Lease {
                 renewed_at: now,
-                expires_at: now + Duration::seconds(i64::from(ttl_seconds)),
+                // L19: never past the cap.
+                expires_at: capped_expiry(now, ttl_seconds, live.hold_until),
                 ttl_seconds,
                 ..live.clone()
             })
@@ -392,7 +454,7 @@ mod tests {
     const B: Claimant<'static> = Claimant { user_id: 1, holder: "runner-b", session_id: None };
 
     fn granted(slot: &mut LeaseSlot, c: &Claimant<'_>, secs: i64, now: Timestamp) -> Lease {
-        match decide_claim(slot, c, ttl(secs), true, slot.last_epoch + 100, now) {
+        match decide_claim(slot, c, ttl(secs).into(), true, slot.last_epoch + 100, now) {
             ClaimDecision::Grant { lease, .. } => {
                 slot.last_epoch = lease.epoch;
                 slot.current = Some(lease.clone());
@@ -427,9 +489,9 @@ mod tests {
         let l = granted(&mut slot, &A, 60, t(0));
         assert_eq!((l.epoch, l.acquired_at, l.expires_at), (1, t(0), t(60)));
         assert!(
-            matches!(decide_claim(&slot, &B, ttl(60), true, slot.last_epoch + 100, t(10)), ClaimDecision::Held(h) if h.holder == "runner-a")
+            matches!(decide_claim(&slot, &B, ttl(60).into(), true, slot.last_epoch + 100, t(10)), ClaimDecision::Held(h) if h.holder == "runner-a")
         );
-        match decide_claim(&slot, &A, ttl(120), true, slot.last_epoch + 100, t(10)) {
+        match decide_claim(&slot, &A, ttl(120).into(), true, slot.last_epoch + 100, t(10)) {
             ClaimDecision::Refresh(r) => {
                 assert_eq!((r.epoch, r.acquired_at, r.renewed_at, r.expires_at), (1, t(0), t(10), t(130)));
             }
@@ -438,13 +500,13 @@ mod tests {
         // Same holder label, different session: contention.
         let other_session = Claimant { session_id: Some("s2"), ..A };
         assert!(matches!(
-            decide_claim(&slot, &other_session, ttl(60), true, slot.last_epoch + 100, t(10)),
+            decide_claim(&slot, &other_session, ttl(60).into(), true, slot.last_epoch + 100, t(10)),
             ClaimDecision::Held(_)
         ));
         // Same holder label, other user: contention (L7).
         let impostor = Claimant { user_id: 2, ..A };
         assert!(matches!(
-            decide_claim(&slot, &impostor, ttl(60), true, slot.last_epoch + 100, t(10)),
+            decide_claim(&slot, &impostor, ttl(60).into(), true, slot.last_epoch + 100, t(10)),
             ClaimDecision::Held(_)
         ));
     }
@@ -453,8 +515,8 @@ mod tests {
     fn l5_expiry_is_exact() {
         let mut slot = LeaseSlot::default();
         granted(&mut slot, &A, 60, t(0));
-        assert!(matches!(decide_claim(&slot, &B, ttl(60), true, slot.last_epoch + 100, t(59)), ClaimDecision::Held(_)));
-        match decide_claim(&slot, &B, ttl(60), true, slot.last_epoch + 100, t(60)) {
+        assert!(matches!(decide_claim(&slot, &B, ttl(60).into(), true, slot.last_epoch + 100, t(59)), ClaimDecision::Held(_)));
+        match decide_claim(&slot, &B, ttl(60).into(), true, slot.last_epoch + 100, t(60)) {
             ClaimDecision::Grant { lease, previous_expired } => {
                 assert_eq!(lease.epoch, 2);
                 assert!(previous_expired);
@@ -524,11 +586,11 @@ mod tests {
         let l = granted(&mut slot, &A, 60, t(0));
         assert_eq!(l.lease_id, 100);
         // A refresh keeps the handle; refresh: false makes even the holder contend.
-        match decide_claim(&slot, &A, ttl(60), true, 999, t(1)) {
+        match decide_claim(&slot, &A, ttl(60).into(), true, 999, t(1)) {
             ClaimDecision::Refresh(r) => assert_eq!(r.lease_id, 100),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(decide_claim(&slot, &A, ttl(60), false, 999, t(1)), ClaimDecision::Held(_)));
+        assert!(matches!(decide_claim(&slot, &A, ttl(60).into(), false, 999, t(1)), ClaimDecision::Held(_)));
         let by_id = LeaseHandle::lease_id(100);
         assert!(matches!(decide_renew(&slot, &A, by_id, None, t(1)), RenewDecision::Renewed(_)));
         assert!(matches!(decide_renew(&slot, &A, LeaseHandle::lease_id(7), None, t(1)), RenewDecision::Lost(_)));
@@ -599,7 +661,58 @@ mod tests {
         ]
     }
 
+    /// L19: renewals and refreshes never move a capped lease's expiry past
+    /// `acquired_at + max_hold`; bad caps are refused.
+    #[test]
+    fn l19_a_cap_bounds_every_renewal() {
+        let mut slot = LeaseSlot::default();
+        let terms = Terms { ttl: ttl(60), max_hold_seconds: Some(150) };
+        let ClaimDecision::Grant { lease, .. } = decide_claim(&slot, &A, terms, true, 1, t(0)) else { panic!() };
+        assert_eq!((lease.hold_until, lease.expires_at), (Some(t(150)), t(60)));
+        slot.current = Some(lease.clone());
+        let mut now = 0;
+        loop {
+            now += 20;
+            match decide_renew(&slot, &A, LeaseHandle::epoch(lease.epoch), None, t(now)) {
+                RenewDecision::Renewed(l) => {
+                    assert!(l.expires_at <= t(150), "renewed past the cap at {now}");
+                    assert_eq!(l.is_capped(), l.expires_at == t(150));
+                    slot.current = Some(l);
+                }
+                RenewDecision::Lost(None) => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(now, 160, "the lease ended at its cap");
+        assert_eq!(resolve_max_hold(Some(30), None, ttl(60)).unwrap_err().0.contains("TTL"), true);
+        assert!(resolve_max_hold(Some(-1), None, ttl(60)).is_err());
+        assert!(resolve_max_hold(Some(7200), Some(3600), ttl(60)).is_err());
+        assert_eq!(resolve_max_hold(None, Some(3600), ttl(60)), Ok(Some(3600)));
+        assert_eq!(resolve_max_hold(Some(600), Some(3600), ttl(60)), Ok(Some(600)));
+        assert_eq!(resolve_max_hold(None, None, ttl(60)), Ok(None));
+    }
+
     proptest! {
+        /// L19: whatever the TTL, cap and renewal times, no lease outlives its cap.
+        #[test]
+        fn l19_no_lease_outlives_its_cap(ttl_s in 1_i64..600, extra in 0_u32..600, steps in proptest::collection::vec(1_i64..300, 1..20)) {
+            let cap = u32::try_from(ttl_s).unwrap() + extra;
+            let terms = Terms { ttl: ttl(ttl_s), max_hold_seconds: Some(cap) };
+            let ClaimDecision::Grant { lease, .. } = decide_claim(&LeaseSlot::default(), &A, terms, true, 1, t(0)) else { panic!() };
+            let mut slot = LeaseSlot { current: Some(lease.clone()), last_epoch: lease.epoch };
+            let mut now = 0;
+            for step in steps {
+                now += step;
+                if let RenewDecision::Renewed(l) = decide_renew(&slot, &A, LeaseHandle::epoch(lease.epoch), None, t(now)) {
+                    prop_assert!(l.expires_at <= t(i64::from(cap)));
+                    slot.current = Some(l);
+                }
+                if let ClaimDecision::Refresh(l) = decide_claim(&slot, &A, ttl(ttl_s).into(), true, 2, t(now)) {
+                    prop_assert!(l.expires_at <= t(i64::from(cap)));
+                }
+            }
+        }
+
         /// For any interleaving: at most one live holder, epochs grow by one
         /// on every grant and never on a refresh, expiry is renewed_at + ttl.
         #[test]
@@ -612,7 +725,7 @@ mod tests {
             for op in ops {
                 let before = slot.clone();
                 match op {
-                    Op::Claim { who: w, ttl: s } => match decide_claim(&slot, &who(w), ttl(s), true, slot.last_epoch + 100, now) {
+                    Op::Claim { who: w, ttl: s } => match decide_claim(&slot, &who(w), ttl(s).into(), true, slot.last_epoch + 100, now) {
                         ClaimDecision::Grant { lease, .. } => {
                             prop_assert!(before.live(now).is_none(), "granted over a live lease");
                             grants += 1;

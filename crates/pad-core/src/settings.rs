@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::lease::TTL_MAX_SECONDS;
+use crate::lease::{MAX_HOLD_MAX_SECONDS, TTL_MAX_SECONDS};
 use crate::{ValidationError, WorkspaceSettings};
 
 /// The most expiries or failures a quarantine threshold may wait for; 0 turns
@@ -33,6 +33,11 @@ pub struct SettingsPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 1000)]
     pub quarantine_after_failures: Option<u32>,
+    /// L19: the longest a lease may be held, renewals included, from the
+    /// default TTL up to 30 days; 0 turns the cap off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 2592000)]
+    pub max_hold_seconds: Option<u32>,
 }
 
 /// The settings a patch can name, so each caller can say them its own way
@@ -43,11 +48,17 @@ pub enum Setting {
     MaxTtl,
     QuarantineAfterExpiries,
     QuarantineAfterFailures,
+    MaxHold,
 }
 
 impl Setting {
-    pub const ALL: [Setting; 4] =
-        [Setting::DefaultTtl, Setting::MaxTtl, Setting::QuarantineAfterExpiries, Setting::QuarantineAfterFailures];
+    pub const ALL: [Setting; 5] = [
+        Setting::DefaultTtl,
+        Setting::MaxTtl,
+        Setting::QuarantineAfterExpiries,
+        Setting::QuarantineAfterFailures,
+        Setting::MaxHold,
+    ];
 
     /// The wire name, also the `field` of a `validation_failed` answer.
     pub fn field(self) -> &'static str {
@@ -56,6 +67,7 @@ impl Setting {
             Setting::MaxTtl => "max_ttl_seconds",
             Setting::QuarantineAfterExpiries => "quarantine_after_expiries",
             Setting::QuarantineAfterFailures => "quarantine_after_failures",
+            Setting::MaxHold => "max_hold_seconds",
         }
     }
 }
@@ -119,6 +131,28 @@ impl SettingsPatch {
                 }
                 *slot = n;
             }
+        }
+        match self.max_hold_seconds {
+            Some(0) => next.max_hold_seconds = None,
+            Some(n) if n < next.default_ttl_seconds || n > MAX_HOLD_MAX_SECONDS => {
+                let msg = format!(
+                    "must be 0 (no cap) or from the default TTL ({}) to 30 days; got {}",
+                    words(next.default_ttl_seconds),
+                    words(n)
+                );
+                return refuse(Setting::MaxHold, msg);
+            }
+            Some(n) => next.max_hold_seconds = Some(n),
+            None => {}
+        }
+        if let Some(cap) = next.max_hold_seconds.filter(|&cap| cap < next.default_ttl_seconds) {
+            let msg = format!(
+                "must be at most the max hold ({}); got {}; lower {} as well",
+                words(cap),
+                words(next.default_ttl_seconds),
+                name(Setting::MaxHold)
+            );
+            return refuse(Setting::DefaultTtl, msg);
         }
         Ok(next)
     }

@@ -180,6 +180,8 @@ pub struct ClaimArgs {
     pub session_id: Option<String>,
     /// Lease length in whole seconds, 1-86400 (default 900).
     pub ttl_seconds: Option<i64>,
+    /// The longest you may hold it, renewals included (seconds; default: the workspace's cap, if any).
+    pub max_hold_seconds: Option<i64>,
     /// A short progress note for whoever holds the item next.
     pub note: Option<String>,
 }
@@ -223,6 +225,8 @@ pub struct ClaimNextArgs {
     pub session_id: Option<String>,
     /// Lease length in whole seconds, 1-86400 (default 900).
     pub ttl_seconds: Option<i64>,
+    /// The longest you may hold it, renewals included (seconds; default: the workspace's cap, if any).
+    pub max_hold_seconds: Option<i64>,
     pub note: Option<String>,
 }
 

@@ -356,6 +356,7 @@ impl PadTools {
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
             refresh: None,
+            max_hold_seconds: a.max_hold_seconds,
         };
         with_client!(self, ctx, |c| c.claim(self.ws(&a.workspace), &a.item_ref, &body))
     }
@@ -421,6 +422,7 @@ impl PadTools {
             session_id: Some(session_id),
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
+            max_hold_seconds: a.max_hold_seconds,
         };
         with_client!(self, ctx, |c| c.claim_next(self.ws(&a.workspace), &body))
     }

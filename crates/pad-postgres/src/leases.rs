@@ -3,7 +3,7 @@
 //! (`pad_store::steps`).
 
 use async_trait::async_trait;
-use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Ttl};
+use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Terms, Ttl};
 use pad_core::{
     EventKind, FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace,
 };
@@ -30,7 +30,7 @@ macro_rules! returning_lease {
         "RETURNING i.lease_holder AS new_holder, i.lease_user_id AS new_user_id, i.lease_session_id AS new_session_id,
                    i.lease_epoch AS new_epoch, i.lease_acquired_at AS new_acquired_at,
                    i.lease_renewed_at AS new_renewed_at, i.lease_expires_at AS new_expires_at,
-                   i.lease_ttl_seconds AS new_ttl_seconds, i.lease_id AS new_lease_id"
+                   i.lease_ttl_seconds AS new_ttl_seconds, i.lease_hold_until AS new_hold_until, i.lease_id AS new_lease_id"
     };
 }
 
@@ -105,7 +105,7 @@ macro_rules! ended_lease {
             ",
             last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END,
             lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
-            lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL"
+            lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL"
         )
     };
 }
@@ -115,7 +115,8 @@ macro_rules! ended_lease {
 /// (refresh: epoch and `acquired_at` kept; only if $9 allows it, L17). A grant
 /// takes the next lease id and, over an expired lease, records that lease as
 /// the last one (L18). $4 user, $5 holder, $6 session, $7 ttl seconds, $8 note,
-/// $9 refresh, $10 `lease.claimed`, $11 the item's ref. A grant that records
+/// $9 refresh, $10 `lease.claimed`, $11 the item's ref, $12 max hold seconds
+/// or NULL (L19). A grant that records
 /// no expiry also appends `lease.claimed` (with its webhook deliveries; an
 /// expiry's events must come first, so then the caller appends it), its
 /// data built here and returned as `claimed_data` for the caller to compare
@@ -155,7 +156,11 @@ macro_rules! claim_statement {
             lease_epoch = CASE WHEN d.live THEN d.lease_epoch ELSE d.lease_epoch + 1 END,
             lease_acquired_at = CASE WHEN d.live THEN d.lease_acquired_at ELSE d.db_now END,
             lease_renewed_at = d.db_now,
-            lease_expires_at = d.db_now + $7 * interval '1 second',
+            -- L19: a refresh keeps its cap; a grant's starts now. LEAST skips NULL (no cap).
+            lease_hold_until = CASE WHEN d.live THEN d.lease_hold_until
+                ELSE d.db_now + $12 * interval '1 second' END,
+            lease_expires_at = LEAST(d.db_now + $7 * interval '1 second',
+                CASE WHEN d.live THEN d.lease_hold_until ELSE d.db_now + $12 * interval '1 second' END),
             lease_ttl_seconds = $7,
             lease_expiries = i.lease_expiries + CASE WHEN d.lease_holder IS NOT NULL AND NOT d.live THEN 1 ELSE 0 END,
             lease_note = COALESCE($8, i.lease_note),
@@ -188,7 +193,7 @@ macro_rules! claim_statement {
         d.lease_holder AS prev_lease_holder, d.lease_user_id AS prev_lease_user_id,
         d.lease_session_id AS prev_lease_session_id, d.lease_epoch AS prev_lease_epoch,
         d.lease_acquired_at AS prev_lease_acquired_at, d.lease_renewed_at AS prev_lease_renewed_at,
-        d.lease_expires_at AS prev_lease_expires_at, d.lease_ttl_seconds AS prev_lease_ttl_seconds,
+        d.lease_expires_at AS prev_lease_expires_at, d.lease_ttl_seconds AS prev_lease_ttl_seconds, d.lease_hold_until AS prev_lease_hold_until,
         d.lease_id AS prev_lease_id, d.lease_note AS prev_lease_note, d.lease_note_holder AS prev_lease_note_holder,
         (SELECT data FROM claimed) AS claimed_data, (SELECT count(*) FROM ev) AS claimed_events, upd.*"
         )
@@ -215,7 +220,9 @@ const RENEW: &str = concat!(
         UPDATE items i SET
             lease_renewed_at = cur.db_now,
             lease_ttl_seconds = COALESCE($7, cur.lease_ttl_seconds),
-            lease_expires_at = cur.db_now + COALESCE($7, cur.lease_ttl_seconds) * interval '1 second',
+            -- L19: never past the cap.
+            lease_expires_at = LEAST(cur.db_now + COALESCE($7, cur.lease_ttl_seconds) * interval '1 second',
+                cur.lease_hold_until),
             lease_note = COALESCE($8, i.lease_note),
             lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE i.lease_holder END,
             lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id ELSE i.lease_id END
@@ -245,7 +252,7 @@ const RELEASE: &str = concat!(
     ),
     upd AS (
         UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
-            lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
+            lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL,
             last_lease_id = d.lease_id, last_lease_epoch = d.lease_epoch, last_lease_holder = d.lease_holder,
             last_lease_session_id = d.lease_session_id, last_lease_acquired_at = d.lease_acquired_at,
             last_lease_ended_at = d.db_now,
@@ -263,7 +270,7 @@ const RELEASE: &str = concat!(
 /// and counts the expiry. $1 item id, $2 the caller's clock.
 const EXPIRE: &str = concat!(
     "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
-        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
+        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL,
         lease_expiries = lease_expiries + 1, ",
     expired_as_last!(""),
     " WHERE id = $1 AND lease_holder IS NOT NULL AND lease_expires_at <= $2
@@ -278,21 +285,21 @@ const EXPIRE: &str = concat!(
 const OBSERVE_EXPIRED: &str = concat!(
     "WITH expired AS MATERIALIZED (
         SELECT id, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at, lease_renewed_at,
-            lease_expires_at, lease_ttl_seconds, lease_id
+            lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_id
         FROM items
         WHERE lease_holder IS NOT NULL AND lease_expires_at <= now()
         ORDER BY lease_expires_at LIMIT 500
         FOR UPDATE SKIP LOCKED
     )
     UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
-        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL,
+        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL,
         lease_expiries = i.lease_expiries + 1, ",
     expired_as_last!("i."),
     "
     FROM expired e, workspaces w
     WHERE i.id = e.id AND w.id = i.workspace_id
     RETURNING i.id, i.workspace_id, w.slug, i.prefix, i.number, e.lease_holder, e.lease_user_id, e.lease_session_id,
-        e.lease_epoch, e.lease_acquired_at, e.lease_renewed_at, e.lease_expires_at, e.lease_ttl_seconds, e.lease_id,
+        e.lease_epoch, e.lease_acquired_at, e.lease_renewed_at, e.lease_expires_at, e.lease_ttl_seconds, e.lease_hold_until, e.lease_id,
         i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now"
 );
 
@@ -544,7 +551,7 @@ impl LeaseSteps for Tx {
         ws: &Workspace,
         r: &ItemRef,
         req: &ClaimRequest,
-        ttl: Ttl,
+        terms: Terms,
     ) -> StoreResult<(ClaimOutcome, Timestamp)> {
         let claimant = req.claimant();
         self.forget_item();
@@ -556,11 +563,12 @@ impl LeaseSteps for Tx {
             .bind(req.actor.user_id)
             .bind(&req.holder)
             .bind(&req.session_id)
-            .bind(ttl_param(ttl))
+            .bind(ttl_param(terms.ttl))
             .bind(&req.note)
             .bind(req.refresh)
             .bind(EventKind::LeaseClaimed.as_str())
             .bind(r.to_string())
+            .bind(terms.max_hold_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX)))
             .fetch_optional(&mut *self.conn)
             .await
             .map_err(db)?;
@@ -577,7 +585,7 @@ impl LeaseSteps for Tx {
         }
         // The statement allocated the grant's id; the rule is told it to compare.
         let grant_id = wrote.as_ref().map_or(0, |l| l.lease_id);
-        let outcome = match lease::decide_claim(&locked.slot, &claimant, ttl, req.refresh, grant_id, now) {
+        let outcome = match lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, grant_id, now) {
             ClaimDecision::Held(l) => {
                 agree(wrote.as_ref(), None)?;
                 return Err(StoreError::held(l, now));
@@ -627,7 +635,7 @@ impl LeaseSteps for Tx {
         // after the lock drops rows claimed since this statement began.
         let mut qb = QueryBuilder::new(
             "SELECT i.id, i.prefix, i.number, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
-                    i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_id,
+                    i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id,
                     now() AS db_now
              FROM items i",
         );

@@ -31,7 +31,7 @@ macro_rules! locked_item {
     () => {
         locked_item!(
             "id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
-                   lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_note, lease_note_holder,
+                   lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_note, lease_note_holder,
                    lease_id, lease_note_lease_id"
         )
     };

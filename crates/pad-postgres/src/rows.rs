@@ -17,7 +17,7 @@ pub const ITEM_SELECT: &str = concat!(
     "SELECT i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
         i.created_at, i.updated_at, i.deleted_at,
         i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
-        i.lease_expires_at, i.lease_ttl_seconds, i.lease_id, i.lease_note, i.lease_note_lease_id,
+        i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id, i.lease_note, i.lease_note_lease_id,
         i.not_before, i.failures, i.retry_at, i.last_failure_note,
         i.broken_lease_id, i.broken_reason, i.broken_by,
         i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
@@ -45,6 +45,7 @@ fn lease_columns(row: &PgRow, p: &str, id: &str) -> LeaseColumns {
         renewed_at: row.get(c("renewed_at").as_str()),
         expires_at: row.get(c("expires_at").as_str()),
         ttl_seconds: row.get::<Option<i32>, _>(c("ttl_seconds").as_str()).map(i64::from),
+        hold_until: row.get(c("hold_until").as_str()),
     }
 }
 
@@ -142,6 +143,10 @@ pub fn workspace_from_row(row: &PgRow) -> StoreResult<Workspace> {
             retry_backoff_base_seconds: n("retry_backoff_base_seconds")?,
             retry_backoff_max_seconds: n("retry_backoff_max_seconds")?,
             quarantine_after_failures: n("quarantine_after_failures")?,
+            max_hold_seconds: row
+                .get::<Option<i32>, _>("max_hold_seconds")
+                .map(|s| u32::try_from(s).map_err(|e| corrupt("max_hold_seconds", e)))
+                .transpose()?,
         },
     })
 }

@@ -20,7 +20,7 @@ impl PgStore {
         let next = patch.apply(&current.settings, |s| s.field().to_string())?;
         let row = sqlx::query(
             "UPDATE workspaces SET default_ttl_seconds = $1, max_ttl_seconds = $2, quarantine_after_expiries = $3,
-                    quarantine_after_failures = $4
+                    quarantine_after_failures = $4, max_hold_seconds = $6
              WHERE id = $5 RETURNING *",
         )
         .bind(i32::try_from(next.default_ttl_seconds).unwrap_or(i32::MAX))
@@ -28,6 +28,7 @@ impl PgStore {
         .bind(i32::try_from(next.quarantine_after_expiries).unwrap_or(i32::MAX))
         .bind(i32::try_from(next.quarantine_after_failures).unwrap_or(i32::MAX))
         .bind(ws.id)
+        .bind(next.max_hold_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX)))
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;

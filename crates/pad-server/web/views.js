@@ -450,6 +450,11 @@ export function itemView(ctx, ref) {
         item.failures ? row('Failures', [String(item.failures),
           item.retry_at ? h('span', { class: 'muted' }, ' · retry ', time(item.retry_at)) : null]) : null,
         item.not_before ? row('Not before', time(item.not_before)) : null,
+        // L19: a capped lease ends at its cap however often it is renewed.
+        item.lease && item.lease.hold_until
+          ? row('Held until', [time(item.lease.hold_until),
+            h('span', { class: 'muted' }, item.lease.hold_until === item.lease.expires_at ? ' · capped: ends then' : ' · max hold')])
+          : null,
         item.last_failure_note ? row('Last failure', h('span', { class: 'note' }, item.last_failure_note)) : null,
         item.last_lease ? row('Last lease', lastLease(item.last_lease)) : null),
     );

@@ -135,7 +135,7 @@ impl ItemSteps for Tx {
         self.conn()
             .opt(
                 "SELECT id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
-                        lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_id
+                        lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_id
                  FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?",
                 (ws.id, &r.prefix, r.number),
                 |row| {

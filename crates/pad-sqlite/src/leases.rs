@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use pad_core::EventKind;
-use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Ttl};
+use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Terms};
 use pad_core::{FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace};
 use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, ItemSteps, LeaseSteps, Locked};
 use pad_store::{
@@ -104,7 +104,7 @@ impl LeaseSteps for Tx {
         ws: &Workspace,
         r: &ItemRef,
         req: &ClaimRequest,
-        ttl: Ttl,
+        terms: Terms,
     ) -> StoreResult<(ClaimOutcome, Timestamp)> {
         let now = self.now;
         let mut locked = self.lock_item(ws, r).await?.live(r)?;
@@ -112,7 +112,7 @@ impl LeaseSteps for Tx {
             steps::expire(self, ws, locked.id, r, old, now).await?;
             locked = self.lock_item(ws, r).await?;
         }
-        let out = claim_locked(self, ws, r, &locked, req, ttl, now).await?;
+        let out = claim_locked(self, ws, r, &locked, req, terms, now).await?;
         Ok((out, now))
     }
 
@@ -122,7 +122,7 @@ impl LeaseSteps for Tx {
         let now = self.now;
         let mut q = Sql::new(
             "SELECT i.id, i.prefix, i.number, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
-                    i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_id
+                    i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id
              FROM items i LEFT JOIN users a ON a.id = i.assignee_id",
         );
         push_frontier(&mut q, ws, f, now, 16);
@@ -145,7 +145,7 @@ impl LeaseSteps for Tx {
                     last_lease_ended_at = lease_expires_at, last_lease_ended = 'expired',
                     last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END,
                     lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
-                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
+                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL
              WHERE id = ? RETURNING lease_expiries, labels",
             [id],
             |row| Ok((row.col("lease_expiries")?, row.json("labels")?)),
@@ -157,7 +157,7 @@ impl LeaseSteps for Tx {
         let rows = self.conn().all(
             "SELECT i.id, i.workspace_id, w.slug, i.prefix, i.number, w.quarantine_after_expiries, i.lease_holder,
                     i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
-                    i.lease_expires_at, i.lease_ttl_seconds, i.lease_id
+                    i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id
              FROM items i JOIN workspaces w ON w.id = i.workspace_id
              WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at <= ? ORDER BY i.lease_expires_at LIMIT 500",
             [micros(now)],
@@ -190,7 +190,7 @@ impl LeaseSteps for Tx {
                     last_lease_ended_at = ?, last_lease_ended = ?,
                     last_lease_note = CASE WHEN lease_note_lease_id = lease_id THEN lease_note END,
                     lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL, lease_acquired_at = NULL,
-                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL
+                    lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL
              WHERE id = ?",
             (micros(at), how.as_str(), id),
         )?;
@@ -228,12 +228,12 @@ async fn claim_locked(
     r: &ItemRef,
     locked: &Locked,
     req: &ClaimRequest,
-    ttl: Ttl,
+    terms: Terms,
     now: Timestamp,
 ) -> StoreResult<ClaimOutcome> {
     let claimant = req.claimant();
     let next_id: i64 = tx.conn().scalar("SELECT next_lease_id FROM workspaces WHERE id = ?", [ws.id])?;
-    match lease::decide_claim(&locked.slot, &claimant, ttl, req.refresh, next_id, now) {
+    match lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, next_id, now) {
         ClaimDecision::Held(l) => Err(StoreError::held(l, now)),
         ClaimDecision::Refresh(l) => {
             write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
@@ -260,7 +260,7 @@ fn write_lease(conn: &Connection, id: i64, l: &Lease, note: Option<&str>) -> Sto
                 lease_note = COALESCE(?9, lease_note),
                 lease_note_holder = CASE WHEN ?9 IS NULL THEN lease_note_holder ELSE ?1 END,
                 lease_note_lease_id = CASE WHEN ?9 IS NULL THEN lease_note_lease_id ELSE ?10 END,
-                lease_id = ?10
+                lease_id = ?10, lease_hold_until = ?12
          WHERE id = ?11",
         rusqlite::params![
             &l.holder,
@@ -274,6 +274,7 @@ fn write_lease(conn: &Connection, id: i64, l: &Lease, note: Option<&str>) -> Sto
             note,
             l.lease_id,
             id,
+            l.hold_until.map(micros),
         ],
     )?;
     Ok(())

@@ -502,6 +502,7 @@ mod tests {
                             ttl_seconds: Some(60),
                             note: None,
                             refresh: true,
+                            max_hold_seconds: None,
                         };
                         let release = ReleaseRequest {
                             actor: owner,

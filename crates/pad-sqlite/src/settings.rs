@@ -17,13 +17,14 @@ impl SqliteStore {
         let next = patch.apply(&current.settings, |s| s.field().to_string())?;
         let updated = tx.conn().one(
             "UPDATE workspaces SET default_ttl_seconds = ?, max_ttl_seconds = ?, quarantine_after_expiries = ?,
-                    quarantine_after_failures = ?
+                    quarantine_after_failures = ?, max_hold_seconds = ?
              WHERE id = ? RETURNING *",
             (
                 i64::from(next.default_ttl_seconds),
                 i64::from(next.max_ttl_seconds),
                 i64::from(next.quarantine_after_expiries),
                 i64::from(next.quarantine_after_failures),
+                next.max_hold_seconds.map(i64::from),
                 ws.id,
             ),
             rows::workspace_from_row,

@@ -1,7 +1,7 @@
 //! Inputs and outputs of the lease operations, with the one validation that
 //! every backend runs before it writes.
 
-use pad_core::lease::{InvalidTtl, LeaseHandle, Ttl};
+use pad_core::lease::{self, InvalidTtl, LeaseHandle, Terms, Ttl};
 use pad_core::model::validate_name;
 use pad_core::validate::{self, Lines};
 use pad_core::{Claimant, Item, Lease, Status, WorkspaceSettings};
@@ -22,6 +22,8 @@ pub struct ClaimRequest {
     pub note: Option<String>,
     /// L17: `false` answers even the live holder with `lease_held`.
     pub refresh: bool,
+    /// L19: seconds; `None` takes the workspace's cap, if any.
+    pub max_hold_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,11 +123,15 @@ fn session(s: &Option<String>) -> Result<(), StoreError> {
 }
 
 impl ClaimRequest {
-    pub fn validate(&self, settings: &WorkspaceSettings) -> Result<Ttl, StoreError> {
+    /// The claim's TTL (L8) and cap (L19), or the field that is wrong.
+    pub fn validate(&self, settings: &WorkspaceSettings) -> Result<Terms, StoreError> {
         validate_name("holder", &self.holder)?;
         session(&self.session_id)?;
         note(&self.note)?;
-        Ok(resolve_ttl(self.ttl_seconds, settings)?)
+        let ttl = resolve_ttl(self.ttl_seconds, settings)?;
+        let max_hold_seconds = lease::resolve_max_hold(self.max_hold_seconds, settings.max_hold_seconds, ttl)
+            .map_err(|e| StoreError::invalid("max_hold_seconds", e.0))?;
+        Ok(Terms { ttl, max_hold_seconds })
     }
 }
 

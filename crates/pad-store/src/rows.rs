@@ -27,6 +27,8 @@ pub struct LeaseColumns {
     pub renewed_at: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
     pub ttl_seconds: Option<i64>,
+    /// L19: the lease's cap, if it has one.
+    pub hold_until: Option<Timestamp>,
 }
 
 impl LeaseColumns {
@@ -44,6 +46,7 @@ impl LeaseColumns {
             renewed_at: self.renewed_at.ok_or_else(|| need("renewed_at"))?,
             expires_at: self.expires_at.ok_or_else(|| need("expires_at"))?,
             ttl_seconds: u32::try_from(self.ttl_seconds.ok_or_else(|| need("ttl"))?).map_err(|e| corrupt("ttl", e))?,
+            hold_until: self.hold_until,
             user_id: self.user_id.ok_or_else(|| need("user"))?,
         }))
     }

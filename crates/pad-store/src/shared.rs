@@ -184,8 +184,14 @@ pub mod event {
         })
     }
 
-    pub fn expired(holder: &str, epoch: i64, expired_at: Timestamp) -> Value {
-        json!({ "holder": holder, "epoch": epoch, "expired_at": expired_at })
+    /// A lease that reached its cap (L19) says so: `"cause": "max_hold"`.
+    pub fn expired(l: &Lease) -> Value {
+        let mut data = json!({ "holder": l.holder, "epoch": l.epoch, "expired_at": l.expires_at });
+        if l.is_capped() {
+            data["cause"] = json!("max_hold");
+            data["hold_until"] = json!(l.hold_until);
+        }
+        data
     }
 
     pub fn quarantined(expiries: i64) -> Value {

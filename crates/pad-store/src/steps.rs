@@ -8,7 +8,7 @@
 //! here only.
 
 use async_trait::async_trait;
-use pad_core::lease::{self, LeaseEnd, LeaseHandle, LeaseSlot, Ttl};
+use pad_core::lease::{self, LeaseEnd, LeaseHandle, LeaseSlot, Terms};
 use pad_core::model::ValidNewItem;
 use pad_core::model::ValidPatch;
 use pad_core::model::{DEFAULT_KINDS, validate_slug};
@@ -195,7 +195,7 @@ pub trait LeaseSteps: Send {
         ws: &Workspace,
         r: &ItemRef,
         req: &ClaimRequest,
-        ttl: Ttl,
+        terms: Terms,
     ) -> StoreResult<(ClaimOutcome, Timestamp)>;
     /// L11: the best ready items, locked, in frontier order; empty when none.
     async fn claim_candidates(&mut self, ws: &Workspace, f: &ValidFrontierFilter) -> StoreResult<Vec<Candidate>>;
@@ -382,9 +382,9 @@ pub async fn add_comment<S: Begin>(
 
 /// L1-L3, L5, L7-L9, L12, L13.
 pub async fn claim<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
-    let ttl = req.validate(&ws.settings)?;
+    let terms = req.validate(&ws.settings)?;
     let mut tx = s.begin().await?;
-    match tx.claim_item(ws, r, req, ttl).await {
+    match tx.claim_item(ws, r, req, terms).await {
         Ok((out, _)) => {
             tx.commit().await?;
             Ok(out)
@@ -409,7 +409,7 @@ pub async fn claim_next<S: Begin>(
     req: &ClaimRequest,
 ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
     let f = filter.validate()?;
-    let ttl = req.validate(&ws.settings)?;
+    let terms = req.validate(&ws.settings)?;
     let mut tx = s.begin().await?;
     loop {
         let candidates = tx.claim_candidates(ws, &f).await?;
@@ -424,7 +424,7 @@ pub async fn claim_next<S: Begin>(
                     continue;
                 }
             }
-            let (out, now) = tx.claim_item(ws, &c.item_ref, req, ttl).await?;
+            let (out, now) = tx.claim_item(ws, &c.item_ref, req, terms).await?;
             let item = tx.load_item(c.id, now).await?;
             tx.commit().await?;
             return Ok(Some((item, out)));
@@ -459,7 +459,7 @@ pub async fn expire<T: WriteTx>(
 /// quarantine (`needs-human` and an event saying why) when the count
 /// reaches the workspace's threshold. Returns whether it quarantined.
 pub async fn record_expiry<T: ItemSteps + EventSteps>(tx: &mut T, e: &Expiry, now: Timestamp) -> StoreResult<bool> {
-    let data = event::expired(&e.lease.holder, e.lease.epoch, e.lease.expires_at);
+    let data = event::expired(&e.lease);
     tx.event(e.ws, EventKind::LeaseExpired, &e.item_ref, None, now, data).await?;
     if !lease::should_quarantine(e.expiries, e.threshold, &e.labels) {
         return Ok(false);

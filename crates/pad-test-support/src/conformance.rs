@@ -102,6 +102,9 @@ macro_rules! conformance_suite {
             l18_last_lease_shows_how_each_lease_ended,
             l11_claim_next_skips_excluded_refs,
             l11_claim_next_skips_a_sessions_own_work,
+            l19_renewals_cannot_extend_a_lease_past_its_max_hold,
+            l19_a_capped_lease_ends_as_an_expiry_that_names_the_cap,
+            l19_bad_max_hold_is_refused_and_changes_nothing,
             items_list_by_parent_and_open_blockers,
             events_filter_by_ref_and_type,
             events_are_gap_free_under_concurrent_writers,
@@ -164,6 +167,7 @@ impl Fixture {
             ttl_seconds: Some(ttl),
             note: None,
             refresh: true,
+            max_hold_seconds: None,
         }
     }
 
@@ -1813,6 +1817,97 @@ pub async fn l11_claim_next_skips_a_sessions_own_work(store: Arc<dyn Store>) {
     );
 }
 
+/// L19: a lease claimed with a max hold cannot be renewed past
+/// `acquired_at + max_hold`: the renewal that reaches the cap answers with
+/// the capped expiry (`hold_until`), and after it the lease is gone. A
+/// refresh (L3) is capped the same way. The workspace's cap is the default.
+pub async fn l19_renewals_cannot_extend_a_lease_past_its_max_hold(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("stuck in a loop").await;
+    let capped = ClaimRequest { max_hold_seconds: Some(3), ..f.claim("w", 2) };
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &capped).await.unwrap().lease;
+    let cap = l.acquired_at + chrono::Duration::seconds(3);
+    assert_eq!((l.hold_until, l.expires_at), (Some(cap), l.acquired_at + chrono::Duration::seconds(2)));
+    assert!(!l.is_capped());
+    pass(Duration::from_millis(1500)).await;
+    let renewed = f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("w", l.epoch)).await.unwrap();
+    assert_eq!(renewed.expires_at, cap, "the renewal stops at the cap, not a TTL on");
+    assert!(renewed.is_capped());
+    let refreshed = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 2)).await.unwrap();
+    assert!(refreshed.refreshed);
+    assert_eq!(refreshed.lease.expires_at, cap, "a refresh is capped too");
+    assert_eq!(f.get("TASK-1").await.lease.unwrap().hold_until, Some(cap), "the item shows the cap");
+    pass(Duration::from_millis(1600)).await;
+    let late = f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("w", l.epoch)).await;
+    assert!(matches!(late, Err(StoreError::LeaseLost { .. })), "{late:?}");
+    // The workspace's cap applies to a claim that names none.
+    use pad_core::settings::SettingsPatch;
+    let patch = SettingsPatch { default_ttl_seconds: Some(60), max_hold_seconds: Some(120), ..Default::default() };
+    let ws = f.store.update_settings(&f.ws, &patch).await.unwrap();
+    assert_eq!(ws.settings.max_hold_seconds, Some(120));
+    f.item("second").await;
+    let l = f.store.claim(&ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap().lease;
+    assert_eq!(l.hold_until, Some(l.acquired_at + chrono::Duration::seconds(120)));
+    // Without a cap anywhere, none.
+    let off = SettingsPatch { max_hold_seconds: Some(0), ..Default::default() };
+    let ws = f.store.update_settings(&ws, &off).await.unwrap();
+    f.item("third").await;
+    let l = f.store.claim(&ws, &rf("TASK-3"), &f.claim("w", 60)).await.unwrap().lease;
+    assert_eq!(l.hold_until, None);
+}
+
+/// L19: a lease that reaches its cap ends as an expiry does: the next
+/// claim records `lease.expired` naming the cap, and it counts toward the
+/// expiry quarantine (L13).
+pub async fn l19_a_capped_lease_ends_as_an_expiry_that_names_the_cap(store: Arc<dyn Store>) {
+    use pad_core::settings::SettingsPatch;
+    let f = Fixture::new(store).await;
+    f.item("loops").await;
+    let once = SettingsPatch { quarantine_after_expiries: Some(1), ..Default::default() };
+    let ws = f.store.update_settings(&f.ws, &once).await.unwrap();
+    let capped = ClaimRequest { max_hold_seconds: Some(1), ..f.claim("w", 1) };
+    let l = f.store.claim(&ws, &rf("TASK-1"), &capped).await.unwrap().lease;
+    assert!(l.is_capped(), "a grant whose TTL reaches the cap is capped from the start");
+    pass(Duration::from_millis(1100)).await;
+    f.store.claim(&ws, &rf("TASK-1"), &f.claim("other", 60)).await.unwrap();
+    let expired = events_of(&f, pad_core::EventKind::LeaseExpired).await;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].data["cause"], "max_hold", "{}", expired[0].data);
+    let item = f.get("TASK-1").await;
+    assert!(item.labels.iter().any(|l| l == NEEDS_HUMAN), "counted toward quarantine: {:?}", item.labels);
+    assert_eq!(item.last_lease.unwrap().ended, LeaseEnd::Expired);
+}
+
+/// L19: a max hold below the claim's TTL, negative, or above the
+/// workspace's is refused naming the field, and nothing is written; so are
+/// workspace caps below the default TTL or above 30 days.
+pub async fn l19_bad_max_hold_is_refused_and_changes_nothing(store: Arc<dyn Store>) {
+    use pad_core::settings::SettingsPatch;
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    for bad in [Some(30), Some(-5), Some(0)] {
+        let req = ClaimRequest { max_hold_seconds: bad, ..f.claim("w", 60) };
+        let e = f.store.claim(&f.ws, &rf("TASK-1"), &req).await.unwrap_err();
+        assert!(matches!(&e, StoreError::Validation(v) if v.field == "max_hold_seconds"), "{bad:?}: {e:?}");
+        let e = f.store.claim_next(&f.ws, &FrontierFilter::default(), &req).await.unwrap_err();
+        assert!(matches!(&e, StoreError::Validation(v) if v.field == "max_hold_seconds"), "{bad:?}: {e:?}");
+    }
+    assert_eq!(f.get("TASK-1").await.lease, None, "nothing was granted");
+    let patch = SettingsPatch { max_hold_seconds: Some(3600), ..Default::default() };
+    let ws = f.store.update_settings(&f.ws, &patch).await.unwrap();
+    let above = ClaimRequest { max_hold_seconds: Some(7200), ..f.claim("w", 60) };
+    let e = f.store.claim(&ws, &rf("TASK-1"), &above).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Validation(v) if v.field == "max_hold_seconds" && v.message.contains("workspace")), "{e:?}");
+    for bad in [60, 31 * 86_400] {
+        let patch = SettingsPatch { max_hold_seconds: Some(bad), ..Default::default() };
+        let e = f.store.update_settings(&ws, &patch).await.unwrap_err();
+        assert!(matches!(&e, StoreError::Validation(v) if v.field == "max_hold_seconds"), "{bad}: {e:?}");
+    }
+    let (after, _) = f.store.membership(f.owner, &ws.slug).await.unwrap();
+    assert_eq!(after.settings.max_hold_seconds, Some(3600), "refused patches changed nothing");
+    assert_eq!(f.get("TASK-1").await.lease, None);
+}
+
 /// `parent` on list, `blocked_by_open`, and atomic blocker edits.
 pub async fn items_list_by_parent_and_open_blockers(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
@@ -1887,6 +1982,7 @@ pub async fn workspace_settings_change_whole_or_not_at_all(store: Arc<dyn Store>
         max_ttl_seconds: Some(3600),
         quarantine_after_expiries: Some(5),
         quarantine_after_failures: Some(0),
+        max_hold_seconds: None,
     };
     let ws = f.store.update_settings(&f.ws, &patch).await.unwrap();
     let s = &ws.settings;

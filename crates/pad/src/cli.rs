@@ -449,6 +449,23 @@ pub struct ClaimArgs {
     /// Refuse (exit 7) even if you already hold the lease, instead of refreshing it
     #[arg(long)]
     pub no_refresh: bool,
+    #[command(flatten)]
+    pub max_hold: MaxHoldArg,
+}
+
+/// L19: a cap on how long a lease may be held, renewals included.
+#[derive(Debug, Default, Args)]
+pub struct MaxHoldArg {
+    /// Hold the lease at most this long, renewals included, like 2h (at least the TTL,
+    /// at most the workspace's max hold) [default: the workspace's, if any]
+    #[arg(long = "max-hold", value_name = "DURATION", value_parser = ttl::parse)]
+    pub seconds: Option<u64>,
+}
+
+impl MaxHoldArg {
+    pub fn seconds(&self) -> Option<i64> {
+        self.seconds.map(|s| i64::try_from(s).unwrap_or(i64::MAX))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -550,6 +567,8 @@ pub struct ClaimNextArgs {
     /// Progress note, shown to the next claimant
     #[arg(long)]
     pub note: Option<String>,
+    #[command(flatten)]
+    pub max_hold: MaxHoldArg,
     // Last: its help heading would cover the options after it.
     #[command(flatten)]
     pub filter: FilterArgs,
@@ -585,6 +604,8 @@ pub struct WorkerArgs {
     /// Lease duration, renewed every third of it while CMD runs
     #[command(flatten)]
     pub ttl: TtlArgs,
+    #[command(flatten)]
+    pub max_hold: MaxHoldArg,
     /// When CMD exits 0, set the item's status to `done` (fenced by the lease's epoch)
     #[arg(long)]
     pub done_on_success: bool,
@@ -797,6 +818,10 @@ pub struct WorkspaceSetArgs {
     /// Failures that quarantine an item (needs-human); 0 turns it off
     #[arg(long, value_name = "N")]
     pub quarantine_after_failures: Option<u32>,
+    /// Longest a lease may be held, renewals included, from the default TTL up to 30 days;
+    /// 0 turns the cap off
+    #[arg(long, value_name = "DURATION", value_parser = seconds_or_zero)]
+    pub max_hold: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]

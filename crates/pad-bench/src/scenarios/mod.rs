@@ -32,6 +32,7 @@ pub fn claim_request(actor: Actor, holder: &str) -> ClaimRequest {
         ttl_seconds: Some(TTL_SECONDS),
         note: None,
         refresh: true,
+        max_hold_seconds: None,
     }
 }
 

@@ -17,6 +17,9 @@ pub struct WorkspaceSettings {
     pub retry_backoff_max_seconds: u32,
     /// L14: failures that quarantine an item (0 turns it off).
     pub quarantine_after_failures: u32,
+    /// L19: the longest a lease may be held, renewals included; `null`: no cap.
+    #[serde(default)]
+    pub max_hold_seconds: Option<u32>,
 }
 
 impl Default for WorkspaceSettings {
@@ -28,6 +31,7 @@ impl Default for WorkspaceSettings {
             retry_backoff_base_seconds: 30,
             retry_backoff_max_seconds: 3600,
             quarantine_after_failures: 3,
+            max_hold_seconds: None,
         }
     }
 }

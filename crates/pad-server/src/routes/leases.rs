@@ -24,6 +24,7 @@ fn claim_request(
     ttl_seconds: Option<TtlSeconds>,
     note: Option<String>,
     refresh: Option<bool>,
+    max_hold_seconds: Option<i64>,
 ) -> ClaimRequest {
     ClaimRequest {
         actor: ctx.actor(),
@@ -32,6 +33,7 @@ fn claim_request(
         ttl_seconds: ttl_seconds.map(TtlSeconds::seconds),
         note,
         refresh: refresh.unwrap_or(true),
+        max_hold_seconds,
     }
 }
 
@@ -46,7 +48,8 @@ pub async fn claim(
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
     let r = ctx.item_ref()?;
-    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh);
+    let req =
+        claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh, body.max_hold_seconds);
     let started = std::time::Instant::now();
     let out = s.store.claim(&ctx.ws, &r, &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
@@ -81,7 +84,7 @@ pub async fn renew(
     };
     let lease = s.store.renew(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Renewal);
-    Ok(axum::Json(RenewResponse { item_ref: r.to_string(), lease }))
+    Ok(axum::Json(RenewResponse { item_ref: r.to_string(), capped: lease.is_capped(), lease }))
 }
 
 /// Release our lease (L6), or break another's as an owner (L7).
@@ -213,7 +216,7 @@ pub async fn claim_next(
     Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
-    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None);
+    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
     let started = std::time::Instant::now();
     let answer = s.store.claim_next(&ctx.ws, &body.filter, &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());

@@ -287,6 +287,15 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
             "Lease",
             &format!("{} (expires in {})", l.holder, in_words(seconds_until(l.expires_at, now))),
         );
+        // L19: the cap, which no renewal moves.
+        if let Some(cap) = l.hold_until {
+            let capped = if l.is_capped() { "; capped: renewals no longer extend it" } else { "" };
+            field_line(
+                &mut out,
+                "Held max",
+                &format!("until {} (in {}{capped})", timestamp(cap), in_words(seconds_until(cap, now))),
+            );
+        }
         if let Some(note) = &i.lease_note {
             field_line(&mut out, "Progress", note);
         }
@@ -398,6 +407,7 @@ mod tests {
                 renewed_at: t,
                 expires_at: t + chrono::Duration::seconds(15 * 60),
                 ttl_seconds: 900,
+                hold_until: None,
                 user_id: 0,
             }),
         }

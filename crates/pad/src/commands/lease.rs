@@ -20,6 +20,7 @@ pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliEr
         ttl_seconds: a.ttl.seconds(),
         note: a.note,
         refresh: a.no_refresh.then_some(false),
+        max_hold_seconds: a.max_hold.seconds(),
     };
     let claimed = client.claim(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
     ctx.emit(&claimed, |c| {
@@ -43,7 +44,13 @@ pub async fn renew(ctx: &Ctx, client: &Client, a: RenewArgs) -> Result<(), CliEr
         note: a.note,
     };
     let renewed = client.renew(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
-    ctx.emit(&renewed, |rn| lease_line("Renewed", r, &rn.lease))
+    ctx.emit(&renewed, |rn| {
+        let mut out = lease_line("Renewed", r, &rn.lease);
+        if rn.capped {
+            out += "The lease has reached its max hold (L19): it ends then, however often it is renewed\n";
+        }
+        out
+    })
 }
 
 pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), CliError> {
@@ -99,6 +106,7 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
         session_id: a.session,
         ttl_seconds: a.ttl.seconds(),
         note: a.note,
+        max_hold_seconds: a.max_hold.seconds(),
     };
     let next = client.claim_next(ctx.ws(), &body).await?;
     // JSON readers get the answer either way (`item: null` when nothing is

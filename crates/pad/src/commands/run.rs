@@ -62,6 +62,7 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         ttl_seconds: worker.ttl_seconds,
         note: a.note,
         refresh: None,
+        max_hold_seconds: worker.max_hold_seconds,
     };
     let at = Instant::now();
     let claimed = worker.client.claim(worker.ws, &r.to_string(), &body).await.map_err(about(&r))?;
@@ -130,6 +131,7 @@ async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, session: &str) -> Re
         session_id: Some(session.to_string()),
         ttl_seconds: w.ttl_seconds,
         note: None,
+        max_hold_seconds: w.max_hold_seconds,
     };
     let at = Instant::now();
     let next = w.client.claim_next(w.ws, &body).await?;
@@ -153,6 +155,8 @@ struct Worker<'a> {
     /// `None` lets the server name the caller (its email).
     holder: Option<String>,
     ttl_seconds: Option<pad_core::api::TtlSeconds>,
+    /// L19: `--max-hold`.
+    max_hold_seconds: Option<i64>,
     done_on_success: bool,
     timeout: Option<Duration>,
     kill_after: Duration,
@@ -177,6 +181,7 @@ impl<'a> Worker<'a> {
             ws: ctx.ws(),
             holder: a.holder.holder,
             ttl_seconds: a.ttl.seconds(),
+            max_hold_seconds: a.max_hold.seconds(),
             done_on_success: a.done_on_success,
             timeout: a.timeout.map(Duration::from_secs),
             kill_after: Duration::from_secs(a.kill_after),

@@ -31,6 +31,7 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCommand) -> Result<(), CliError> {
                 max_ttl_seconds: secs(args.max_ttl),
                 quarantine_after_expiries: args.quarantine_after_expiries,
                 quarantine_after_failures: args.quarantine_after_failures,
+                max_hold_seconds: secs(args.max_hold),
             };
             if patch.is_empty() {
                 let flags: Vec<&str> = Setting::ALL.into_iter().map(flag).collect();
@@ -53,6 +54,7 @@ fn flag(s: Setting) -> &'static str {
         Setting::MaxTtl => "--max-ttl",
         Setting::QuarantineAfterExpiries => "--quarantine-after-expiries",
         Setting::QuarantineAfterFailures => "--quarantine-after-failures",
+        Setting::MaxHold => "--max-hold",
     }
 }
 
@@ -76,7 +78,7 @@ fn render(w: &WorkspaceView) -> String {
     let s = &w.settings;
     let kinds: Vec<String> = w.kinds.iter().map(|k| format!("{} ({})", k.name, k.prefix)).collect();
     format!(
-        "{} ({})\nRole:        {}\nCreated:     {}\nKinds:       {}\nLease TTL:   {} default, {} max\nQuarantine:  {}, {}\n",
+        "{} ({})\nRole:        {}\nCreated:     {}\nKinds:       {}\nLease TTL:   {} default, {} max\nMax hold:    {}\nQuarantine:  {}, {}\n",
         w.slug,
         w.name,
         w.role,
@@ -84,6 +86,7 @@ fn render(w: &WorkspaceView) -> String {
         kinds.join(", "),
         in_words(s.default_ttl_seconds.into()),
         in_words(s.max_ttl_seconds.into()),
+        s.max_hold_seconds.map_or_else(|| "none".to_string(), |m| in_words(m.into())),
         threshold(s.quarantine_after_expiries, "expiries"),
         threshold(s.quarantine_after_failures, "failures"),
     )

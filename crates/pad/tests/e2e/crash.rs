@@ -163,6 +163,7 @@ mod checker {
             renewed_at: t(acquired),
             expires_at: t(expires),
             ttl_seconds: 10,
+            hold_until: None,
             user_id: 0,
         }
     }

@@ -123,6 +123,8 @@ async fn fill(c: &Client) -> Filled {
         ttl_seconds: Some(ttl.into()),
         note: note.map(str::to_string),
         refresh: None,
+        // L19: a capped lease carries its cap over too.
+        max_hold_seconds: (ttl > 60).then_some(7200),
     };
     let short = c.claim(WS, &refs[4], &claim("short-lived", 1, None)).await.unwrap();
     let released = c.claim(WS, &refs[6], &claim("released", 600, None)).await.unwrap();

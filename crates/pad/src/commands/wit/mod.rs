@@ -419,6 +419,7 @@ impl Wit {
             note: None,
             // The contract's claim takes or backs off; it never extends (L17).
             refresh: Some(false),
+            max_hold_seconds: None,
         };
         let claimed = self.client.claim(&self.ws, &r.to_string(), &body).await.map_err(|e| Self::lease_error(&r, e))?;
         if born_expired {
