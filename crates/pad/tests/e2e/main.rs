@@ -15,6 +15,7 @@ mod drain;
 mod events;
 mod fencing;
 mod first_start;
+mod full_disk;
 mod logs;
 mod mcp;
 mod metrics;
