@@ -191,8 +191,9 @@ pub struct CreateArgs {
     /// A member's email
     #[arg(long, value_name = "EMAIL")]
     pub assignee: Option<String>,
-    /// Defer: claim-next and the frontier skip the item until this RFC 3339 time
-    #[arg(long, value_name = "TIME")]
+    /// Defer: claim-next and the frontier skip the item until TIME: a duration from
+    /// now (2h, 30m), a date (2026-12-03, at 00:00 UTC) or an RFC 3339 time
+    #[arg(long, value_name = "TIME", value_parser = crate::when::parse)]
     pub not_before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
@@ -265,8 +266,9 @@ pub struct UpdateArgs {
     /// Remove a blocker (repeatable)
     #[arg(long, value_name = "REF")]
     pub remove_blocked_by: Vec<ItemRef>,
-    /// Defer: claim-next and the frontier skip the item until this RFC 3339 time
-    #[arg(long, value_name = "TIME", conflicts_with = "clear_not_before")]
+    /// Defer: claim-next and the frontier skip the item until TIME: a duration from
+    /// now (2h, 30m), a date (2026-12-03, at 00:00 UTC) or an RFC 3339 time
+    #[arg(long, value_name = "TIME", value_parser = crate::when::parse, conflicts_with = "clear_not_before")]
     pub not_before: Option<chrono::DateTime<chrono::Utc>>,
     /// Remove the deferral
     #[arg(long)]

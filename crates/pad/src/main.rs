@@ -9,6 +9,7 @@ mod error;
 mod output;
 mod setup;
 mod ttl;
+mod when;
 
 use std::process::ExitCode;
 

@@ -19,6 +19,7 @@ mod full_disk;
 mod logs;
 mod mcp;
 mod metrics;
+mod newcomer;
 mod pg_events;
 mod pg_instances;
 mod schemathesis;

@@ -1,0 +1,61 @@
+//! What a newcomer meets on the command line (README.md, "A tour in two
+//! terminals"): times and deferrals in the forms people type, the lease
+//! named in a claim's line, refusals that say what is wrong, and help that
+//! describes every argument.
+
+use crate::common;
+
+use std::process::Output;
+
+use chrono::{DateTime, Utc};
+use common::server::TestServer;
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ok(o: Output) -> Output {
+    assert!(o.status.success(), "exit {:?}: {}{}", o.status.code(), stdout(&o), stderr(&o));
+    o
+}
+
+fn not_before(server: &TestServer, r: &str) -> Option<DateTime<Utc>> {
+    let out = ok(server.pad_output(["--format", "json", "item", "show", r]));
+    let item: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    item["not_before"].as_str().map(|t| t.parse().unwrap())
+}
+
+/// `--not-before` takes a duration from now, a date (00:00 UTC) or an
+/// RFC 3339 time, on create and update; anything else is refused at once.
+#[test]
+fn not_before_takes_durations_dates_and_times() {
+    let server = TestServer::start();
+    let before = Utc::now();
+    let r = stdout(&ok(server.pad_output(["item", "create", "later", "--not-before", "2h"]))).trim().to_string();
+    let at = not_before(&server, &r).expect("deferred");
+    let after = Utc::now();
+    let two_hours = chrono::Duration::hours(2);
+    assert!(at >= before + two_hours - chrono::Duration::seconds(1) && at <= after + two_hours, "{at}");
+
+    ok(server.pad_output(["item", "update", &r, "--not-before", "30m"]));
+    let at = not_before(&server, &r).unwrap();
+    assert!((at - Utc::now() - chrono::Duration::minutes(30)).num_seconds().abs() < 60, "{at}");
+
+    ok(server.pad_output(["item", "update", &r, "--not-before", "2026-12-03"]));
+    assert_eq!(not_before(&server, &r).unwrap().to_rfc3339(), "2026-12-03T00:00:00+00:00");
+
+    ok(server.pad_output(["item", "update", &r, "--not-before", "2026-12-02T09:00:00+02:00"]));
+    assert_eq!(not_before(&server, &r).unwrap().to_rfc3339(), "2026-12-02T07:00:00+00:00");
+
+    for bad in ["30", "soon", "2026-13-01"] {
+        let out = server.pad_output(["item", "update", &r, "--not-before", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains("2h") && stderr(&out).contains("2026-12-03"), "{bad}: {}", stderr(&out));
+    }
+    let help = stdout(&ok(server.pad_output(["item", "create", "--help"])));
+    assert!(help.contains("UTC"), "{help}");
+}
