@@ -59,3 +59,32 @@ fn not_before_takes_durations_dates_and_times() {
     let help = stdout(&ok(server.pad_output(["item", "create", "--help"])));
     assert!(help.contains("UTC"), "{help}");
 }
+
+/// A claim's line names its lease id, the handle `complete --lease-id`
+/// takes; a lease id that is not the live lease's is said to not match
+/// (naming the live one), never that the caller's lease was lost.
+#[test]
+fn claims_print_the_lease_id_and_a_wrong_one_is_a_mismatch_not_a_loss() {
+    let server = TestServer::start();
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    let claimed = stdout(&ok(server.pad_output(["item", "claim", &r, "--holder", "runner-a"])));
+    let json = ok(server.pad_output(["--format", "json", "item", "show", &r]));
+    let item: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let lease_id = item["lease"]["lease_id"].as_i64().expect("a live lease");
+    assert!(claimed.starts_with(&format!("Claimed {r}: runner-a, epoch 1, lease {lease_id}, expires ")), "{claimed}");
+
+    let wrong = (lease_id + 100).to_string();
+    let out = server.pad_output(["item", "complete", &r, "--holder", "runner-a", "--lease-id", &wrong]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(!said.contains("lost"), "{said}");
+    assert!(said.contains(&format!("lease {wrong} does not match the live lease on {r}")), "{said}");
+    assert!(said.contains(&format!("lease {lease_id}, epoch 1, held by runner-a")), "{said}");
+
+    let r2 = stdout(&ok(server.pad_output(["item", "create", "two"]))).trim().to_string();
+    let next = stdout(&ok(server.pad_output(["item", "claim-next", "--holder", "runner-b"])));
+    let json = ok(server.pad_output(["--format", "json", "item", "show", &r2]));
+    let item: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let id2 = item["lease"]["lease_id"].as_i64().expect("claim-next leased the open item");
+    assert!(next.starts_with(&format!("Claimed {r2}: runner-b, epoch 1, lease {id2}, expires ")), "{next}");
+}
