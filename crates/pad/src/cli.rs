@@ -762,9 +762,10 @@ pub struct SetupArgs {
     /// Take out exactly what setup added
     #[arg(long)]
     pub remove: bool,
-    /// The command the agent runs to start pad's MCP server
-    #[arg(long, default_value = "pad", value_name = "PATH")]
-    pub command: String,
+    /// The command the agent runs to start pad's MCP server [default: `pad` when
+    /// it is this binary on PATH, else this binary's absolute path]
+    #[arg(long, value_name = "PATH")]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -983,7 +984,7 @@ mod tests {
         let Cli { command: Command::Setup(s), .. } = parse(&["setup", "codex", "--global", "--remove"]).unwrap() else {
             panic!()
         };
-        assert_eq!((s.agent.as_deref(), s.global, s.remove, s.command.as_str()), (Some("codex"), true, true, "pad"));
+        assert_eq!((s.agent.as_deref(), s.global, s.remove, s.command.as_deref()), (Some("codex"), true, true, None));
     }
 
     #[test]
