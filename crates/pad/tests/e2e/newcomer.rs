@@ -88,3 +88,20 @@ fn claims_print_the_lease_id_and_a_wrong_one_is_a_mismatch_not_a_loss() {
     let id2 = item["lease"]["lease_id"].as_i64().expect("claim-next leased the open item");
     assert!(next.starts_with(&format!("Claimed {r2}: runner-b, epoch 1, lease {id2}, expires ")), "{next}");
 }
+
+/// `pad db backup bk/pad.db` into a folder that does not exist yet creates
+/// the folder; one that cannot be created is named in the error.
+#[test]
+fn backup_into_a_missing_folder_creates_it() {
+    let server = TestServer::start();
+    ok(server.pad_output(["item", "create", "kept"]));
+    let dir = server.home.parent().unwrap();
+    let out = ok(server.pad_output(["db", "backup", "bk/nightly/pad.db"]));
+    assert!(dir.join("bk/nightly/pad.db").is_file(), "{}", stdout(&out));
+
+    std::fs::write(dir.join("plain-file"), "not a folder").unwrap();
+    let out = server.pad_output(["db", "backup", "plain-file/pad.db"]);
+    assert_ne!(out.status.code(), Some(0));
+    let said = stderr(&out);
+    assert!(said.contains("plain-file") && !said.contains("code: 14"), "{said}");
+}
