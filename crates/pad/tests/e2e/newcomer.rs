@@ -105,3 +105,18 @@ fn backup_into_a_missing_folder_creates_it() {
     let said = stderr(&out);
     assert!(said.contains("plain-file") && !said.contains("code: 14"), "{said}");
 }
+
+/// `pad admin token` prints the token alone on stdout and then, on
+/// stderr, the next step: saving it as a profile with `pad auth login`.
+#[test]
+fn admin_token_says_the_next_step() {
+    let server = TestServer::start();
+    let db = format!("sqlite://{}", server.home.join("pad.db").display());
+    let out = ok(server.pad_output(["admin", "token", "--email", "owner@localhost", "--database-url", &db]));
+    let token = stdout(&out).trim().to_string();
+    assert!(token.starts_with("pad_"), "{token}");
+    let said = stderr(&out);
+    // stdout is not a terminal here: the secret is not repeated on stderr.
+    assert!(said.contains(&format!("pad auth login --url {} --token ", server.url)), "{said}");
+    assert!(!said.contains(&token), "{said}");
+}
