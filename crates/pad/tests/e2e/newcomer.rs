@@ -120,3 +120,58 @@ fn admin_token_says_the_next_step() {
     assert!(said.contains(&format!("pad auth login --url {} --token ", server.url)), "{said}");
     assert!(!said.contains(&token), "{said}");
 }
+
+/// `pad SUBCOMMAND… -h` for every subcommand, by walking the `Commands:`
+/// sections from the top.
+fn every_help() -> Vec<(String, String)> {
+    let mut todo = vec![Vec::<String>::new()];
+    let mut pages = Vec::new();
+    while let Some(path) = todo.pop() {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pad"))
+            .args(&path)
+            .arg("-h")
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "200")
+            .output()
+            .unwrap();
+        let help = stdout(&out);
+        let mut in_commands = false;
+        for line in help.lines() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                in_commands = line == "Commands:";
+                continue;
+            }
+            if in_commands
+                && let Some(name) = line.split_whitespace().next()
+                && name != "help"
+            {
+                todo.push(path.iter().cloned().chain([name.trim_end_matches(',').to_string()]).collect());
+            }
+        }
+        pages.push((path.join(" "), help));
+    }
+    pages
+}
+
+/// Every argument and option in every help page has a description, and
+/// `serve` names PostgreSQL URLs beside SQLite's.
+#[test]
+fn every_argument_in_help_is_described() {
+    let mut bare = Vec::new();
+    for (command, help) in every_help() {
+        let mut in_args = false;
+        for line in help.lines() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                in_args = line == "Arguments:" || line == "Options:";
+                continue;
+            }
+            let spec = line.trim();
+            if in_args && line.starts_with("  ") && !line.starts_with("          ") && !spec.contains("  ") {
+                bare.push(format!("pad {command}: {spec}"));
+            }
+        }
+    }
+    assert!(bare.is_empty(), "arguments without a description:\n{}", bare.join("\n"));
+    let serve = every_help().into_iter().find(|(c, _)| c == "serve").unwrap().1;
+    assert!(serve.contains("postgres://") && serve.contains("sqlite://"), "{serve}");
+}
