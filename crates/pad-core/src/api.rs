@@ -631,6 +631,7 @@ pub struct FrontierQuery {
     pub exclude: Option<String>,
     /// Skip items whose last lease was taken with this session id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(min_length = 1, max_length = 200)]
     pub skip_session: Option<String>,
     /// At most this many, default 50; values outside 1..=500 are clamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]

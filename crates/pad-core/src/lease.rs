@@ -259,14 +259,15 @@ pub struct InvalidMaxHold(pub String);
 /// L19: a claim's cap. `requested` may only lower the workspace's
 /// (`workspace`, `None` when off) and may not be below the claim's own TTL.
 /// A workspace cap below a claim's TTL caps the grant itself.
-pub fn resolve_max_hold(requested: Option<i64>, workspace: Option<u32>, ttl: Ttl) -> Result<Option<u32>, InvalidMaxHold> {
+pub fn resolve_max_hold(
+    requested: Option<i64>,
+    workspace: Option<u32>,
+    ttl: Ttl,
+) -> Result<Option<u32>, InvalidMaxHold> {
     let Some(secs) = requested else { return Ok(workspace) };
     let ceiling = workspace.unwrap_or(MAX_HOLD_MAX_SECONDS);
     if secs < i64::from(ttl.seconds()) {
-        return Err(InvalidMaxHold(format!(
-            "must be at least the lease's TTL ({}s); got {secs}s",
-            ttl.seconds()
-        )));
+        return Err(InvalidMaxHold(format!("must be at least the lease's TTL ({}s); got {secs}s", ttl.seconds())));
     }
     if secs > i64::from(ceiling) {
         let whose = if workspace.is_some() { "the workspace's max hold" } else { "30 days" };
@@ -398,9 +399,9 @@ pub fn decide_release(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndRefusal {
     /// No live lease, or one the handle does not name: carries the live one.
-    Lost(Option<Lease>),
+    Lost(Option<Box<Lease>>),
     /// The handle names the live lease but it is another holder's or user's.
-    Held(Lease),
+    Held(Box<Lease>),
 }
 
 /// L14/L15: may the caller end its lease by completing or failing the item?
@@ -413,8 +414,8 @@ pub fn decide_end(
 ) -> Result<Lease, EndRefusal> {
     match slot.live(now) {
         None => Err(EndRefusal::Lost(None)),
-        Some(live) if handle.is_empty() || !handle.matches(live) => Err(EndRefusal::Lost(Some(live.clone()))),
-        Some(live) if !live.is_same_holder(c) => Err(EndRefusal::Held(live.clone())),
+        Some(live) if handle.is_empty() || !handle.matches(live) => Err(EndRefusal::Lost(Some(Box::new(live.clone())))),
+        Some(live) if !live.is_same_holder(c) => Err(EndRefusal::Held(Box::new(live.clone()))),
         Some(live) => Ok(live.clone()),
     }
 }
@@ -422,13 +423,13 @@ pub fn decide_end(
 /// L10: may a write fenced by `lease_epoch` go ahead? `Err` carries the live
 /// lease, if any, for the `lease_lost` answer.
 /// L17: `lease_id` may stand in for the epoch, or come with it.
-pub fn check_fence(slot: &LeaseSlot, fence: LeaseHandle, now: Timestamp) -> Result<(), Option<Lease>> {
+pub fn check_fence(slot: &LeaseSlot, fence: LeaseHandle, now: Timestamp) -> Result<(), Option<Box<Lease>>> {
     if fence.is_empty() {
         return Ok(());
     }
     match slot.live(now) {
         Some(live) if fence.matches(live) => Ok(()),
-        live => Err(live.cloned()),
+        live => Err(live.cloned().map(Box::new)),
     }
 }
 
@@ -515,7 +516,10 @@ mod tests {
     fn l5_expiry_is_exact() {
         let mut slot = LeaseSlot::default();
         granted(&mut slot, &A, 60, t(0));
-        assert!(matches!(decide_claim(&slot, &B, ttl(60).into(), true, slot.last_epoch + 100, t(59)), ClaimDecision::Held(_)));
+        assert!(matches!(
+            decide_claim(&slot, &B, ttl(60).into(), true, slot.last_epoch + 100, t(59)),
+            ClaimDecision::Held(_)
+        ));
         match decide_claim(&slot, &B, ttl(60).into(), true, slot.last_epoch + 100, t(60)) {
             ClaimDecision::Grant { lease, previous_expired } => {
                 assert_eq!(lease.epoch, 2);
@@ -684,7 +688,7 @@ mod tests {
             }
         }
         assert_eq!(now, 160, "the lease ended at its cap");
-        assert_eq!(resolve_max_hold(Some(30), None, ttl(60)).unwrap_err().0.contains("TTL"), true);
+        assert!(resolve_max_hold(Some(30), None, ttl(60)).unwrap_err().0.contains("TTL"));
         assert!(resolve_max_hold(Some(-1), None, ttl(60)).is_err());
         assert!(resolve_max_hold(Some(7200), Some(3600), ttl(60)).is_err());
         assert_eq!(resolve_max_hold(None, Some(3600), ttl(60)), Ok(Some(3600)));

@@ -55,7 +55,7 @@ pub fn plan_update(
     patch: &ValidPatch,
     now: Timestamp,
 ) -> StoreResult<Option<(Item, Map<String, Value>)>> {
-    lease::check_fence(slot, patch.fence, now).map_err(|live| StoreError::lost(live, now))?;
+    lease::check_fence(slot, patch.fence, now).map_err(|live| StoreError::lost(live.map(|l| *l), now))?;
     if let Some(expected) = patch.expected_updated_at
         && expected != old.updated_at
     {
@@ -86,8 +86,8 @@ pub fn plan_requeue(old: &Item, expiries: i64) -> Option<(Item, Map<String, Valu
 /// A refused complete or fail (L14, L15) as the store's error.
 pub fn end_refused(e: lease::EndRefusal, now: Timestamp) -> StoreError {
     match e {
-        lease::EndRefusal::Lost(live) => StoreError::lost(live, now),
-        lease::EndRefusal::Held(l) => StoreError::held(l, now),
+        lease::EndRefusal::Lost(live) => StoreError::lost(live.map(|l| *l), now),
+        lease::EndRefusal::Held(l) => StoreError::held(*l, now),
     }
 }
 

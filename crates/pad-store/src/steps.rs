@@ -349,7 +349,7 @@ pub async fn set_deleted<S: Begin>(
     let mut tx = s.begin().await?;
     let locked = tx.lock_item(ws, r).await?;
     let now = locked.now;
-    lease::check_fence(&locked.slot, fence, now).map_err(|live| StoreError::lost(live, now))?;
+    lease::check_fence(&locked.slot, fence, now).map_err(|live| StoreError::lost(live.map(|l| *l), now))?;
     let old = tx.load_item(locked.id, now).await?;
     if locked.deleted == deleted {
         return Ok(old);

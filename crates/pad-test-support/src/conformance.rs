@@ -1897,7 +1897,10 @@ pub async fn l19_bad_max_hold_is_refused_and_changes_nothing(store: Arc<dyn Stor
     let ws = f.store.update_settings(&f.ws, &patch).await.unwrap();
     let above = ClaimRequest { max_hold_seconds: Some(7200), ..f.claim("w", 60) };
     let e = f.store.claim(&ws, &rf("TASK-1"), &above).await.unwrap_err();
-    assert!(matches!(&e, StoreError::Validation(v) if v.field == "max_hold_seconds" && v.message.contains("workspace")), "{e:?}");
+    assert!(
+        matches!(&e, StoreError::Validation(v) if v.field == "max_hold_seconds" && v.message.contains("workspace")),
+        "{e:?}"
+    );
     for bad in [60, 31 * 86_400] {
         let patch = SettingsPatch { max_hold_seconds: Some(bad), ..Default::default() };
         let e = f.store.update_settings(&ws, &patch).await.unwrap_err();

@@ -108,7 +108,8 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free one
     #[arg(long, env = "PAD_LISTEN", hide_env_values = true, default_value = "127.0.0.1:7777", value_name = "ADDR")]
     pub listen: String,
-    /// `sqlite://PATH` [default: sqlite://$PAD_HOME/pad.db]
+    /// `sqlite://PATH`, or `postgres://USER@HOST/DB` for several instances on one database
+    /// [default: sqlite://$PAD_HOME/pad.db]
     // Never echo the variable: a Postgres URL carries a password.
     #[arg(long, env = "PAD_DATABASE_URL", hide_env_values = true, value_name = "URL")]
     pub database_url: Option<String>,
@@ -171,6 +172,7 @@ pub struct BodyArgs {
 
 #[derive(Debug, Args)]
 pub struct CreateArgs {
+    /// The item's title, one line
     pub title: String,
     /// task, bug, feature, chore, or a workspace's own kind [default: task]
     #[arg(long)]
@@ -183,6 +185,7 @@ pub struct CreateArgs {
     /// Repeatable or comma-separated (a label never holds a comma)
     #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
     pub labels: Vec<String>,
+    /// The parent item (a feature, an epic) this one belongs under
     #[arg(long, value_name = "REF")]
     pub parent: Option<ItemRef>,
     /// Repeatable or comma-separated
@@ -191,8 +194,9 @@ pub struct CreateArgs {
     /// A member's email
     #[arg(long, value_name = "EMAIL")]
     pub assignee: Option<String>,
-    /// Defer: claim-next and the frontier skip the item until this RFC 3339 time
-    #[arg(long, value_name = "TIME")]
+    /// Defer: claim-next and the frontier skip the item until TIME: a duration from
+    /// now (2h, 30m), a date (2026-12-03, at 00:00 UTC) or an RFC 3339 time
+    #[arg(long, value_name = "TIME", value_parser = crate::when::parse)]
     pub not_before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
@@ -210,6 +214,7 @@ pub struct ListArgs {
     /// low, medium, high, critical (repeatable or comma-separated)
     #[arg(long, value_delimiter = ',')]
     pub priority: Vec<Priority>,
+    /// Only items assigned to this member's email
     #[arg(long, value_name = "EMAIL")]
     pub assignee: Option<String>,
     /// Only items with a live lease
@@ -233,6 +238,7 @@ pub struct ListArgs {
 pub struct UpdateArgs {
     #[command(flatten)]
     pub item: RefArg,
+    /// A new title
     #[arg(long)]
     pub title: Option<String>,
     #[command(flatten)]
@@ -243,6 +249,7 @@ pub struct UpdateArgs {
     /// low, medium, high, critical
     #[arg(long)]
     pub priority: Option<Priority>,
+    /// A new kind: task, bug, feature, chore, or a workspace's own
     #[arg(long)]
     pub kind: Option<String>,
     /// Add labels (repeatable or comma-separated)
@@ -251,6 +258,7 @@ pub struct UpdateArgs {
     /// Remove labels (repeatable or comma-separated)
     #[arg(long = "remove-label", value_name = "LABEL", value_delimiter = ',')]
     pub remove_labels: Vec<String>,
+    /// Move the item under this parent
     #[arg(long, value_name = "REF", conflicts_with = "clear_parent")]
     pub parent: Option<ItemRef>,
     /// Remove the parent link
@@ -265,12 +273,14 @@ pub struct UpdateArgs {
     /// Remove a blocker (repeatable)
     #[arg(long, value_name = "REF")]
     pub remove_blocked_by: Vec<ItemRef>,
-    /// Defer: claim-next and the frontier skip the item until this RFC 3339 time
-    #[arg(long, value_name = "TIME", conflicts_with = "clear_not_before")]
+    /// Defer: claim-next and the frontier skip the item until TIME: a duration from
+    /// now (2h, 30m), a date (2026-12-03, at 00:00 UTC) or an RFC 3339 time
+    #[arg(long, value_name = "TIME", value_parser = crate::when::parse, conflicts_with = "clear_not_before")]
     pub not_before: Option<chrono::DateTime<chrono::Utc>>,
     /// Remove the deferral
     #[arg(long)]
     pub clear_not_before: bool,
+    /// Assign the item to this member's email
     #[arg(long, value_name = "EMAIL", conflicts_with = "unassign")]
     pub assignee: Option<String>,
     /// Remove the assignee
@@ -781,9 +791,10 @@ pub struct SetupArgs {
     /// Take out exactly what setup added
     #[arg(long)]
     pub remove: bool,
-    /// The command the agent runs to start pad's MCP server
-    #[arg(long, default_value = "pad", value_name = "PATH")]
-    pub command: String,
+    /// The command the agent runs to start pad's MCP server [default: `pad` when
+    /// it is this binary on PATH, else this binary's absolute path]
+    #[arg(long, value_name = "PATH")]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -791,11 +802,15 @@ pub enum WorkspaceCommand {
     /// Workspaces you are a member of
     List,
     /// One workspace: settings, kinds, your role [default: the current one]
-    Show { slug: Option<String> },
+    Show {
+        /// The workspace's slug
+        slug: Option<String>,
+    },
     /// Change lease settings (owners): TTL default and maximum, quarantine thresholds
     Set(WorkspaceSetArgs),
     /// Create a workspace you own
     Create {
+        /// Short name used in URLs and `-w`: lowercase letters, digits, `-`
         slug: String,
         /// Display name [default: the slug]
         #[arg(long)]
@@ -830,13 +845,17 @@ pub enum MemberCommand {
     List,
     /// Add a member, or change a member's role
     Add {
+        /// The member's email
         email: String,
         /// owner, editor, viewer
         #[arg(long, default_value = "editor")]
         role: Role,
     },
     /// Remove a member (their tokens scoped to the workspace are revoked)
-    Remove { email: String },
+    Remove {
+        /// The member's email
+        email: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -863,6 +882,7 @@ pub enum TokenCommand {
     /// --role is given; a token for another member (--email, owners only) is
     /// always scoped to the workspace, at no more than their role and yours.
     Create {
+        /// A label to tell the token apart (`ci-runner`, `laptop`)
         name: String,
         /// Whose token [default: yours; owners may name a member]
         #[arg(long, value_name = "EMAIL")]
@@ -875,7 +895,10 @@ pub enum TokenCommand {
         role: Option<Role>,
     },
     /// Revoke a token by id
-    Revoke { id: i64 },
+    Revoke {
+        /// The token's id (`pad token list`)
+        id: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -892,11 +915,18 @@ pub enum WebhookCommand {
     /// The workspace's webhooks (never their secrets)
     List,
     /// Unsubscribe (pending deliveries and the log go too)
-    Remove { id: i64 },
+    Remove {
+        /// The webhook's id (`pad webhook list`)
+        id: i64,
+    },
     /// Send a webhook.test delivery now and show how it went
-    Test { id: i64 },
+    Test {
+        /// The webhook's id (`pad webhook list`)
+        id: i64,
+    },
     /// The delivery log of a webhook, newest first
     Deliveries {
+        /// The webhook's id (`pad webhook list`)
         id: i64,
         /// How many [default: 50, at most 500]
         #[arg(long)]
@@ -1006,7 +1036,7 @@ mod tests {
         let Cli { command: Command::Setup(s), .. } = parse(&["setup", "codex", "--global", "--remove"]).unwrap() else {
             panic!()
         };
-        assert_eq!((s.agent.as_deref(), s.global, s.remove, s.command.as_str()), (Some("codex"), true, true, "pad"));
+        assert_eq!((s.agent.as_deref(), s.global, s.remove, s.command.as_deref()), (Some("codex"), true, true, None));
     }
 
     #[test]

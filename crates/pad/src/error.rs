@@ -152,6 +152,33 @@ impl CliError {
 }
 
 impl CliError {
+    /// `for_item` for a call that named a lease (`--epoch`, `--lease-id`): when
+    /// the item's live lease is another one and the server knows no lease of
+    /// the caller's that ended (docs/leases.md L7, "Told why"), the handle
+    /// simply does not match — the caller never held that lease, so nothing
+    /// was lost. The message names the live lease instead.
+    pub fn for_lease(item_ref: &ItemRef, epoch: Option<i64>, lease_id: Option<i64>, e: ClientError) -> Self {
+        if let (Some(Some(live)), None) = (e.current_lease(), e.ended_lease()) {
+            let given = match (lease_id, epoch) {
+                (Some(id), _) if id != live.lease_id => Some(format!("lease {id}")),
+                (_, Some(n)) if n != live.epoch => Some(format!("epoch {n}")),
+                _ => None,
+            };
+            if let Some(given) = given {
+                let message = format!(
+                    "{given} does not match the live lease on {item_ref}: lease {}, epoch {}, held by {} until {}",
+                    live.lease_id,
+                    live.epoch,
+                    live.holder,
+                    timestamp(live.expires_at)
+                );
+                remember(&e, &message);
+                return Self::new(e.exit_code(), message);
+            }
+        }
+        Self::for_item(item_ref, e)
+    }
+
     /// The server's refusal in the words the user typed (`--default-ttl`
     /// for `default_ttl_seconds`); `--format json` still prints the
     /// server's envelope.

@@ -9,6 +9,7 @@ mod error;
 mod output;
 mod setup;
 mod ttl;
+mod when;
 
 use std::process::ExitCode;
 
@@ -22,8 +23,7 @@ async fn main() -> ExitCode {
     let cli = cli::Cli::try_parse().unwrap_or_else(|e| {
         let args: Vec<String> = std::env::args().collect();
         if let Some(tip) = cli::missing_separator_tip(&e, &args) {
-            eprint!("{}", e.render());
-            eprintln!("\n{tip}");
+            output::say(&format!("{}\n{tip}", e.render()));
             std::process::exit(e.exit_code());
         }
         e.exit()
@@ -34,10 +34,12 @@ async fn main() -> ExitCode {
         Ok(()) | Err(CliError::ClosedPipe) => ExitCode::SUCCESS,
         Err(CliError::Exit(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(CliError::Failed { message, code }) => {
-            eprintln!("error: {message}");
+            // Neither line may panic: a stdout or stderr that cannot be
+            // written (a full disk) must not turn this exit code into 101.
+            output::say(&format!("error: {message}"));
             // `--format json` means JSON on stdout, refusals included.
             if format == output::Format::Json {
-                println!("{}", error::json_envelope(&message, code));
+                let _ = output::print(&format!("{}\n", error::json_envelope(&message, code)));
             }
             ExitCode::from(u8::try_from(code).unwrap_or(1))
         }

@@ -2,6 +2,7 @@
 //! words. Renderers return `String`s so they can be tested without a terminal.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -22,6 +23,49 @@ pub fn print(text: &str) -> Result<(), CliError> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// Lines that could not be written to stderr since the last one that could.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `text` to stderr and never fails or panics, unlike `eprintln!`
+/// (docs/operations.md, "When the log cannot be written"): when stderr
+/// cannot be written (a full disk under the file it is redirected to, a
+/// closed pipe) the text is dropped and counted, and the next write that
+/// gets through first says how many were lost.
+pub fn to_stderr(text: &[u8]) {
+    let mut err = std::io::stderr().lock();
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    if dropped > 0 {
+        let note = format!("pad: {dropped} earlier log line(s) could not be written to stderr and were dropped\n");
+        if err.write_all(note.as_bytes()).is_err() {
+            DROPPED.fetch_add(dropped + 1, Ordering::Relaxed);
+            return;
+        }
+    }
+    if err.write_all(text).is_err() {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One line on stderr, through `to_stderr`: an `eprintln!` that cannot panic.
+pub fn say(line: &str) {
+    to_stderr(format!("{line}\n").as_bytes());
+}
+
+/// stderr as an `io::Write` that always succeeds (`to_stderr`): the
+/// server's log writer, so a failed log write never reaches a request.
+pub struct Stderr;
+
+impl Write for Stderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        to_stderr(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<(), CliError> {

@@ -72,6 +72,7 @@ pub struct FrontierFilter {
     /// a drain session has already done, however much (docs/leases.md,
     /// "Draining").
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
     pub skip_session: Option<String>,
 }
 

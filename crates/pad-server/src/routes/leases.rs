@@ -48,8 +48,15 @@ pub async fn claim(
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
     let r = ctx.item_ref()?;
-    let req =
-        claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, body.refresh, body.max_hold_seconds);
+    let req = claim_request(
+        &ctx,
+        body.holder,
+        body.session_id,
+        body.ttl_seconds,
+        body.note,
+        body.refresh,
+        body.max_hold_seconds,
+    );
     let started = std::time::Instant::now();
     let out = s.store.claim(&ctx.ws, &r, &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
@@ -216,7 +223,8 @@ pub async fn claim_next(
     Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
-    let req = claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
+    let req =
+        claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
     let started = std::time::Instant::now();
     let answer = s.store.claim_next(&ctx.ws, &body.filter, &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());

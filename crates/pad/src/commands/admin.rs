@@ -2,13 +2,15 @@
 //! store itself (README, "Lost every token?"). It needs no running server and
 //! no profile, only access to the database.
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use pad_core::TokenInfo;
 use pad_server::StoreError;
 
 use crate::cli::AdminCommand;
-use crate::config::Env;
+use crate::config::{DEFAULT_PROFILE, DEFAULT_URL, Env};
+use crate::credentials::{self, Credentials};
 use crate::error::CliError;
 use crate::output::{self, Format};
 
@@ -44,10 +46,24 @@ pub async fn run(cmd: AdminCommand, format: Format) -> Result<(), CliError> {
         info.id, info.name, info.email
     );
     match format {
-        Format::Json => output::print_json(&Created { token: &token, info: &info }),
+        Format::Json => output::print_json(&Created { token: &token, info: &info })?,
         // Only the secret on stdout, so `TOKEN=$(pad admin token --email E)` works.
-        Format::Table => output::print(&format!("{token}\n")),
+        Format::Table => output::print(&format!("{token}\n"))?,
     }
+    // The next step (README, "Lost every token?"), on stderr. The secret is
+    // repeated only when stdout is a terminal, where it is on screen anyway.
+    let shown = if std::io::stdout().is_terminal() { token.as_str() } else { "\"$TOKEN\"" };
+    eprintln!("Next: pad auth login --url {} --token {shown}", server_url());
+    Ok(())
+}
+
+/// The server URL the `default` profile names, else the default one.
+fn server_url() -> String {
+    let saved = Env::from_process().pad_home().ok().and_then(|home| {
+        let creds = Credentials::load(&home.join(credentials::FILE_NAME)).ok()?;
+        creds.profiles.get(DEFAULT_PROFILE).map(|p| p.url.clone())
+    });
+    saved.unwrap_or_else(|| DEFAULT_URL.to_string())
 }
 
 #[derive(serde::Serialize)]

@@ -112,6 +112,14 @@ async fn backup(args: BackupArgs, format: Format) -> Result<(), CliError> {
              (see docs/operations.md)",
         ));
     };
+    // A backup into a folder that does not exist yet creates it
+    // (docs/operations.md, "Backups"), rather than SQLite's bare
+    // "unable to open database".
+    if let Some(parent) = args.path.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            CliError::new(EXIT_USAGE, format!("cannot create the folder {} for the backup: {e}", parent.display()))
+        })?;
+    }
     let bytes = pad_dbmove::backup_sqlite(path, &args.path).await.map_err(cli_error)?;
     let dest = args.path.display().to_string();
     match format {

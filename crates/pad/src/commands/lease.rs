@@ -3,7 +3,7 @@
 //! shape requests and words.
 
 use chrono::Utc;
-use pad_client::Client;
+use pad_client::{Client, ClientError};
 use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, FrontierQuery, ReleaseBody, RenewBody};
 use pad_core::{FrontierFilter, ItemRef, Lease};
 
@@ -43,7 +43,7 @@ pub async fn renew(ctx: &Ctx, client: &Client, a: RenewArgs) -> Result<(), CliEr
         ttl_seconds: a.ttl.seconds(),
         note: a.note,
     };
-    let renewed = client.renew(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
+    let renewed = client.renew(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     ctx.emit(&renewed, |rn| {
         let mut out = lease_line("Renewed", r, &rn.lease);
         if rn.capped {
@@ -57,7 +57,8 @@ pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), C
     let r = &a.item.item_ref;
     let body =
         ReleaseBody { holder: a.holder.holder, epoch: a.epoch, lease_id: a.lease_id, force: a.force, reason: a.reason };
-    let released = client.release(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
+    let released =
+        client.release(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     // Nothing to release is not a failure (L6): exit 0 either way.
     ctx.emit(&released, |rel| match (rel.released, rel.reason.as_str()) {
         (true, "broken") => format!("Lease broken on {r}\n"),
@@ -71,8 +72,14 @@ pub async fn complete(ctx: &Ctx, client: &Client, a: CompleteArgs) -> Result<(),
     let r = &a.item.item_ref;
     let body =
         CompleteBody { epoch: a.handle.epoch, lease_id: a.handle.lease_id, holder: a.holder.holder, status: a.status };
-    let done = client.complete(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
+    let done = client.complete(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     ctx.emit(&done, |d| format!("Completed {} ({}); lease released\n", d.item_ref, d.item.status))
+}
+
+/// `about`, for a call that named its lease: a handle that is not the live
+/// lease's is a mismatch, not a loss (`CliError::for_lease`).
+fn named(r: &ItemRef, epoch: Option<i64>, lease_id: Option<i64>) -> impl FnOnce(ClientError) -> CliError + '_ {
+    move |e| CliError::for_lease(r, epoch, lease_id, e)
 }
 
 /// L14: `Failed TASK-1 (failure 2); retry after … (in 1m)`.
@@ -85,7 +92,7 @@ pub async fn fail(ctx: &Ctx, client: &Client, a: FailArgs) -> Result<(), CliErro
         note: a.note,
         max_failures: a.max_failures,
     };
-    let failed = client.fail(ctx.ws(), &r.to_string(), &body).await.map_err(about(r))?;
+    let failed = client.fail(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     ctx.emit(&failed, |f| {
         let mut out = format!("Failed {} (failure {})", f.item_ref, f.item.failures);
         if let Some(at) = f.item.retry_at {
@@ -164,11 +171,18 @@ pub fn frontier_query(f: &FrontierFilter) -> FrontierQuery {
     }
 }
 
-/// `Claimed TASK-1: runner-a, epoch 1, expires 2026-…Z (in 15m)`.
+/// `Claimed TASK-1: runner-a, epoch 1, lease 42, expires 2026-…Z (in 15m)`:
+/// both handles `complete`, `fail`, `renew` and `release` take (docs/leases.md L17).
 pub fn lease_line(verb: &str, r: &ItemRef, l: &Lease) -> String {
     let session = l.session_id.as_deref().map(|s| format!(", session {s}")).unwrap_or_default();
     let left = in_words(seconds_until(l.expires_at, Utc::now()));
-    format!("{verb} {r}: {}{session}, epoch {}, expires {} (in {left})\n", l.holder, l.epoch, timestamp(l.expires_at))
+    format!(
+        "{verb} {r}: {}{session}, epoch {}, lease {}, expires {} (in {left})\n",
+        l.holder,
+        l.epoch,
+        l.lease_id,
+        timestamp(l.expires_at)
+    )
 }
 
 #[cfg(test)]

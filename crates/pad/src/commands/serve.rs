@@ -13,6 +13,15 @@ use crate::cli::ServeArgs;
 use crate::config::{DEFAULT_PROFILE, Env};
 use crate::credentials::{self, Credentials, Profile};
 use crate::error::CliError;
+use crate::output;
+
+/// `eprintln!` that never panics: a start message that cannot be written
+/// is dropped (docs/operations.md, "When the log cannot be written").
+macro_rules! say {
+    ($($arg:tt)*) => {
+        output::say(&format!($($arg)*))
+    };
+}
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     init_tracing();
@@ -45,8 +54,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     if let Some(boot) = boot {
         announce(&boot, &home, addr);
     }
-    eprintln!("pad: listening on http://{addr}");
-    eprintln!("pad: open http://{}/ in a browser for the web UI", reachable(addr));
+    say!("pad: listening on http://{addr}");
+    say!("pad: open http://{}/ in a browser for the web UI", reachable(addr));
     pad_server::serve(store, listener, pad_server::shutdown_signal())
         .await
         .map_err(|e| CliError::internal(format!("server failed: {e}")))
@@ -83,17 +92,27 @@ fn lock_sqlite(path: &Path) -> Result<std::fs::File, CliError> {
 
 /// Logs go to stderr; `RUST_LOG` tunes them. Requests are logged by the
 /// server's trace layer without headers or bodies, so tokens never appear.
+/// A log line that cannot be written is dropped and counted, never an error
+/// or a panic in the request that logged it (docs/operations.md, "When the
+/// log cannot be written"): `output::Stderr` swallows the failure, and the
+/// subscriber's own report of it (an `eprintln!`, which panics when stderr
+/// fails) is turned off.
 fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| output::Stderr)
+        .log_internal_errors(false)
+        .with_ansi(ansi)
+        .init();
 }
 
 /// The first start's token is printed once, and saved as profile `default`
 /// unless that exists, so `pad item create` works next with no other step.
 fn announce(boot: &Bootstrap, home: &Path, addr: SocketAddr) {
-    eprintln!("pad: new database: created workspace `{}` owned by {}", boot.workspace, boot.email);
-    eprintln!("pad: the owner's token, shown only this once: {}", boot.token);
+    say!("pad: new database: created workspace `{}` owned by {}", boot.workspace, boot.email);
+    say!("pad: the owner's token, shown only this once: {}", boot.token);
     let path = home.join(credentials::FILE_NAME);
     let profile = Profile {
         url: format!("http://{}", reachable(addr)),
@@ -108,12 +127,12 @@ fn announce(boot: &Bootstrap, home: &Path, addr: SocketAddr) {
         creds.save(&path).map(|()| true)
     });
     match saved {
-        Ok(true) => eprintln!("pad: saved it as profile `{DEFAULT_PROFILE}` in {}", path.display()),
-        Ok(false) => eprintln!(
+        Ok(true) => say!("pad: saved it as profile `{DEFAULT_PROFILE}` in {}", path.display()),
+        Ok(false) => say!(
             "pad: profile `{DEFAULT_PROFILE}` already exists in {}; left unchanged (use `pad auth login --profile NAME`)",
             path.display()
         ),
-        Err(e) => eprintln!("pad: could not save the token as a profile: {}", message(&e)),
+        Err(e) => say!("pad: could not save the token as a profile: {}", message(&e)),
     }
 }
 

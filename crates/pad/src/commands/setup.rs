@@ -30,7 +30,8 @@ pub fn run(a: SetupArgs, format: Format) -> Result<(), CliError> {
         (_, true) => Mode::Remove,
         _ => Mode::Install,
     };
-    let outcomes = setup::run(agent, &scope, &a.command, mode)?;
+    let command = a.command.unwrap_or_else(setup::default_command);
+    let outcomes = setup::run(agent, &scope, &command, mode)?;
     match format {
         Format::Json => output::print_json(&outcomes)?,
         Format::Table => {

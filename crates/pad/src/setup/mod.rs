@@ -123,12 +123,54 @@ fn targets(agent: Agent, scope: &Scope, command: &str) -> Vec<Target> {
     }
 }
 
+/// The command a server entry runs (docs/agents.md, "`pad setup <agent>`"):
+/// plain `pad` when that finds this very binary on `PATH`, so an upgrade in
+/// place is picked up; otherwise this binary's absolute path, since the
+/// agent would not find `pad` (or would start another one).
+pub fn default_command() -> String {
+    let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) else { return "pad".into() };
+    match find_command("pad").and_then(|p| std::fs::canonicalize(p).ok()) {
+        Some(found) if found == exe => "pad".into(),
+        _ => exe.to_string_lossy().into_owned(),
+    }
+}
+
+/// Where `command` resolves the way a shell would: a name with a `/` as a
+/// path (relative to the current directory), a bare name on `PATH`; only an
+/// executable file counts.
+fn find_command(command: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if command.is_empty() {
+        return None;
+    }
+    if command.contains('/') {
+        let p = PathBuf::from(command);
+        return runnable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(command)).find(|p| runnable(p))
+}
+
+/// `--check`: a server entry whose command cannot be found is reported,
+/// since the agent could not start it: as `not-found` when the entry is
+/// otherwise current, and in the detail of one that `differs`.
+fn unrunnable(p: &Path, what: &str, command: Option<&str>, found: Outcome) -> Outcome {
+    let Some(cmd) = command.filter(|c| find_command(c).is_none()) else { return found };
+    let place = if cmd.contains('/') { "no such executable" } else { "not found on PATH" };
+    let why = format!("{what} runs `{cmd}`: {place}");
+    match found.detail {
+        Some(detail) if found.action == "differs" => outcome(p, "differs", Some(format!("{detail}; {why}"))),
+        _ => outcome(p, "not-found", Some(why)),
+    }
+}
+
 /// What happened (or, with `--check`, what was found) to one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub path: PathBuf,
     /// created, updated, unchanged, removed, deleted, absent; with --check:
-    /// current, missing, differs.
+    /// current, missing, differs, not-found (the entry's command).
     pub action: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -182,6 +224,8 @@ fn plan(t: &Target, mode: Mode) -> Result<Change, CliError> {
                             outcome(p, "differs", Some(format!("`mcpServers.pad` is {v}, expected {expected}")))
                         }
                     };
+                    let command = doc.get("mcpServers").and_then(|s| s.get(SERVER_NAME)).and_then(|e| e.get("command"));
+                    let found = unrunnable(p, "`mcpServers.pad`", command.and_then(|c| c.as_str()), found);
                     let after = match mode {
                         Mode::Remove => json::remove(text, "mcpServers", SERVER_NAME, entry),
                         _ => Some(json::install(text, "mcpServers", SERVER_NAME, entry)),
@@ -203,6 +247,8 @@ fn plan(t: &Target, mode: Mode) -> Result<Change, CliError> {
                     Some(format!("[mcp_servers.pad] is `{now}`, expected command {command:?}, args {args:?}")),
                 ),
             };
+            let written = doc.get("mcp_servers").and_then(|s| s.get(SERVER_NAME)).and_then(|e| e.get("command"));
+            let found = unrunnable(p, "[mcp_servers.pad]", written.and_then(|c| c.as_str()), found);
             let after = match mode {
                 Mode::Remove => before.as_deref().and_then(|t| toml::remove(t, doc, SERVER_NAME, command, args)),
                 _ => Some(toml::install(text, doc, SERVER_NAME, command, args)),

@@ -30,11 +30,24 @@ const USER_FILES: &[(&str, &str)] = &[
     ("GEMINI.md", "Answer briefly.\n\n"),
 ];
 
+/// `PATH` with the directory of the `pad` under test first, as after
+/// `cargo install`: setup then writes plain `pad` as the command.
+fn path_with_pad() -> std::ffi::OsString {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pad")).parent().unwrap().to_path_buf();
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(&rest))).unwrap()
+}
+
 fn pad(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    pad_with_path(dir, home, args, &path_with_pad())
+}
+
+fn pad_with_path(dir: &Path, home: &Path, args: &[&str], path: &std::ffi::OsStr) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pad"))
         .args(args)
         .current_dir(dir)
         .env("HOME", home)
+        .env("PATH", path)
         .env_remove("CODEX_HOME")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -341,4 +354,34 @@ fn an_unwritable_directory_is_a_clear_error_and_nothing_is_left_half_written() {
     assert!(message.contains("cannot write") && message.contains("CLAUDE.md"), "{message}");
     assert!(message.contains("ermission denied") && message.contains("nothing was changed"), "{message}");
     assert_eq!(snapshot(&project), before);
+}
+
+/// Without `pad` on the agent's `PATH`, setup writes the running binary's
+/// absolute path; `--check` reports a server entry whose command cannot be
+/// found.
+#[test]
+fn without_pad_on_path_setup_writes_its_own_absolute_path() {
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_pad")).unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let no_pad = std::env::join_paths([empty.path(), Path::new("/usr/bin"), Path::new("/bin")]).unwrap();
+    for agent in AGENTS {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().to_path_buf();
+        let out = pad_with_path(&project, &project, &["setup", agent], &no_pad);
+        assert!(out.status.success(), "{agent}: {}", text(&out));
+        let (command, args) = server_entry(&project, agent);
+        assert_eq!((Path::new(&command), args[0].as_str()), (exe.as_path(), "mcp"), "{agent}");
+        let check = pad_with_path(&project, &project, &["setup", agent, "--check"], &no_pad);
+        assert_eq!(check.status.code(), Some(0), "{agent}: {}", text(&check));
+
+        // An entry running plain `pad`, which this PATH does not have.
+        let plain = pad_with_path(&project, &project, &["setup", agent, "--command", "pad"], &no_pad);
+        assert!(plain.status.success(), "{agent}: {}", text(&plain));
+        let check = pad_with_path(&project, &project, &["setup", agent, "--check", "--command", "pad"], &no_pad);
+        assert_eq!(check.status.code(), Some(1), "{agent}: {}", text(&check));
+        assert!(text(&check).contains("not-found") && text(&check).contains("`pad`"), "{agent}: {}", text(&check));
+        // With pad on PATH the same entry is current.
+        let check = pad(&project, &project, &["setup", agent, "--check"]);
+        assert_eq!(check.status.code(), Some(0), "{agent}: {}", text(&check));
+    }
 }

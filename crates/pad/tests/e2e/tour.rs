@@ -40,8 +40,8 @@ fn tour_create_claim_contend_show_list_release() {
 
     // Claim: the lease with holder and expiry.
     let claimed = ok(&s.pad_output(["item", "claim", "TASK-1", "--holder", "runner-a"]));
-    assert!(claimed.starts_with("Claimed TASK-1: runner-a, epoch 1, expires "), "{claimed}");
-    let expires = claimed.split_whitespace().nth(6).expect("an expiry").to_string();
+    assert!(claimed.starts_with("Claimed TASK-1: runner-a, epoch 1, lease 1, expires "), "{claimed}");
+    let expires = claimed.split_whitespace().nth(8).expect("an expiry").to_string();
     assert!(expires.ends_with('Z') && claimed.contains("(in 15m)"), "{claimed}");
 
     // Contention: exit 7, naming the winner and when the lease ends (L2).

@@ -39,7 +39,7 @@ pub enum WitCommand {
 
 #[derive(Debug, Args)]
 pub struct IdArg {
-    /// pad:<workspace>/<PREFIX>#<n>
+    /// The item: pad:<workspace>/<PREFIX>#<n>
     #[arg(value_name = "ID")]
     pub id: WitId,
 }
@@ -53,8 +53,10 @@ pub enum State {
 
 #[derive(Debug, Args)]
 pub struct CreateItemArgs {
+    /// The new item's title
     #[arg(long)]
     pub title: String,
+    /// Its description, markdown
     #[arg(long)]
     pub body: Option<String>,
     /// Comma-separated
@@ -63,6 +65,7 @@ pub struct CreateItemArgs {
     /// A kind of the workspace (task, bug, …), any case
     #[arg(long = "type", value_name = "NAME")]
     pub kind: Option<String>,
+    /// The container to put it under
     #[arg(long, value_name = "ID")]
     pub parent: Option<WitId>,
     /// Comma-separated ids
@@ -84,6 +87,7 @@ pub struct ListItemsArgs {
 
 #[derive(Debug, Args)]
 pub struct ListSubItemsArgs {
+    /// The container whose children to list
     #[arg(value_name = "PARENT-ID")]
     pub parent: WitId,
     #[arg(long, value_enum, default_value_t = State::All)]
@@ -92,22 +96,27 @@ pub struct ListSubItemsArgs {
 
 #[derive(Debug, Args)]
 pub struct LinkBlocksArgs {
+    /// The item: pad:<workspace>/<PREFIX>#<n>
     #[arg(value_name = "ID")]
     pub id: WitId,
+    /// The item that blocks it
     #[arg(long, value_name = "ID")]
     pub blocked_by: WitId,
 }
 
 #[derive(Debug, Args)]
 pub struct AddSubItemArgs {
+    /// The item: pad:<workspace>/<PREFIX>#<n>
     #[arg(value_name = "ID")]
     pub id: WitId,
+    /// The container it goes under
     #[arg(long, value_name = "ID")]
     pub parent: WitId,
 }
 
 #[derive(Debug, Args)]
 pub struct ClaimArgs {
+    /// The item: pad:<workspace>/<PREFIX>#<n>
     #[arg(value_name = "ID")]
     pub id: WitId,
     /// [default: config.lease_ttl_hours]
@@ -116,12 +125,14 @@ pub struct ClaimArgs {
     /// Added to the hours, 0 to 59 [default: config.lease_ttl_minutes, else 0]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=59))]
     pub ttl_minutes: Option<u64>,
+    /// This session's id, kept with the lease
     #[arg(long, value_name = "S")]
     pub session_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct HandleArgs {
+    /// The item: pad:<workspace>/<PREFIX>#<n>
     #[arg(value_name = "ID")]
     pub id: WitId,
     /// The handle claim printed (`lease_comment_id`)
@@ -131,6 +142,7 @@ pub struct HandleArgs {
 
 #[derive(Debug, Args)]
 pub struct LabelProvenanceArgs {
+    /// The item: pad:<workspace>/<PREFIX>#<n>
     #[arg(value_name = "ID")]
     pub id: WitId,
     /// Repeatable

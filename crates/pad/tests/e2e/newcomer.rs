@@ -1,0 +1,177 @@
+//! What a newcomer meets on the command line (README.md, "A tour in two
+//! terminals"): times and deferrals in the forms people type, the lease
+//! named in a claim's line, refusals that say what is wrong, and help that
+//! describes every argument.
+
+use crate::common;
+
+use std::process::Output;
+
+use chrono::{DateTime, Utc};
+use common::server::TestServer;
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ok(o: Output) -> Output {
+    assert!(o.status.success(), "exit {:?}: {}{}", o.status.code(), stdout(&o), stderr(&o));
+    o
+}
+
+fn not_before(server: &TestServer, r: &str) -> Option<DateTime<Utc>> {
+    let out = ok(server.pad_output(["--format", "json", "item", "show", r]));
+    let item: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    item["not_before"].as_str().map(|t| t.parse().unwrap())
+}
+
+/// `--not-before` takes a duration from now, a date (00:00 UTC) or an
+/// RFC 3339 time, on create and update; anything else is refused at once.
+#[test]
+fn not_before_takes_durations_dates_and_times() {
+    let server = TestServer::start();
+    let before = Utc::now();
+    let r = stdout(&ok(server.pad_output(["item", "create", "later", "--not-before", "2h"]))).trim().to_string();
+    let at = not_before(&server, &r).expect("deferred");
+    let after = Utc::now();
+    let two_hours = chrono::Duration::hours(2);
+    assert!(at >= before + two_hours - chrono::Duration::seconds(1) && at <= after + two_hours, "{at}");
+
+    ok(server.pad_output(["item", "update", &r, "--not-before", "30m"]));
+    let at = not_before(&server, &r).unwrap();
+    assert!((at - Utc::now() - chrono::Duration::minutes(30)).num_seconds().abs() < 60, "{at}");
+
+    ok(server.pad_output(["item", "update", &r, "--not-before", "2026-12-03"]));
+    assert_eq!(not_before(&server, &r).unwrap().to_rfc3339(), "2026-12-03T00:00:00+00:00");
+
+    ok(server.pad_output(["item", "update", &r, "--not-before", "2026-12-02T09:00:00+02:00"]));
+    assert_eq!(not_before(&server, &r).unwrap().to_rfc3339(), "2026-12-02T07:00:00+00:00");
+
+    for bad in ["30", "soon", "2026-13-01"] {
+        let out = server.pad_output(["item", "update", &r, "--not-before", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains("2h") && stderr(&out).contains("2026-12-03"), "{bad}: {}", stderr(&out));
+    }
+    let help = stdout(&ok(server.pad_output(["item", "create", "--help"])));
+    assert!(help.contains("UTC"), "{help}");
+}
+
+/// A claim's line names its lease id, the handle `complete --lease-id`
+/// takes; a lease id that is not the live lease's is said to not match
+/// (naming the live one), never that the caller's lease was lost.
+#[test]
+fn claims_print_the_lease_id_and_a_wrong_one_is_a_mismatch_not_a_loss() {
+    let server = TestServer::start();
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    let claimed = stdout(&ok(server.pad_output(["item", "claim", &r, "--holder", "runner-a"])));
+    let json = ok(server.pad_output(["--format", "json", "item", "show", &r]));
+    let item: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let lease_id = item["lease"]["lease_id"].as_i64().expect("a live lease");
+    assert!(claimed.starts_with(&format!("Claimed {r}: runner-a, epoch 1, lease {lease_id}, expires ")), "{claimed}");
+
+    let wrong = (lease_id + 100).to_string();
+    let out = server.pad_output(["item", "complete", &r, "--holder", "runner-a", "--lease-id", &wrong]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(!said.contains("lost"), "{said}");
+    assert!(said.contains(&format!("lease {wrong} does not match the live lease on {r}")), "{said}");
+    assert!(said.contains(&format!("lease {lease_id}, epoch 1, held by runner-a")), "{said}");
+
+    let r2 = stdout(&ok(server.pad_output(["item", "create", "two"]))).trim().to_string();
+    let next = stdout(&ok(server.pad_output(["item", "claim-next", "--holder", "runner-b"])));
+    let json = ok(server.pad_output(["--format", "json", "item", "show", &r2]));
+    let item: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let id2 = item["lease"]["lease_id"].as_i64().expect("claim-next leased the open item");
+    assert!(next.starts_with(&format!("Claimed {r2}: runner-b, epoch 1, lease {id2}, expires ")), "{next}");
+}
+
+/// `pad db backup bk/pad.db` into a folder that does not exist yet creates
+/// the folder; one that cannot be created is named in the error.
+#[test]
+fn backup_into_a_missing_folder_creates_it() {
+    let server = TestServer::start();
+    ok(server.pad_output(["item", "create", "kept"]));
+    let dir = server.home.parent().unwrap();
+    let out = ok(server.pad_output(["db", "backup", "bk/nightly/pad.db"]));
+    assert!(dir.join("bk/nightly/pad.db").is_file(), "{}", stdout(&out));
+
+    std::fs::write(dir.join("plain-file"), "not a folder").unwrap();
+    let out = server.pad_output(["db", "backup", "plain-file/pad.db"]);
+    assert_ne!(out.status.code(), Some(0));
+    let said = stderr(&out);
+    assert!(said.contains("plain-file") && !said.contains("code: 14"), "{said}");
+}
+
+/// `pad admin token` prints the token alone on stdout and then, on
+/// stderr, the next step: saving it as a profile with `pad auth login`.
+#[test]
+fn admin_token_says_the_next_step() {
+    let server = TestServer::start();
+    let db = format!("sqlite://{}", server.home.join("pad.db").display());
+    let out = ok(server.pad_output(["admin", "token", "--email", "owner@localhost", "--database-url", &db]));
+    let token = stdout(&out).trim().to_string();
+    assert!(token.starts_with("pad_"), "{token}");
+    let said = stderr(&out);
+    // stdout is not a terminal here: the secret is not repeated on stderr.
+    assert!(said.contains(&format!("pad auth login --url {} --token ", server.url)), "{said}");
+    assert!(!said.contains(&token), "{said}");
+}
+
+/// `pad SUBCOMMAND… -h` for every subcommand, by walking the `Commands:`
+/// sections from the top.
+fn every_help() -> Vec<(String, String)> {
+    let mut todo = vec![Vec::<String>::new()];
+    let mut pages = Vec::new();
+    while let Some(path) = todo.pop() {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pad"))
+            .args(&path)
+            .arg("-h")
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "200")
+            .output()
+            .unwrap();
+        let help = stdout(&out);
+        let mut in_commands = false;
+        for line in help.lines() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                in_commands = line == "Commands:";
+                continue;
+            }
+            if in_commands
+                && let Some(name) = line.split_whitespace().next()
+                && name != "help"
+            {
+                todo.push(path.iter().cloned().chain([name.trim_end_matches(',').to_string()]).collect());
+            }
+        }
+        pages.push((path.join(" "), help));
+    }
+    pages
+}
+
+/// Every argument and option in every help page has a description, and
+/// `serve` names PostgreSQL URLs beside SQLite's.
+#[test]
+fn every_argument_in_help_is_described() {
+    let mut bare = Vec::new();
+    for (command, help) in every_help() {
+        let mut in_args = false;
+        for line in help.lines() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                in_args = line == "Arguments:" || line == "Options:";
+                continue;
+            }
+            let spec = line.trim();
+            if in_args && line.starts_with("  ") && !line.starts_with("          ") && !spec.contains("  ") {
+                bare.push(format!("pad {command}: {spec}"));
+            }
+        }
+    }
+    assert!(bare.is_empty(), "arguments without a description:\n{}", bare.join("\n"));
+    let serve = every_help().into_iter().find(|(c, _)| c == "serve").unwrap().1;
+    assert!(serve.contains("postgres://") && serve.contains("sqlite://"), "{serve}");
+}
