@@ -48,6 +48,8 @@ pub struct AppState {
     /// Who credentials are and members' roles, kept briefly (docs/operations.md,
     /// "Authentication cache").
     pub auth_cache: Arc<auth_cache::AuthCache>,
+    /// Markdown rendering off the async workers (docs/api.md, "Markdown").
+    pub render: Arc<routes::render::Renderer>,
 }
 
 impl AppState {
@@ -61,6 +63,7 @@ impl AppState {
             closing: tokio::sync::watch::channel(false).0,
             connections: limits::ConnectionLimits::from_env(),
             auth_cache: Arc::new(auth_cache::AuthCache::from_env()),
+            render: Default::default(),
         }
     }
 }
