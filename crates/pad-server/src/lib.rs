@@ -50,6 +50,8 @@ pub struct AppState {
     pub auth_cache: Arc<auth_cache::AuthCache>,
     /// Markdown rendering off the async workers (docs/api.md, "Markdown").
     pub render: Arc<routes::render::Renderer>,
+    /// Where webhook deliveries may go (docs/webhooks.md, "Where deliveries go").
+    pub webhook_targets: webhooks::Targets,
 }
 
 impl AppState {
@@ -64,6 +66,7 @@ impl AppState {
             connections: limits::ConnectionLimits::from_env(),
             auth_cache: Arc::new(auth_cache::AuthCache::from_env()),
             render: Default::default(),
+            webhook_targets: webhooks::Targets::from_env(),
         }
     }
 }
