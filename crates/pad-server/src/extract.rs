@@ -176,7 +176,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let credential = match bearer(parts) {
+        let credential = match bearer(&parts.headers) {
             Some(t) => Credential::Token(hash_token(&t)),
             None => Credential::Session(hash_token(&session_id(parts)?.ok_or_else(|| {
                 ApiError::new(ErrorCode::Unauthorized, "missing bearer token (Authorization: Bearer <token>)")
@@ -203,15 +203,13 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-fn bearer(parts: &Parts) -> Option<String> {
-    parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
+/// The token of `Authorization: Bearer <token>`; the scheme's case does not
+/// matter (`bearer`, `BEARER`), as HTTP has it (docs/api.md, "Tokens").
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim_start();
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
 }
 
 /// The web UI's session id, from its HttpOnly cookie. Requests that may
