@@ -101,21 +101,35 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
-/// A query string, refused with `bad_request` naming the parameter.
+/// A query string. An unknown parameter is `bad_request`; a parameter whose
+/// value cannot be read (`?limit=abc`) is `validation_failed`; both name the
+/// parameter in the message and in `details.field` (docs/api.md, Errors).
 pub struct Query<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).map(Query).map_err(|e| {
-            let field =
-                e.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
-            ApiError::bad_request(format!("invalid query: {e}"), field.as_deref())
-        })
+        parse_query(parts.uri.query().unwrap_or("")).map(Query)
     }
 }
 
+/// [`Query`]'s reading of `query`.
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let inner = e.inner().to_string();
+        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|s| s.split('`').next()) {
+            return ApiError::bad_request(format!("invalid query: {inner}"), Some(unknown));
+        }
+        let field = e.path().to_string();
+        if field.is_empty() || field == "." {
+            return ApiError::bad_request(format!("invalid query: {inner}"), None);
+        }
+        ApiError::new(ErrorCode::ValidationFailed, format!("{field}: {inner}"))
+            .with_details(serde_json::json!({ "field": field }))
+    })
+}
 /// What a request authenticated with: a bearer token, or a web session
 /// cookie; each by the hash of its secret. Kept so an event stream can check
 /// it again while it stays open (docs/api.md, "Tokens").
