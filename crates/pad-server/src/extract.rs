@@ -227,19 +227,14 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<String> {
 }
 
 /// The web UI's session id, from its HttpOnly cookie. Requests that may
-/// change state must also echo the CSRF cookie in a header (double submit),
-/// which a cross-site page cannot read or forge.
+/// change state must also echo the session's CSRF value (the `pad_csrf`
+/// cookie) in a header; the value is derived from the session id
+/// (`session::csrf_for`), which a cross-site page can neither read nor forge.
 fn session_id(parts: &Parts) -> Result<Option<String>, ApiError> {
     let Some(id) = crate::session::cookie(&parts.headers, crate::session::SESSION_COOKIE) else { return Ok(None) };
     let safe = matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD);
-    if !safe {
-        let expected = crate::session::cookie(&parts.headers, crate::session::CSRF_COOKIE);
-        let given = parts.headers.get(crate::session::CSRF_HEADER).and_then(|v| v.to_str().ok());
-        if expected.is_none() || expected.as_deref() != given {
-            return Err(ApiError::forbidden(
-                "missing or wrong CSRF token (send the pad_csrf cookie's value as X-CSRF-Token)",
-            ));
-        }
+    if !safe && !crate::session::csrf_echoed(&parts.headers, &id) {
+        return Err(crate::session::csrf_refused());
     }
     Ok(Some(id))
 }
