@@ -107,9 +107,11 @@ pub struct DeliveriesQuery {
     pub limit: Option<u32>,
 }
 
-/// Only `http://` and `https://` URLs with a host, bounded, on one line.
-/// Where the URL points (a private address included) is the operator's
-/// choice (docs/webhooks.md, "Where deliveries go").
+/// Only `http://` and `https://` URLs that can be delivered to: a host that
+/// is a name (letters, digits, `-`, `.`, `_`), an IPv4 address or a bracketed
+/// IPv6 address, and a port, if any, in 1–65535; bounded, on one line, with
+/// no credentials. Which addresses a delivery may reach is decided when it
+/// is sent, after the name resolves (docs/webhooks.md, "Where deliveries go").
 pub fn validate_url(url: &str) -> Result<(), ValidationError> {
     validate::text("url", url, 1, WEBHOOK_URL_MAX, Lines::Single)?;
     let lower = url.to_ascii_lowercase();
@@ -117,11 +119,36 @@ pub fn validate_url(url: &str) -> Result<(), ValidationError> {
         return Err(ValidationError::new("url", "must be an http:// or https:// URL"));
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains(char::is_whitespace) {
-        return Err(ValidationError::new("url", "must name a host (http://HOST[:PORT]/PATH)"));
-    }
     if authority.contains('@') {
         return Err(ValidationError::new("url", "must not carry credentials (user:password@); sign with the secret"));
+    }
+    let no_host = || ValidationError::new("url", "must name a host (http://HOST[:PORT]/PATH)");
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (addr, after) = v6.split_once(']').ok_or_else(no_host)?;
+            if addr.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(ValidationError::new("url", "the host in [brackets] must be an IPv6 address"));
+            }
+            match after {
+                "" => (addr, None),
+                _ => (addr, Some(after.strip_prefix(':').ok_or_else(no_host)?)),
+            }
+        }
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let name_char = |c: char| c.is_alphanumeric() || matches!(c, '-' | '.' | '_' | ':');
+    if host.is_empty() || !host.chars().all(name_char) || (host.contains(':') && !authority.starts_with('[')) {
+        return Err(no_host());
+    }
+    if let Some(port) = port.filter(|p| !p.is_empty())
+        && !(port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && (1..=65535).contains(&port.parse::<u32>().unwrap_or(0)))
+    {
+        return Err(ValidationError::new("url", "the port must be a number from 1 to 65535"));
     }
     Ok(())
 }
@@ -168,7 +195,15 @@ mod tests {
 
     #[test]
     fn only_http_and_https_urls_with_a_host() {
-        for ok in ["http://127.0.0.1:8080/hook", "https://example.com", "HTTPS://Example.com/a?b=c"] {
+        for ok in [
+            "http://127.0.0.1:8080/hook",
+            "https://example.com",
+            "HTTPS://Example.com/a?b=c",
+            "http://[::1]:65535/x",
+            "http://[2001:db8::1]/",
+            "http://my_host.example:1/",
+            "http://bücher.example/",
+        ] {
             assert!(validate_url(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -180,6 +215,16 @@ mod tests {
             "http:///path",
             "http://user:pw@example.com/",
             "http://exa mple.com/",
+            "http://:18901/",
+            "http://example.com:99999/",
+            "http://example.com:0/",
+            "http://example.com:80a/",
+            "http://%zz/",
+            "http://exa%2fmple.com/",
+            "http://[::1/",
+            "http://[not-v6]/",
+            "http://a:b:c/",
+            "gopher://example.com/",
             "",
         ] {
             let e = validate_url(bad).unwrap_err();

@@ -101,21 +101,35 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
-/// A query string, refused with `bad_request` naming the parameter.
+/// A query string. An unknown parameter is `bad_request`; a parameter whose
+/// value cannot be read (`?limit=abc`) is `validation_failed`; both name the
+/// parameter in the message and in `details.field` (docs/api.md, Errors).
 pub struct Query<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).map(Query).map_err(|e| {
-            let field =
-                e.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
-            ApiError::bad_request(format!("invalid query: {e}"), field.as_deref())
-        })
+        parse_query(parts.uri.query().unwrap_or("")).map(Query)
     }
 }
 
+/// [`Query`]'s reading of `query`.
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let inner = e.inner().to_string();
+        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|s| s.split('`').next()) {
+            return ApiError::bad_request(format!("invalid query: {inner}"), Some(unknown));
+        }
+        let field = e.path().to_string();
+        if field.is_empty() || field == "." {
+            return ApiError::bad_request(format!("invalid query: {inner}"), None);
+        }
+        ApiError::new(ErrorCode::ValidationFailed, format!("{field}: {inner}"))
+            .with_details(serde_json::json!({ "field": field }))
+    })
+}
 /// What a request authenticated with: a bearer token, or a web session
 /// cookie; each by the hash of its secret. Kept so an event stream can check
 /// it again while it stays open (docs/api.md, "Tokens").
@@ -176,7 +190,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let credential = match bearer(parts) {
+        let credential = match bearer(&parts.headers) {
             Some(t) => Credential::Token(hash_token(&t)),
             None => Credential::Session(hash_token(&session_id(parts)?.ok_or_else(|| {
                 ApiError::new(ErrorCode::Unauthorized, "missing bearer token (Authorization: Bearer <token>)")
@@ -203,31 +217,24 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-fn bearer(parts: &Parts) -> Option<String> {
-    parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
+/// The token of `Authorization: Bearer <token>`; the scheme's case does not
+/// matter (`bearer`, `BEARER`), as HTTP has it (docs/api.md, "Tokens").
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim_start();
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
 }
 
 /// The web UI's session id, from its HttpOnly cookie. Requests that may
-/// change state must also echo the CSRF cookie in a header (double submit),
-/// which a cross-site page cannot read or forge.
+/// change state must also echo the session's CSRF value (the `pad_csrf`
+/// cookie) in a header; the value is derived from the session id
+/// (`session::csrf_for`), which a cross-site page can neither read nor forge.
 fn session_id(parts: &Parts) -> Result<Option<String>, ApiError> {
     let Some(id) = crate::session::cookie(&parts.headers, crate::session::SESSION_COOKIE) else { return Ok(None) };
     let safe = matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD);
-    if !safe {
-        let expected = crate::session::cookie(&parts.headers, crate::session::CSRF_COOKIE);
-        let given = parts.headers.get(crate::session::CSRF_HEADER).and_then(|v| v.to_str().ok());
-        if expected.is_none() || expected.as_deref() != given {
-            return Err(ApiError::forbidden(
-                "missing or wrong CSRF token (send the pad_csrf cookie's value as X-CSRF-Token)",
-            ));
-        }
+    if !safe && !crate::session::csrf_echoed(&parts.headers, &id) {
+        return Err(crate::session::csrf_refused());
     }
     Ok(Some(id))
 }

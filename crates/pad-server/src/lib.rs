@@ -48,6 +48,13 @@ pub struct AppState {
     /// Who credentials are and members' roles, kept briefly (docs/operations.md,
     /// "Authentication cache").
     pub auth_cache: Arc<auth_cache::AuthCache>,
+    /// Markdown rendering off the async workers (docs/api.md, "Markdown").
+    pub render: Arc<routes::render::Renderer>,
+    /// Where webhook deliveries may go (docs/webhooks.md, "Where deliveries go").
+    pub webhook_targets: webhooks::Targets,
+    /// When set (`PAD_METRICS_TOKEN`), `/metrics` answers only requests
+    /// bearing it (docs/operations.md, "Metrics").
+    pub metrics_token: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -61,6 +68,13 @@ impl AppState {
             closing: tokio::sync::watch::channel(false).0,
             connections: limits::ConnectionLimits::from_env(),
             auth_cache: Arc::new(auth_cache::AuthCache::from_env()),
+            render: Default::default(),
+            webhook_targets: webhooks::Targets::from_env(),
+            metrics_token: std::env::var("PAD_METRICS_TOKEN")
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .map(Into::into),
         }
     }
 }
@@ -220,9 +234,19 @@ pub async fn serve_state(
 
 /// `/metrics`: the live-lease gauge is read from the store at scrape time, so
 /// every instance reports the same figure.
-async fn metrics_text(State(s): State<AppState>) -> String {
+async fn metrics_text(State(s): State<AppState>, headers: axum::http::HeaderMap) -> Result<String, ApiError> {
+    if let Some(expected) = &s.metrics_token {
+        // Compared as hashes, so the comparison takes the same time wherever they differ.
+        let given = extract::bearer(&headers).map(|t| auth::hash_token(&t));
+        if given.as_deref() != Some(auth::hash_token(expected).as_str()) {
+            return Err(ApiError::new(
+                ErrorCode::Unauthorized,
+                "/metrics needs the metrics token (Authorization: Bearer <PAD_METRICS_TOKEN>)",
+            ));
+        }
+    }
     let live = s.store.live_leases().await.inspect_err(|e| tracing::warn!(error = %e, "could not count live leases"));
-    s.metrics.render(live.ok().as_deref()) + &s.auth_cache.render()
+    Ok(s.metrics.render(live.ok().as_deref()) + &s.auth_cache.render())
 }
 
 async fn observe_expiries(s: AppState) {

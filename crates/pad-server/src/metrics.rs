@@ -87,6 +87,18 @@ impl Histogram {
         self.count += 1;
     }
 
+    /// Adds `other`'s observations to these (the `other` workspace series).
+    fn add(&mut self, other: &Histogram) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0);
+        }
+        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
+            *mine += theirs;
+        }
+        self.sum += other.sum;
+        self.count += other.count;
+    }
+
     fn render(&self, out: &mut String, name: &str, labels: &str, bounds: &[f64]) {
         let sep = if labels.is_empty() { "" } else { "," };
         for (i, bound) in bounds.iter().enumerate() {
@@ -99,12 +111,36 @@ impl Histogram {
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct WorkspaceLeases {
     counts: [u64; LeaseCount::ALL.len()],
     hold: Histogram,
     claim_latency: Histogram,
 }
+
+impl WorkspaceLeases {
+    /// Everything recorded for the workspace: what ranks it among the busiest.
+    fn activity(&self) -> u64 {
+        self.counts.iter().sum::<u64>() + self.hold.count + self.claim_latency.count
+    }
+
+    fn add(&mut self, other: &WorkspaceLeases) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.hold.add(&other.hold);
+        self.claim_latency.add(&other.claim_latency);
+    }
+}
+
+/// How many workspaces get series of their own: the busiest, by everything
+/// recorded for them since the process started. The rest are summed into
+/// `workspace="other"`, so a scrape stays small however many workspaces
+/// there are (docs/operations.md, "Metrics").
+pub const MAX_WORKSPACE_LABELS: usize = 50;
+/// The label value of the series that sums the workspaces past
+/// [`MAX_WORKSPACE_LABELS`].
+pub const OTHER_WORKSPACES: &str = "other";
 
 #[derive(Default)]
 pub struct Metrics {
@@ -167,31 +203,44 @@ impl Metrics {
     pub fn render(&self, live: Option<&[(String, u64)]>) -> String {
         let mut out = String::new();
         let map = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ranked: Vec<(&String, &WorkspaceLeases)> = map.iter().collect();
+        ranked.sort_by(|a, b| b.1.activity().cmp(&a.1.activity()).then_with(|| a.0.cmp(b.0)));
+        let mut shown: BTreeMap<String, WorkspaceLeases> = BTreeMap::new();
+        for (i, (ws, w)) in ranked.into_iter().enumerate() {
+            let key = if i < MAX_WORKSPACE_LABELS { ws.as_str() } else { OTHER_WORKSPACES };
+            shown.entry(key.to_string()).or_default().add(w);
+        }
+        drop(map);
         for what in LeaseCount::ALL {
             let (name, help) = what.name_and_help();
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (ws, w) in map.iter() {
+            for (ws, w) in &shown {
                 let _ = writeln!(out, "{name}{{workspace=\"{}\"}} {}", label(ws), w.counts[what as usize]);
             }
         }
         if let Some(live) = live {
             let name = "pad_leases_live";
             let _ = writeln!(out, "# HELP {name} Unexpired leases in the store now.\n# TYPE {name} gauge");
+            // Named as the counters are: the rest sum into `other`.
+            let mut gauges: BTreeMap<&str, u64> = BTreeMap::new();
             for (ws, n) in live {
+                let named = shown.contains_key(ws.as_str()) && ws != OTHER_WORKSPACES;
+                *gauges.entry(if named { ws.as_str() } else { OTHER_WORKSPACES }).or_default() += n;
+            }
+            for (ws, n) in gauges {
                 let _ = writeln!(out, "{name}{{workspace=\"{}\"}} {n}", label(ws));
             }
         }
         let name = "pad_lease_hold_seconds";
         let _ = writeln!(out, "# HELP {name} How long leases were held, grant to end.\n# TYPE {name} histogram");
-        for (ws, w) in map.iter() {
+        for (ws, w) in &shown {
             w.hold.render(&mut out, name, &format!("workspace=\"{}\"", label(ws)), &HOLD_BUCKETS);
         }
         let name = "pad_lease_claim_duration_seconds";
         let _ = writeln!(out, "# HELP {name} Store time of claim and claim-next calls.\n# TYPE {name} histogram");
-        for (ws, w) in map.iter() {
+        for (ws, w) in &shown {
             w.claim_latency.render(&mut out, name, &format!("workspace=\"{}\"", label(ws)), &BUCKETS);
         }
-        drop(map);
         let name = "pad_http_request_duration_seconds";
         let _ = writeln!(out, "# HELP {name} HTTP request latency.\n# TYPE {name} histogram");
         for (bound, bucket) in BUCKETS.iter().zip(&self.latency_buckets) {
@@ -224,5 +273,45 @@ mod tests {
         assert!(text.contains("pad_lease_hold_seconds_bucket{workspace=\"acme\",le=\"30\"} 1\n"), "{text}");
         assert!(text.contains("pad_lease_hold_seconds_sum{workspace=\"acme\"} 20\n"), "{text}");
         assert!(!m.render(None).contains("pad_leases_live{"), "no gauge when the store could not be read");
+    }
+
+    #[test]
+    fn workspace_labels_are_capped_with_the_rest_summed_as_other() {
+        let m = Metrics::default();
+        let mut live = Vec::new();
+        for i in 0..2000u64 {
+            let ws = format!("workspace-with-a-long-slug-{i:04}");
+            for _ in 0..=(i % 7) {
+                m.count(&ws, LeaseCount::Claim);
+            }
+            m.held(&ws, chrono::Duration::seconds(5));
+            m.claim_latency(&ws, Duration::from_millis(3));
+            live.push((ws, 1));
+        }
+        // The busiest workspace is named.
+        for _ in 0..100 {
+            m.count("busy", LeaseCount::Claim);
+        }
+        let text = m.render(Some(&live));
+        assert!(text.len() < 200_000, "{} bytes", text.len());
+        assert!(text.contains("pad_lease_claims_total{workspace=\"busy\"} 100\n"), "the busiest keeps its label");
+        let labels: std::collections::BTreeSet<&str> =
+            text.lines().filter_map(|l| l.split("workspace=\"").nth(1)?.split('"').next()).collect();
+        assert!(labels.len() <= MAX_WORKSPACE_LABELS + 1, "{} label values", labels.len());
+        assert!(labels.contains(OTHER_WORKSPACES));
+        // Nothing is lost: the sums over all series are the totals.
+        let claims: u64 = text
+            .lines()
+            .filter(|l| l.starts_with("pad_lease_claims_total{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(claims, 100 + (0..2000u64).map(|i| i % 7 + 1).sum::<u64>());
+        let live_total: u64 = text
+            .lines()
+            .filter(|l| l.starts_with("pad_leases_live{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(live_total, 2000);
+        assert!(text.contains("pad_lease_hold_seconds_count{workspace=\"other\"}"), "histograms are summed too");
     }
 }

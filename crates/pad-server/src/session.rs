@@ -51,6 +51,32 @@ fn set_cookies(resp: &mut Response, session: &str, csrf: &str, max_age: u32) {
     }
 }
 
+/// The CSRF value of session `id`: HMAC-SHA256 of the id, hex. Bound to the
+/// session, so a value the caller made up (`pad_csrf=evil` with
+/// `X-CSRF-Token: evil`) is refused. The secret is the session id itself,
+/// which only the HttpOnly cookie carries; the HMAC key separates this use
+/// of it, and being fixed, lets every instance behind a load balancer check
+/// every session (docs/api.md, "Web sessions").
+pub fn csrf_for(id: &str) -> String {
+    use hmac::{KeyInit, Mac};
+    let mut mac =
+        hmac::Hmac::<sha2::Sha256>::new_from_slice(b"pad web session CSRF v1").expect("HMAC takes any key length");
+    mac.update(id.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Whether the request echoes its session's CSRF value in `X-CSRF-Token`
+/// (compared as hashes, so the time taken says nothing about a guess).
+pub fn csrf_echoed(headers: &HeaderMap, id: &str) -> bool {
+    let given = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    hash_token(given) == hash_token(&csrf_for(id))
+}
+
+/// The refusal of a cookie-authenticated write without the CSRF echo.
+pub fn csrf_refused() -> ApiError {
+    ApiError::forbidden("missing or wrong CSRF token (send the pad_csrf cookie's value as X-CSRF-Token)")
+}
+
 /// A new session id: 32 random bytes, like a token, with its own prefix.
 fn new_session_id() -> String {
     format!("pads_{}", &new_token()[crate::auth::TOKEN_PREFIX.len()..])
@@ -67,15 +93,20 @@ pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> 
     let id = new_session_id();
     s.store.create_session(principal.token_id, &hash_token(&id), SESSION_TTL_SECONDS.into()).await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    set_cookies(&mut resp, &id, &new_token(), SESSION_TTL_SECONDS);
+    set_cookies(&mut resp, &id, &csrf_for(&id), SESSION_TTL_SECONDS);
     Ok(resp)
 }
 
-/// Sign out: ends the session on the server and clears the cookies.
+/// Sign out: ends the session on the server and clears the cookies. Like
+/// any cookie-authenticated write, it needs the CSRF echo, so another site
+/// cannot sign a user out.
 #[utoipa::path(delete, path = "/api/v1/session", tag = "auth", security(()),
     responses((status = 204, description = "signed out"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn delete(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
     if let Some(id) = cookie(&headers, SESSION_COOKIE) {
+        if !csrf_echoed(&headers, &id) {
+            return Err(csrf_refused());
+        }
         let hash = hash_token(&id);
         let _fresh = s.auth_cache.forgetting(crate::extract::Credential::Session(hash.clone()));
         s.store.revoke_session(&hash).await?;

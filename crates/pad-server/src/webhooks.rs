@@ -4,6 +4,7 @@
 //! reports the attempt back; the store logs it and decides delivered, retry
 //! later or failed (`pad_core::webhook::after_attempt`).
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use hmac::{KeyInit, Mac};
@@ -46,24 +47,127 @@ pub fn signature(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// The client deliveries go through: bounded in time, never following a
-/// redirect (a receiver that moved must be re-subscribed by an owner).
-pub fn client() -> &'static reqwest::Client {
-    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .timeout(DELIVERY_TIMEOUT)
-            .connect_timeout(DELIVERY_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("pad-webhooks/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("the webhook HTTP client builds")
-    })
+/// Where deliveries may go (docs/webhooks.md, "Where deliveries go"): by
+/// default only to public addresses, checked after the host's name resolves;
+/// with `allow_private` (`PAD_WEBHOOK_ALLOW_PRIVATE=1`), anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Targets {
+    pub allow_private: bool,
 }
 
-/// POSTs `event` to `url` once and says what came back.
+impl Targets {
+    /// The operator's choice, read once when the server's state is made.
+    pub fn from_env() -> Self {
+        Targets { allow_private: std::env::var("PAD_WEBHOOK_ALLOW_PRIVATE").is_ok_and(|v| v.trim() == "1") }
+    }
+
+    /// The client for these targets: bounded in time, never following a
+    /// redirect (a receiver that moved must be re-subscribed by an owner),
+    /// and unless private targets are allowed, resolving names only to
+    /// public addresses, so a name cannot turn private between the check in
+    /// [`send`] and the connection.
+    pub fn client(self) -> &'static reqwest::Client {
+        static ANY: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+        static PUBLIC: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+        let build = |public: bool| {
+            let b = reqwest::Client::builder()
+                .timeout(DELIVERY_TIMEOUT)
+                .connect_timeout(DELIVERY_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("pad-webhooks/", env!("CARGO_PKG_VERSION")));
+            let b = if public { b.dns_resolver(PublicOnly) } else { b };
+            b.build().expect("the webhook HTTP client builds")
+        };
+        if self.allow_private { ANY.get_or_init(|| build(false)) } else { PUBLIC.get_or_init(|| build(true)) }
+    }
+
+    /// Whether a delivery may go to `url`: `Err` with the one refusal text
+    /// when its host is, or resolves to, a non-public address. The refusal
+    /// is the same whatever listens there, so it reveals nothing about ports.
+    async fn check(self, url: &str) -> Result<(), String> {
+        if self.allow_private {
+            return Ok(());
+        }
+        // The URL parser reads every spelling of an address (`0x7f.0.0.1`,
+        // `2130706433`, `127.1`, `[::ffff:127.0.0.1]`) as the address it is.
+        let url = reqwest::Url::parse(url).map_err(|_| "unusable URL".to_string())?;
+        let port = url.port_or_known_default().unwrap_or(80);
+        let host = url.host_str().ok_or_else(|| "unusable URL".to_string())?;
+        let literal = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            Some(v6) => v6.parse::<std::net::Ipv6Addr>().ok().map(IpAddr::from),
+            None => host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::from),
+        };
+        let addrs: Vec<IpAddr> = match literal {
+            Some(ip) => vec![ip],
+            None => match tokio::net::lookup_host((host, port)).await {
+                Ok(found) => found.map(|a| a.ip()).collect(),
+                Err(_) => return Err("could not resolve the host".into()),
+            },
+        };
+        if addrs.is_empty() || !addrs.iter().copied().all(is_public) {
+            return Err(REFUSED.into());
+        }
+        Ok(())
+    }
+}
+
+/// The answer for a target that is not public: the same for every such
+/// address and port.
+pub const REFUSED: &str = "refused: the host is or resolves to a loopback, private, link-local or \
+     unspecified address (set PAD_WEBHOOK_ALLOW_PRIVATE=1 to allow)";
+
+/// Whether `ip` is an address deliveries may reach by default: not loopback,
+/// private (RFC 1918, fc00::/7), link-local, unspecified, shared (100.64/10),
+/// broadcast, multicast, nor an IPv4 address written as IPv6.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => {
+            let [first, second, ..] = a.octets();
+            !(a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || a.is_multicast()
+                || first == 0
+                || (first == 100 && (64..128).contains(&second)))
+        }
+        IpAddr::V6(a) => {
+            let first = a.segments()[0];
+            let embeds_v4 = a.to_ipv4_mapped().is_some()
+                || a.segments()[..6] == [0; 6]
+                || a.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+            !(a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || embeds_v4
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+/// A resolver that hands the connector public addresses only.
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let name = name.as_str().to_string();
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((name.as_str(), 0)).await?;
+            let public: Vec<SocketAddr> = found.filter(|a| is_public(a.ip())).collect();
+            if public.is_empty() {
+                return Err(std::io::Error::other(REFUSED).into());
+            }
+            Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// POSTs `event` to `url` once and says what came back; a target
+/// `targets` refuses is not contacted at all.
 pub async fn send(
-    http: &reqwest::Client,
+    targets: Targets,
     url: &str,
     secret: &str,
     workspace: &str,
@@ -71,6 +175,10 @@ pub async fn send(
     attempt: u32,
 ) -> AttemptResult {
     let started = Instant::now();
+    if let Err(refused) = targets.check(url).await {
+        return AttemptResult { status_code: None, error: Some(refused), duration_ms: 0 };
+    }
+    let http = targets.client();
     let body = serde_json::to_vec(event).expect("events serialize");
     let sent = http
         .post(url)
@@ -118,7 +226,6 @@ fn describe(e: &reqwest::Error) -> String {
 /// round per [`WRITE_COALESCE`] at most)
 /// and every [`POLL_PERIOD`], claims what is due and sends it.
 pub async fn deliver_loop(s: AppState) {
-    let http = client();
     let mut writes = s.writes.subscribe();
     let mut tick = tokio::time::interval(POLL_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -138,7 +245,7 @@ pub async fn deliver_loop(s: AppState) {
         ) {}
         last_round = tokio::time::Instant::now();
         // A full batch may mean more is due: go again at once.
-        while let Ok(n) = round(&s, http).await
+        while let Ok(n) = round(&s).await
             && n == CLAIM_BATCH as usize
         {}
     }
@@ -146,21 +253,21 @@ pub async fn deliver_loop(s: AppState) {
 
 /// One claim and its deliveries, concurrently (each is a different
 /// subscription's oldest event, so order per subscription holds).
-async fn round(s: &AppState, http: &reqwest::Client) -> Result<usize, ()> {
+async fn round(s: &AppState) -> Result<usize, ()> {
     let due = s
         .store
         .claim_webhook_deliveries(CLAIM_BATCH, CLAIM_HOLD_SECONDS)
         .await
         .map_err(|e| tracing::warn!(error = %e, "could not claim webhook deliveries"))?;
     let n = due.len();
-    let sends = due.into_iter().map(|d| deliver(s, http, d));
+    let sends = due.into_iter().map(|d| deliver(s, d));
     futures::future::join_all(sends).await;
     Ok(n)
 }
 
-async fn deliver(s: &AppState, http: &reqwest::Client, due: DueDelivery) {
+async fn deliver(s: &AppState, due: DueDelivery) {
     let attempt = due.attempts + 1;
-    let result = send(http, &due.url, &due.secret, &due.workspace, &due.event, attempt).await;
+    let result = send(s.webhook_targets, &due.url, &due.secret, &due.workspace, &due.event, attempt).await;
     tracing::debug!(webhook = due.webhook_id, event = due.event.id, attempt, status = ?result.status_code, "webhook delivery");
     if let Err(e) = s.store.finish_webhook_delivery(&due, &result).await {
         // The claim runs out and the row is retried: at least once.
@@ -182,5 +289,34 @@ mod tests {
         let s = new_secret();
         assert!(s.starts_with(SECRET_PREFIX) && s.len() == SECRET_PREFIX.len() + 64);
         assert_ne!(s, new_secret());
+    }
+
+    #[test]
+    fn only_public_addresses_are_targets() {
+        for ip in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "10.0.0.1",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:8.8.8.8",
+            "::127.0.0.1",
+            "64:ff9b::7f00:1",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "172.32.0.1"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
     }
 }

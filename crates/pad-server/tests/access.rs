@@ -219,7 +219,16 @@ async fn revocation_ends_open_streams_within_seconds() {
         let sign_out = async {
             tokio::time::sleep(Duration::from_millis(500)).await;
             *signed_out_at.lock().unwrap() = Some(Instant::now());
-            let r = s.http.delete(format!("{}/api/v1/session", s.url)).header("cookie", &cookie).send().await.unwrap();
+            // Sign-out needs the CSRF echo (docs/api.md, "Web sessions").
+            let csrf = cookie.split("; ").find_map(|c| c.strip_prefix("pad_csrf=")).unwrap();
+            let r = s
+                .http
+                .delete(format!("{}/api/v1/session", s.url))
+                .header("cookie", &cookie)
+                .header("x-csrf-token", csrf)
+                .send()
+                .await
+                .unwrap();
             assert_eq!(r.status(), 204);
         };
         let (took, ()) = tokio::join!(watch, sign_out);
@@ -272,6 +281,7 @@ async fn sign_out_ends_the_session_and_the_cookie_is_not_the_token() {
             .http
             .delete(format!("{}/api/v1/session", s.url))
             .header("cookie", format!("pad_session={session}"))
+            .header("x-csrf-token", pad_server::session::csrf_for(&session))
             .send()
             .await
             .unwrap();

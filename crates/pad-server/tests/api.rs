@@ -385,3 +385,52 @@ async fn session_cookie_needs_csrf_for_writes() {
     let list = s.get(&s.owner, &format!("{WS}/items")).await;
     assert_eq!(list.body["items"].as_array().unwrap().len(), 1, "only the CSRF-checked write landed");
 }
+
+/// The CSRF value is bound to the session (docs/api.md, "Web sessions"): a
+/// cookie and header the caller chose themselves (`pad_csrf=evil` with
+/// `X-CSRF-Token: evil`) are refused, and signing out needs the echo too.
+#[tokio::test]
+async fn csrf_is_bound_to_the_session_and_sign_out_needs_it() {
+    let s = TestServer::start().await;
+    let ok = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
+    assert_eq!(ok.status, 204);
+    let cookie = |name: &str| {
+        ok.headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .find_map(|c| c.strip_prefix(&format!("{name}=")))
+            .map(|c| c.split(';').next().unwrap().to_string())
+            .unwrap()
+    };
+    let (session_id, csrf) = (cookie("pad_session"), cookie("pad_csrf"));
+    let write = |jar_csrf: &str, header: &str| {
+        s.http
+            .post(format!("{}{WS}/items", s.url))
+            .header("cookie", format!("pad_session={session_id}; pad_csrf={jar_csrf}"))
+            .header("x-csrf-token", header)
+            .json(&json!({"title": "from ui"}))
+            .send()
+    };
+    let refused = write("evil", "evil").await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "forbidden", "{body}");
+    assert_eq!(write(&csrf, &csrf).await.unwrap().status(), 201);
+
+    let sign_out = |header: Option<&str>| {
+        let mut req = s
+            .http
+            .delete(format!("{}/api/v1/session", s.url))
+            .header("cookie", format!("pad_session={session_id}; pad_csrf={csrf}"));
+        if let Some(h) = header {
+            req = req.header("x-csrf-token", h);
+        }
+        req.send()
+    };
+    assert_eq!(sign_out(None).await.unwrap().status(), 403);
+    assert_eq!(sign_out(Some("evil")).await.unwrap().status(), 403);
+    assert_eq!(write(&csrf, &csrf).await.unwrap().status(), 201, "the session is still open");
+    assert_eq!(sign_out(Some(&csrf)).await.unwrap().status(), 204);
+    assert_eq!(write(&csrf, &csrf).await.unwrap().status(), 401, "signed out");
+}

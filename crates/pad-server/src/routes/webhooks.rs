@@ -67,7 +67,7 @@ pub async fn test(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<W
         at: s.store.now().await?,
         data: serde_json::json!({ "webhook_id": target.id }),
     };
-    let result = webhooks::send(webhooks::client(), &target.url, &target.secret, &ctx.ws.slug, &event, 1).await;
+    let result = webhooks::send(s.webhook_targets, &target.url, &target.secret, &ctx.ws.slug, &event, 1).await;
     Ok(axum::Json(s.store.log_webhook_test(&ctx.ws, target.id, &result).await?))
 }
 

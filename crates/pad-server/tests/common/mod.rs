@@ -59,6 +59,9 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut state = pad_server::AppState::new(store.clone());
+        // The tests' webhook receivers listen on 127.0.0.1 (docs/webhooks.md,
+        // "Where deliveries go"); a test of the refusal turns this off.
+        state.webhook_targets = pad_server::webhooks::Targets { allow_private: true };
         adjust(&mut state);
         let task = tokio::spawn(async move {
             pad_server::serve_state(state, listener, std::future::pending()).await.unwrap();

@@ -157,6 +157,8 @@ fn spawn(
         // Several instances and test binaries share one PostgreSQL server
         // (100 connections by default): keep each instance's pool small.
         .env("PAD_PG_MAX_CONNECTIONS", "8")
+        // The webhook tests' receivers listen on 127.0.0.1 (docs/webhooks.md).
+        .env("PAD_WEBHOOK_ALLOW_PRIVATE", "1")
         .env_remove("PAD_URL")
         .env_remove("PAD_TOKEN")
         .env_remove("PAD_PROFILE")

@@ -1,0 +1,67 @@
+//! `/metrics` is bounded (docs/operations.md, "Metrics"): at most 50
+//! workspaces get series of their own, the rest are summed into
+//! `workspace="other"`; with `PAD_METRICS_TOKEN` set, it answers only
+//! requests bearing that token. And the bearer scheme's case does not matter
+//! on any route (docs/api.md, "Tokens").
+
+mod common;
+
+use common::TestServer;
+use reqwest::Method;
+
+#[tokio::test]
+async fn a_scrape_stays_small_with_thousands_of_workspaces() {
+    let mut metrics = None;
+    let s = TestServer::start_with(|state| metrics = Some(state.metrics.clone())).await;
+    let metrics = metrics.unwrap();
+    for i in 0..2000 {
+        let ws = format!("a-workspace-slug-of-some-length-{i:04}");
+        metrics.count(&ws, pad_server::metrics::LeaseCount::Claim);
+        metrics.held(&ws, chrono::Duration::seconds(3));
+        metrics.claim_latency(&ws, std::time::Duration::from_millis(2));
+    }
+    let resp = s.http.get(format!("{}/metrics", s.url)).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap();
+    assert!(text.len() < 200_000, "{} bytes", text.len());
+    assert!(text.contains("pad_lease_claims_total{workspace=\"other\"} 1950\n"), "{}", &text[..2000]);
+}
+
+#[tokio::test]
+async fn the_metrics_token_is_required_when_set() {
+    let s = TestServer::start_with(|state| state.metrics_token = Some("scrape-secret".into())).await;
+    let url = format!("{}/metrics", s.url);
+    for auth in [None, Some("Bearer wrong"), Some("Basic c2NyYXBlLXNlY3JldA=="), Some("scrape-secret")] {
+        let mut req = s.http.get(&url);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 401, "{auth:?}");
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized", "{body}");
+        assert!(body["error"]["details"].is_object(), "{body}");
+    }
+    for auth in ["Bearer scrape-secret", "bearer scrape-secret", "BEARER scrape-secret"] {
+        let resp = s.http.get(&url).header("authorization", auth).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{auth}");
+    }
+    // Unset, it stays open (the default).
+    let open = TestServer::start().await;
+    assert_eq!(open.http.get(format!("{}/metrics", open.url)).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let s = TestServer::start().await;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let resp = s
+            .http
+            .request(Method::GET, format!("{}/api/v1/me", s.url))
+            .header("authorization", format!("{scheme} {}", s.owner))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{scheme}");
+    }
+}
