@@ -414,6 +414,10 @@ pub struct ReleaseBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 500)]
     pub reason: Option<String>,
+    /// L14: the holder's work succeeded: the release also records a success,
+    /// which clears the failure handoff (docs/leases.md, "News that is true").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub succeeded: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -323,7 +323,9 @@ const COMPLETE: &str = concat!(
         UPDATE items SET status = COALESCE($2, status),
             updated_at = CASE WHEN $2 IS NULL THEN updated_at
                 ELSE GREATEST($3, updated_at + interval '1 microsecond') END,
-            version = version + CASE WHEN $2 IS NULL THEN 0 ELSE 1 END, ",
+            version = version + CASE WHEN $2 IS NULL THEN 0 ELSE 1 END,
+            last_success_at = $3, retry_at = NULL, lease_note = NULL, lease_note_holder = NULL,
+            lease_note_lease_id = NULL, ",
     ended_lease!("$3", "$12"),
     "
         WHERE id = $1
@@ -458,6 +460,9 @@ pub(crate) async fn release(
     };
     if kind == LeaseEnd::Broken {
         PgStore::record_break(&mut tx.conn, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
+    }
+    if kind == LeaseEnd::Released && req.succeeded {
+        tx.record_success(locked.id, now).await?;
     }
     let data = shared::event::ended(&lease, kind, req.reason.as_deref());
     let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
@@ -715,10 +720,11 @@ impl LeaseSteps for Tx {
         failures: i64,
         retry_at: Timestamp,
         note: Option<&str>,
+        at: Timestamp,
     ) -> StoreResult<Vec<String>> {
         self.forget_item();
         sqlx::query_scalar(
-            "UPDATE items SET failures = $2, retry_at = $3, last_failure_note = $4,
+            "UPDATE items SET failures = $2, retry_at = $3, last_failure_note = $4, last_failure_at = $5,
                     lease_note = COALESCE($4, lease_note),
                     lease_note_holder = CASE WHEN $4 IS NULL THEN lease_note_holder ELSE lease_holder END,
                     lease_note_lease_id = CASE WHEN $4 IS NULL THEN lease_note_lease_id ELSE lease_id END
@@ -728,9 +734,25 @@ impl LeaseSteps for Tx {
         .bind(failures)
         .bind(retry_at)
         .bind(note)
+        .bind(at)
         .fetch_one(&mut *self.conn)
         .await
         .map_err(db)
+    }
+
+    async fn record_success(&mut self, id: i64, at: Timestamp) -> StoreResult<()> {
+        self.forget_item();
+        sqlx::query(
+            "UPDATE items SET last_success_at = $2, retry_at = NULL,
+                    lease_note = NULL, lease_note_holder = NULL, lease_note_lease_id = NULL
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(at)
+        .execute(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        Ok(())
     }
 }
 

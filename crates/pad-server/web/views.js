@@ -447,6 +447,8 @@ export function itemView(ctx, ref) {
         row('Updated', ago(item.updated_at)),
         // What workers left behind (docs/leases.md L14, L16, L18): shown only
         // when there is something, so a fresh item's card stays short.
+        // A success after failures is the news; the failures are history.
+        item.last_success_at ? row('Last success', time(item.last_success_at)) : null,
         item.failures ? row('Failures', [String(item.failures),
           item.retry_at ? h('span', { class: 'muted' }, ' · retry ', time(item.retry_at)) : null]) : null,
         item.not_before ? row('Not before', time(item.not_before)) : null,

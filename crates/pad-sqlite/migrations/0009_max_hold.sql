@@ -3,3 +3,8 @@
 -- workspace's max hold in seconds (NULL: no cap).
 ALTER TABLE items ADD COLUMN lease_hold_until INTEGER;
 ALTER TABLE workspaces ADD COLUMN max_hold_seconds INTEGER;
+-- L14: what happened last (docs/leases.md, "News that is true"): when the
+-- item last succeeded (a complete, or a release by a holder that succeeded)
+-- and last failed, microseconds.
+ALTER TABLE items ADD COLUMN last_success_at INTEGER;
+ALTER TABLE items ADD COLUMN last_failure_at INTEGER;

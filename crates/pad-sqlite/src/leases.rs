@@ -61,6 +61,9 @@ pub(crate) async fn release(
         ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
     };
     tx.end_lease(locked.id, kind, now).await?;
+    if kind == LeaseEnd::Released && req.succeeded {
+        tx.record_success(locked.id, now).await?;
+    }
     if kind == LeaseEnd::Broken {
         SqliteStore::record_break(tx.conn(), locked.id, &lease, req.reason.as_deref(), req.actor)?;
     }
@@ -207,16 +210,27 @@ impl LeaseSteps for Tx {
         failures: i64,
         retry_at: Timestamp,
         note: Option<&str>,
+        at: Timestamp,
     ) -> StoreResult<Vec<String>> {
         self.conn().one(
-            "UPDATE items SET failures = ?1, retry_at = ?2, last_failure_note = ?3,
+            "UPDATE items SET failures = ?1, retry_at = ?2, last_failure_note = ?3, last_failure_at = ?5,
                     lease_note = COALESCE(?3, lease_note),
                     lease_note_holder = CASE WHEN ?3 IS NULL THEN lease_note_holder ELSE lease_holder END,
                     lease_note_lease_id = CASE WHEN ?3 IS NULL THEN lease_note_lease_id ELSE lease_id END
              WHERE id = ?4 RETURNING labels",
-            (failures, micros(retry_at), note, id),
+            (failures, micros(retry_at), note, id, micros(at)),
             |row| row.json("labels"),
         )
+    }
+
+    async fn record_success(&mut self, id: i64, at: Timestamp) -> StoreResult<()> {
+        self.conn().exec(
+            "UPDATE items SET last_success_at = ?, retry_at = NULL,
+                    lease_note = NULL, lease_note_holder = NULL, lease_note_lease_id = NULL
+             WHERE id = ?",
+            (micros(at), id),
+        )?;
+        Ok(())
     }
 }
 

@@ -510,6 +510,7 @@ mod tests {
                             handle: Default::default(),
                             force: false,
                             reason: None,
+                            succeeded: false,
                         };
                         let mut cycles = 0_u64;
                         while std::time::Instant::now() < deadline {

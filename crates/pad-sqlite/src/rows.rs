@@ -14,7 +14,7 @@ pub const ITEM_SELECT: &str =
         i.created_at, i.updated_at, i.deleted_at,
         i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
         i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id, i.lease_note, i.lease_note_lease_id,
-        i.not_before, i.failures, i.retry_at, i.last_failure_note,
+        i.not_before, i.failures, i.retry_at, i.last_failure_note, i.last_failure_at, i.last_success_at,
         i.broken_lease_id, i.broken_reason, i.broken_by,
         i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
         i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note,
@@ -77,6 +77,8 @@ pub fn item_from_row(row: &Row<'_>, now: Timestamp) -> StoreResult<Item> {
         failures: row.col("failures")?,
         retry_at: row.opt_ts("retry_at")?,
         last_failure_note: row.col("last_failure_note")?,
+        last_failure_at: row.opt_ts("last_failure_at")?,
+        last_success_at: row.opt_ts("last_success_at")?,
         last_lease: LastLeaseColumns {
             ended: row.col("last_lease_ended")?,
             lease_id: row.col("last_lease_id")?,

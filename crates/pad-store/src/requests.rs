@@ -46,6 +46,9 @@ pub struct ReleaseRequest {
     /// Break another worker's lease; the server allows it to owners only.
     pub force: bool,
     pub reason: Option<String>,
+    /// L14: the holder's work succeeded (`pad run` after CMD exited 0):
+    /// the release also records a success.
+    pub succeeded: bool,
 }
 
 /// L15: complete an item under its lease.

@@ -128,6 +128,8 @@ pub struct ItemColumns {
     pub failures: i64,
     pub retry_at: Option<Timestamp>,
     pub last_failure_note: Option<String>,
+    pub last_failure_at: Option<Timestamp>,
+    pub last_success_at: Option<Timestamp>,
     pub last_lease: LastLeaseColumns,
 }
 
@@ -180,6 +182,8 @@ impl ItemColumns {
             failures: self.failures,
             retry_at: self.retry_at,
             last_failure_note: self.last_failure_note,
+            last_failure_at: self.last_failure_at,
+            last_success_at: self.last_success_at,
             last_lease,
         })
     }

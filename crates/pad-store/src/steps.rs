@@ -211,14 +211,19 @@ pub trait LeaseSteps: Send {
     async fn end_lease(&mut self, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()>;
     /// L14: the next failure count of a locked row.
     async fn next_failures(&mut self, id: i64) -> StoreResult<i64>;
-    /// L12, L14: records a failure (count, backoff, note); returns the labels.
+    /// L12, L14: records a failure (count, backoff, note, `at`); returns the labels.
     async fn write_failure(
         &mut self,
         id: i64,
         failures: i64,
         retry_at: Timestamp,
         note: Option<&str>,
+        at: Timestamp,
     ) -> StoreResult<Vec<String>>;
+    /// L14: records a success at `at`, after the lease ended: the handoff
+    /// note (a failure's, or stale progress) is cleared and any backoff
+    /// with it; the failure count and last failure note stay as history.
+    async fn record_success(&mut self, id: i64, at: Timestamp) -> StoreResult<()>;
 }
 
 /// The event log (each backend's `events.rs`).
@@ -520,6 +525,7 @@ pub async fn complete<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &Comple
         tx.event(ws.id, EventKind::ItemUpdated, r, Some(req.actor), at, data).await?;
     }
     tx.end_lease(locked.id, LeaseEnd::Completed, now).await?;
+    tx.record_success(locked.id, now).await?;
     let data = event::ended(&lease, LeaseEnd::Completed, None);
     tx.event(ws.id, EventKind::LeaseReleased, r, Some(req.actor), now, data).await?;
     let item = tx.load_item(locked.id, now).await?;
@@ -543,7 +549,7 @@ pub async fn fail<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &FailReques
     let st = &ws.settings;
     let retry_at = now + lease::retry_backoff(failures, st.retry_backoff_base_seconds, st.retry_backoff_max_seconds);
     // The note is the lease's handoff note (L12) and the last failure's.
-    let labels = tx.write_failure(locked.id, failures, retry_at, req.note.as_deref()).await?;
+    let labels = tx.write_failure(locked.id, failures, retry_at, req.note.as_deref(), now).await?;
     tx.end_lease(locked.id, LeaseEnd::Failed, now).await?;
     let data = event::failed(&lease, failures, retry_at, req.note.as_deref());
     tx.event(ws.id, EventKind::LeaseFailed, r, Some(req.actor), now, data).await?;

@@ -102,6 +102,7 @@ macro_rules! conformance_suite {
             l18_last_lease_shows_how_each_lease_ended,
             l11_claim_next_skips_excluded_refs,
             l11_claim_next_skips_a_sessions_own_work,
+            l14_a_success_clears_the_failure_handoff,
             l19_renewals_cannot_extend_a_lease_past_its_max_hold,
             l19_a_capped_lease_ends_as_an_expiry_that_names_the_cap,
             l19_bad_max_hold_is_refused_and_changes_nothing,
@@ -188,6 +189,7 @@ impl Fixture {
             handle: LeaseHandle::default(),
             force: false,
             reason: None,
+            succeeded: false,
         }
     }
 
@@ -1815,6 +1817,57 @@ pub async fn l11_claim_next_skips_a_sessions_own_work(store: Arc<dyn Store>) {
     assert!(
         matches!(f.store.frontier(&f.ws, &bad, 10).await, Err(StoreError::Validation(v)) if v.field == "skip_session")
     );
+}
+
+/// L14 (docs/leases.md, "News that is true"): a success — a release that
+/// says so, or a complete — clears the failure's handoff note and backoff,
+/// and records when; the failure count and last failure note stay as
+/// history, older than the success.
+pub async fn l14_a_success_clears_the_failure_handoff(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    for t in ["released after success", "completed after success"] {
+        f.item(t).await;
+    }
+    for (r, complete) in [("TASK-1", false), ("TASK-2", true)] {
+        let l = f.store.claim(&f.ws, &rf(r), &f.claim("w", 60)).await.unwrap().lease;
+        f.store.fail(&f.ws, &rf(r), &f.fail("w", LeaseHandle::epoch(l.epoch), Some("`make` exited 2"))).await.unwrap();
+        // A claim by ref ignores the backoff; it is told of the failure.
+        let again = f.store.claim(&f.ws, &rf(r), &f.claim("w", 60)).await.unwrap();
+        assert_eq!(again.previous_note.as_deref(), Some("`make` exited 2"));
+        pass(Duration::from_millis(5)).await;
+        if complete {
+            f.store.complete(&f.ws, &rf(r), &f.complete("w", LeaseHandle::epoch(again.lease.epoch))).await.unwrap();
+            f.store
+                .update_item(
+                    &f.ws,
+                    f.owner,
+                    &rf(r),
+                    &pad_core::ItemPatch { status: Some(Status::Open), ..Default::default() },
+                )
+                .await
+                .unwrap();
+        } else {
+            let ok =
+                ReleaseRequest { succeeded: true, handle: LeaseHandle::epoch(again.lease.epoch), ..f.release("w") };
+            assert!(f.store.release(&f.ws, &rf(r), &ok).await.unwrap().released);
+        }
+        let item = f.get(r).await;
+        let (failed, succeeded) = (item.last_failure_at.unwrap(), item.last_success_at.expect("a success is recorded"));
+        assert!(succeeded > failed, "{r}: the success is the news");
+        assert_eq!((item.failures, item.retry_at), (1, None), "{r}: the count stays, the backoff goes");
+        assert_eq!(item.last_failure_note.as_deref(), Some("`make` exited 2"), "{r}: history kept");
+        let next = f.store.claim(&f.ws, &rf(r), &f.claim("v", 60)).await.unwrap();
+        assert_eq!(next.previous_note, None, "{r}: no stale handoff after a success");
+    }
+    // A plain release (not a success) keeps the handoff.
+    f.item("plain").await;
+    let l = f.store.claim(&f.ws, &rf("TASK-3"), &f.claim("w", 60)).await.unwrap().lease;
+    f.store.fail(&f.ws, &rf("TASK-3"), &f.fail("w", LeaseHandle::epoch(l.epoch), Some("flaky"))).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-3"), &f.claim("w", 60)).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-3"), &f.release("w")).await.unwrap();
+    let next = f.store.claim(&f.ws, &rf("TASK-3"), &f.claim("v", 60)).await.unwrap();
+    assert_eq!(next.previous_note.as_deref(), Some("flaky"));
+    assert_eq!(f.get("TASK-3").await.last_success_at, None);
 }
 
 /// L19: a lease claimed with a max hold cannot be renewed past

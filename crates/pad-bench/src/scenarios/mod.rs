@@ -43,5 +43,6 @@ pub fn release_request(actor: Actor, holder: &str) -> ReleaseRequest {
         handle: pad_core::lease::LeaseHandle::default(),
         force: false,
         reason: None,
+        succeeded: false,
     }
 }

@@ -49,6 +49,14 @@ pub struct Item {
     /// L14: the note of the last failure.
     #[serde(default)]
     pub last_failure_note: Option<String>,
+    /// L14: when the last failure was reported.
+    #[serde(default)]
+    pub last_failure_at: Option<DateTime<Utc>>,
+    /// L14: when the item last succeeded: a complete (L15), or a release by
+    /// a holder whose work succeeded. Later than `last_failure_at`: the last
+    /// outcome was a success.
+    #[serde(default)]
+    pub last_success_at: Option<DateTime<Utc>>,
     /// L18: the last lease that ended, and how.
     #[serde(default)]
     pub last_lease: Option<crate::lease::LastLease>,

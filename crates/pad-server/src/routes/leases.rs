@@ -114,6 +114,7 @@ pub async fn release(
         handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
         force: body.force,
         reason: body.reason,
+        succeeded: body.succeeded,
     };
     let out = s.store.release(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     if out.released {

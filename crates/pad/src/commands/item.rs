@@ -314,11 +314,26 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
             field_line(&mut out, "Broken", &format!("by {by}: {reason}"));
         }
     }
-    if i.failures > 0 {
-        field_line(&mut out, "Failures", &i.failures.to_string());
+    // What happened last (docs/leases.md, "News that is true"): a success
+    // after failures is the news, the failures its history.
+    let succeeded_last = i.last_success_at.is_some_and(|s| i.last_failure_at.is_none_or(|f| s >= f));
+    if let Some(at) = i.last_success_at.filter(|_| succeeded_last) {
+        field_line(
+            &mut out,
+            "Outcome",
+            &format!("succeeded {} ({} ago)", timestamp(at), in_words(seconds_until(now, at))),
+        );
     }
-    if let Some(note) = i.last_failure_note.as_ref().filter(|_| i.failures > 0) {
-        field_line(&mut out, "Failed", note);
+    if i.failures > 0 {
+        let note = i.last_failure_note.as_deref().map(|n| format!(", last: {n}")).unwrap_or_default();
+        if succeeded_last {
+            field_line(&mut out, "Failures", &format!("{} before that{note}", i.failures));
+        } else {
+            field_line(&mut out, "Failures", &i.failures.to_string());
+            if let Some(note) = &i.last_failure_note {
+                field_line(&mut out, "Failed", note);
+            }
+        }
     }
     for (name, at) in [("Retry at", i.retry_at), ("Deferred", i.not_before)] {
         if let Some(at) = at.filter(|at| *at > now) {
@@ -396,6 +411,8 @@ mod tests {
             failures: 0,
             retry_at: None,
             last_failure_note: None,
+            last_failure_at: None,
+            last_success_at: None,
             last_lease: None,
             lease_note: leased.then(|| "3 of 7 done".into()),
             lease: leased.then(|| Lease {

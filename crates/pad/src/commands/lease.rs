@@ -55,8 +55,14 @@ pub async fn renew(ctx: &Ctx, client: &Client, a: RenewArgs) -> Result<(), CliEr
 
 pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
-    let body =
-        ReleaseBody { holder: a.holder.holder, epoch: a.epoch, lease_id: a.lease_id, force: a.force, reason: a.reason };
+    let body = ReleaseBody {
+        holder: a.holder.holder,
+        epoch: a.epoch,
+        lease_id: a.lease_id,
+        force: a.force,
+        reason: a.reason,
+        succeeded: false,
+    };
     let released =
         client.release(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     // Nothing to release is not a failure (L6): exit 0 either way.

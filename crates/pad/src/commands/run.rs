@@ -405,7 +405,9 @@ fn stopping(group: &Group, sig: i32, kill_at: &mut Option<Instant>, kill_after: 
 /// one fenced request (L15); otherwise release it.
 async fn end_succeeded(w: &Worker<'_>, g: &Granted, ran: &mut Ran) -> Result<Outcome, CliError> {
     if !w.done_on_success {
-        release(w, g).await;
+        // The release says the work succeeded: the item's news is a success
+        // now, not the last failure (docs/leases.md, "News that is true").
+        give_back(w, g, true).await;
         return Ok(Outcome::Succeeded);
     }
     let body = CompleteBody {
@@ -501,10 +503,16 @@ fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
 /// Gives the lease back. Failing to is reported, not fatal: the lease
 /// expires on its own within its TTL.
 async fn release(w: &Worker<'_>, g: &Granted) {
+    give_back(w, g, false).await;
+}
+
+/// [`release`], saying whether the holder's work `succeeded`.
+async fn give_back(w: &Worker<'_>, g: &Granted, succeeded: bool) {
     let body = ReleaseBody {
         holder: Some(g.lease.holder.clone()),
         epoch: Some(g.lease.epoch),
         lease_id: Some(g.lease.lease_id),
+        succeeded,
         ..ReleaseBody::default()
     };
     match w.client.release(w.ws, &g.item_ref.to_string(), &body).await {

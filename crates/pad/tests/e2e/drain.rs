@@ -601,3 +601,25 @@ fn a_drain_of_ten_thousand_items_runs_each_once_and_sends_the_same_claim_every_t
     assert_eq!(claims.len(), N - 2 + 1, "one claim per item, and the last one finds nothing");
     assert!(claims.iter().all(|&len| len == claims[0]), "every claim-next is {} bytes, as the first", claims[0]);
 }
+
+/// News that is true (docs/leases.md): after a failure, a successful run
+/// clears the handoff, and `item show` says the last outcome was a success.
+#[test]
+fn a_success_after_failures_is_the_news() {
+    let s = TestServer::start();
+    let r = create(&s, "flaky build");
+    for _ in 0..2 {
+        let out = s.pad_output(["run", &r, "--", "sh", "-c", "exit 2"]);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+    }
+    let out = s.pad_output(["run", &r, "--", "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("exited 2"), "the run was told of the failure: {}", stderr(&out));
+    let shown = stdout(&s.pad_output(["item", "show", &r]));
+    assert!(shown.contains("Outcome:  succeeded"), "{shown}");
+    assert!(shown.contains("Failures: 2 before that"), "{shown}");
+    assert!(!shown.contains("Failed:"), "{shown}");
+    let next = s.pad_output(["item", "claim", &r, "--holder", "next"]);
+    assert_eq!(code(&next), 0, "{}", stderr(&next));
+    assert!(!stdout(&next).contains("Handoff"), "no stale handoff: {}", stdout(&next));
+}

@@ -440,7 +440,8 @@ impl Wit {
     async fn release(&self, a: HandleArgs) -> Result<(), CliError> {
         let r = self.check(&a.id)?;
         let h = a.lease_comment_id;
-        let body = ReleaseBody { holder: None, epoch: None, lease_id: Some(h), force: false, reason: None };
+        let body =
+            ReleaseBody { holder: None, epoch: None, lease_id: Some(h), force: false, reason: None, succeeded: false };
         let refused = match self.client.release(&self.ws, &r.to_string(), &body).await {
             Ok(rel) if rel.released => return self.released(&r, h, true, rel.reason),
             Ok(rel) => CliError::new(EXIT_CONFLICT, format!("lease {h} is not a lease of {r} ({})", rel.reason)),
