@@ -266,6 +266,7 @@ mod tests {
             role: ws.map(|_| Role::Viewer),
             created_at: chrono::Utc::now(),
             last_used_at: None,
+            minted_by: None,
         };
         let victim_unscoped = token("victim@x", None);
         let victim_here = token("victim@x", Some("mine"));

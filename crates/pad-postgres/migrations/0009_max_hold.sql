@@ -8,3 +8,7 @@ ALTER TABLE workspaces ADD COLUMN max_hold_seconds integer;
 -- and last failed.
 ALTER TABLE items ADD COLUMN last_success_at timestamptz;
 ALTER TABLE items ADD COLUMN last_failure_at timestamptz;
+-- Who minted each token (docs/api.md, "Tokens"): removing a member revokes
+-- the tokens they minted for others too. NULL for tokens minted before.
+ALTER TABLE tokens ADD COLUMN minted_by bigint REFERENCES users(id);
+CREATE INDEX tokens_by_minter ON tokens (minted_by) WHERE minted_by IS NOT NULL;

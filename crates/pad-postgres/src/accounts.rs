@@ -294,7 +294,8 @@ impl AccountSteps for Tx {
             .await
             .map_err(db)?;
         sqlx::query(
-            "UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND workspace_id = $2 AND revoked_at IS NULL",
+            "UPDATE tokens SET revoked_at = now()
+             WHERE (user_id = $1 OR minted_by = $1) AND workspace_id = $2 AND revoked_at IS NULL",
         )
         .bind(user)
         .bind(ws)
@@ -328,16 +329,18 @@ impl AccountSteps for Tx {
         name: &str,
         hash: &str,
         scope: Option<(i64, Role)>,
+        minted_by: i64,
     ) -> StoreResult<TokenInfo> {
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role)
-             VALUES ($1, $2, $3, now(), $4, $5) RETURNING id",
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role, minted_by)
+             VALUES ($1, $2, $3, now(), $4, $5, $6) RETURNING id",
         )
         .bind(user)
         .bind(name)
         .bind(hash)
         .bind(scope.map(|s| s.0))
         .bind(scope.map(|s| s.1.as_str()))
+        .bind(minted_by)
         .fetch_one(&mut *self.conn)
         .await
         .map_err(db)?;

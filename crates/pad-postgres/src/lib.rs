@@ -349,7 +349,7 @@ impl Store for PgStore {
     }
 
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, None).await
+        steps::insert_token(self, user, name, hash, None, user).await
     }
 
     async fn create_scoped_token(
@@ -359,8 +359,9 @@ impl Store for PgStore {
         hash: &str,
         ws: &Workspace,
         role: Role,
+        minted_by: Actor,
     ) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, Some((ws.id, role))).await
+        steps::insert_token(self, user, name, hash, Some((ws.id, role)), minted_by).await
     }
 
     async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {

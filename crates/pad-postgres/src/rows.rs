@@ -155,8 +155,10 @@ pub fn workspace_from_row(row: &PgRow) -> StoreResult<Workspace> {
 
 /// A token as listed, with its scope's workspace slug (NULL when unscoped).
 pub const TOKEN_SELECT: &str =
-    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at
-     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id";
+    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at,
+        mb.email AS minted_by_email
+     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id
+     LEFT JOIN users mb ON mb.id = t.minted_by";
 
 pub fn token_from_row(row: &PgRow) -> StoreResult<TokenInfo> {
     Ok(TokenInfo {
@@ -167,6 +169,7 @@ pub fn token_from_row(row: &PgRow) -> StoreResult<TokenInfo> {
         role: shared_rows::scope_role(row.get("scope_role"))?,
         created_at: row.get("created_at"),
         last_used_at: row.get("last_used_at"),
+        minted_by: row.get("minted_by_email"),
     })
 }
 

@@ -236,7 +236,8 @@ impl AccountSteps for Tx {
         let conn = self.conn();
         conn.exec("DELETE FROM members WHERE workspace_id = ? AND user_id = ?", (ws, user))?;
         conn.exec(
-            "UPDATE tokens SET revoked_at = ? WHERE user_id = ? AND workspace_id = ? AND revoked_at IS NULL",
+            "UPDATE tokens SET revoked_at = ?1
+             WHERE (user_id = ?2 OR minted_by = ?2) AND workspace_id = ?3 AND revoked_at IS NULL",
             (micros(self.now), user, ws),
         )?;
         Ok(())
@@ -257,12 +258,13 @@ impl AccountSteps for Tx {
         name: &str,
         hash: &str,
         scope: Option<(i64, Role)>,
+        minted_by: i64,
     ) -> StoreResult<TokenInfo> {
         let conn = self.conn();
         let id: i64 = conn.scalar(
-            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role) VALUES (?, ?, ?, ?, ?, ?)
-             RETURNING id",
-            (user, name, hash, micros(self.now), scope.map(|s| s.0), scope.map(|s| s.1.as_str())),
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role, minted_by)
+             VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (user, name, hash, micros(self.now), scope.map(|s| s.0), scope.map(|s| s.1.as_str()), minted_by),
         )?;
         conn.one(&format!("{} WHERE t.id = ?", rows::TOKEN_SELECT), [id], rows::token_from_row)
     }

@@ -242,7 +242,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, None).await
+        steps::insert_token(self, user, name, hash, None, user).await
     }
 
     async fn create_scoped_token(
@@ -252,8 +252,9 @@ impl Store for SqliteStore {
         hash: &str,
         ws: &Workspace,
         role: Role,
+        minted_by: Actor,
     ) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, Some((ws.id, role))).await
+        steps::insert_token(self, user, name, hash, Some((ws.id, role)), minted_by).await
     }
 
     async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {

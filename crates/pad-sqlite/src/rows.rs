@@ -124,8 +124,10 @@ pub fn workspace_from_row(row: &Row<'_>) -> StoreResult<Workspace> {
 
 /// A token as listed, with its scope's workspace slug (NULL when unscoped).
 pub const TOKEN_SELECT: &str =
-    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at
-     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id";
+    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at,
+        mb.email AS minted_by_email
+     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id
+     LEFT JOIN users mb ON mb.id = t.minted_by";
 
 pub fn token_from_row(row: &Row<'_>) -> StoreResult<TokenInfo> {
     Ok(TokenInfo {
@@ -136,6 +138,7 @@ pub fn token_from_row(row: &Row<'_>) -> StoreResult<TokenInfo> {
         role: shared_rows::scope_role(row.col("scope_role")?)?,
         created_at: row.ts("created_at")?,
         last_used_at: row.opt_ts("last_used_at")?,
+        minted_by: row.col("minted_by_email")?,
     })
 }
 

@@ -80,7 +80,8 @@ pub trait Store: Send + Sync + 'static {
     /// `pad_core::authz::mint`'s to say, before this is called.
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo>;
     /// Like [`Store::create_token`], for a token that reaches `ws` only, with
-    /// at most `role` there (docs/api.md, "Tokens").
+    /// at most `role` there (docs/api.md, "Tokens"), minted by `minted_by`
+    /// (`user` itself, or an owner minting for a member).
     async fn create_scoped_token(
         &self,
         user: Actor,
@@ -88,6 +89,7 @@ pub trait Store: Send + Sync + 'static {
         hash: &str,
         ws: &Workspace,
         role: Role,
+        minted_by: Actor,
     ) -> StoreResult<TokenInfo>;
     /// Live tokens scoped to `ws` (anyone's), and all live tokens of `user`;
     /// `pad_core::authz::token_visible` picks what a caller sees.

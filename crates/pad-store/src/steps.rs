@@ -79,7 +79,8 @@ pub trait AccountSteps: Send {
     /// The member with this email: its user id and role.
     async fn member_by_email(&mut self, ws: i64, email: &str) -> StoreResult<Option<(i64, Role)>>;
     async fn owners(&mut self, ws: i64) -> StoreResult<i64>;
-    /// Removes the member and revokes its tokens scoped to `ws`.
+    /// Removes the member and revokes its tokens scoped to `ws` and those it
+    /// minted for others there.
     async fn delete_member(&mut self, ws: i64, user: i64) -> StoreResult<()>;
     /// Serializes token mints of one user until commit.
     async fn lock_tokens(&mut self, user: i64) -> StoreResult<()>;
@@ -90,6 +91,7 @@ pub trait AccountSteps: Send {
         name: &str,
         hash: &str,
         scope: Option<(i64, Role)>,
+        minted_by: i64,
     ) -> StoreResult<TokenInfo>;
 }
 
@@ -609,7 +611,7 @@ pub async fn bootstrap<S: Begin>(s: &S, email: &str, slug: &str, name: &str, has
     shared::failpoint("bootstrap-user");
     new_workspace(&mut tx, slug, name, user.id).await?;
     shared::failpoint("bootstrap-workspace");
-    tx.insert_token(user.id, "bootstrap", hash, None).await?;
+    tx.insert_token(user.id, "bootstrap", hash, None, user.id).await?;
     shared::failpoint("bootstrap-token");
     tx.commit().await?;
     Ok(true)
@@ -636,7 +638,8 @@ pub async fn set_member<S: Begin>(s: &S, ws: &Workspace, email: &str, role: Role
     Ok(Member { email: user.email, role, added_at })
 }
 
-/// Removes a member (never the last owner) and revokes its scoped tokens.
+/// Removes a member (never the last owner) and revokes its scoped tokens
+/// and every token it minted for others in the workspace.
 pub async fn remove_member<S: Begin>(s: &S, ws: &Workspace, email: &str) -> StoreResult<()> {
     validate::email("email", email)?;
     let mut tx = s.begin().await?;
@@ -658,13 +661,14 @@ pub async fn insert_token<S: Begin>(
     name: &str,
     hash: &str,
     scope: Option<(i64, Role)>,
+    minted_by: Actor,
 ) -> StoreResult<TokenInfo> {
     validate::text("name", name, 1, 200, Lines::Single)?;
     let mut tx = s.begin().await?;
     // Concurrent mints of one user take turns, so the cap holds.
     tx.lock_tokens(user.user_id).await?;
     shared::too_many_tokens(tx.live_tokens(user.user_id).await?)?;
-    let token = tx.insert_token(user.user_id, name, hash, scope).await?;
+    let token = tx.insert_token(user.user_id, name, hash, scope, minted_by.user_id).await?;
     tx.commit().await?;
     Ok(token)
 }

@@ -103,6 +103,7 @@ macro_rules! conformance_suite {
             l11_claim_next_skips_excluded_refs,
             l11_claim_next_skips_a_sessions_own_work,
             l14_a_success_clears_the_failure_handoff,
+            removing_an_owner_revokes_the_tokens_they_minted_for_others,
             l19_renewals_cannot_extend_a_lease_past_its_max_hold,
             l19_a_capped_lease_ends_as_an_expiry_that_names_the_cap,
             l19_bad_max_hold_is_refused_and_changes_nothing,
@@ -1034,7 +1035,7 @@ pub async fn workspaces_members_and_tokens(store: Arc<dyn Store>) {
 pub async fn scoped_tokens_and_the_live_token_cap(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let s = &f.store;
-    let t = s.create_scoped_token(f.editor, "agent", "hash-s", &f.ws, Role::Viewer).await.unwrap();
+    let t = s.create_scoped_token(f.editor, "agent", "hash-s", &f.ws, Role::Viewer, f.editor).await.unwrap();
     assert_eq!((t.workspace.as_deref(), t.role), (Some("acme"), Some(Role::Viewer)));
     let p = s.authenticate("hash-s").await.unwrap().unwrap();
     assert_eq!(p.scope, Some(pad_core::TokenScope { workspace_id: f.ws.id, role: Role::Viewer }));
@@ -1048,7 +1049,7 @@ pub async fn scoped_tokens_and_the_live_token_cap(store: Arc<dyn Store>) {
     let refused = s.create_token(f.editor, "one too many", "cap-over").await;
     assert!(matches!(&refused, Err(StoreError::Validation(e)) if e.field == "tokens"), "{refused:?}");
     assert!(matches!(
-        s.create_scoped_token(f.editor, "over", "cap-over", &f.ws, Role::Viewer).await,
+        s.create_scoped_token(f.editor, "over", "cap-over", &f.ws, Role::Viewer, f.editor).await,
         Err(StoreError::Validation(_))
     ));
     assert_eq!(s.authenticate("cap-over").await.unwrap(), None);
@@ -1080,7 +1081,7 @@ pub async fn bootstrap_is_whole_and_once(store: Arc<dyn Store>) {
 pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let s = &f.store;
-    let t = s.create_scoped_token(f.editor, "web", "tok-web", &f.ws, Role::Editor).await.unwrap();
+    let t = s.create_scoped_token(f.editor, "web", "tok-web", &f.ws, Role::Editor, f.editor).await.unwrap();
     s.create_session(t.id, "sess-1", 3600).await.unwrap();
     let p = s.authenticate_session("sess-1").await.unwrap().unwrap();
     assert_eq!((p.user.id, p.token_id, p.scope.map(|x| x.role)), (f.editor.user_id, t.id, Some(Role::Editor)));
@@ -1104,7 +1105,7 @@ pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store
 pub async fn removing_a_member_revokes_their_scoped_tokens(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let s = &f.store;
-    s.create_scoped_token(f.editor, "here", "rm-scoped", &f.ws, Role::Editor).await.unwrap();
+    s.create_scoped_token(f.editor, "here", "rm-scoped", &f.ws, Role::Editor, f.editor).await.unwrap();
     s.create_token(f.editor, "mine", "rm-unscoped").await.unwrap();
     s.remove_member(&f.ws, "EDITOR@example.com").await.unwrap();
     assert!(matches!(s.membership(f.editor, "acme").await, Err(StoreError::NotFound { .. })));
@@ -1114,6 +1115,28 @@ pub async fn removing_a_member_revokes_their_scoped_tokens(store: Arc<dyn Store>
     let last = s.remove_member(&f.ws, "owner@example.com").await;
     assert!(matches!(&last, Err(StoreError::Validation(e)) if e.field == "email"), "{last:?}");
     assert_eq!(s.membership(f.owner, "acme").await.unwrap().1, Role::Owner);
+}
+
+/// Tokens know who minted them (docs/api.md, "Tokens"): an owner who mints
+/// a token for an editor and is then removed takes that token with them, in
+/// the same transaction; the editor's own token stays, and so does a token
+/// another owner minted.
+pub async fn removing_an_owner_revokes_the_tokens_they_minted_for_others(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let s = &f.store;
+    s.set_member(&f.ws, "second@example.com", Role::Owner).await.unwrap();
+    let second = Actor { user_id: s.ensure_user("second@example.com").await.unwrap().id };
+    let minted = s.create_scoped_token(f.editor, "ci", "by-second", &f.ws, Role::Editor, second).await.unwrap();
+    assert_eq!(minted.minted_by.as_deref(), Some("second@example.com"));
+    s.create_scoped_token(f.editor, "ci2", "by-owner", &f.ws, Role::Editor, f.owner).await.unwrap();
+    let own = s.create_token(f.editor, "own", "by-self").await.unwrap();
+    assert_eq!(own.minted_by.as_deref(), Some("editor@example.com"));
+    s.remove_member(&f.ws, "second@example.com").await.unwrap();
+    assert_eq!(s.authenticate("by-second").await.unwrap(), None, "the removed owner's mint is revoked");
+    assert!(s.authenticate("by-owner").await.unwrap().is_some());
+    assert!(s.authenticate("by-self").await.unwrap().is_some());
+    let listed = s.list_tokens(&f.ws, f.editor).await.unwrap();
+    assert!(listed.iter().all(|t| t.name != "ci"), "{listed:?}");
 }
 
 /// Ref allocation under concurrency: 32 creates at once get 32 distinct refs.

@@ -79,4 +79,8 @@ pub struct TokenInfo {
     pub role: Option<Role>,
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// The email of the user who minted it; `null` for tokens minted before
+    /// pad recorded it. Removing that user from the workspace revokes it.
+    #[serde(default)]
+    pub minted_by: Option<String>,
 }

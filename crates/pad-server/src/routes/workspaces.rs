@@ -194,7 +194,7 @@ pub async fn create_token(
     let hash = hash_token(&token);
     let info = match grant {
         None => s.store.create_token(target, &body.name, &hash).await?,
-        Some(role) => s.store.create_scoped_token(target, &body.name, &hash, &ctx.ws, role).await?,
+        Some(role) => s.store.create_scoped_token(target, &body.name, &hash, &ctx.ws, role, ctx.actor()).await?,
     };
     Ok((StatusCode::CREATED, axum::Json(TokenCreated { token, info })))
 }

@@ -23,10 +23,19 @@ pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> Result<(), CliError> {
                             (Some(ws), Some(role)) => format!("{ws} ({role})"),
                             _ => "all".to_string(),
                         };
-                        vec![t.id.to_string(), t.name.clone(), t.email.clone(), scope, when(t.created_at, now), used]
+                        let minter = t.minted_by.clone().unwrap_or_else(|| "-".into());
+                        vec![
+                            t.id.to_string(),
+                            t.name.clone(),
+                            t.email.clone(),
+                            scope,
+                            minter,
+                            when(t.created_at, now),
+                            used,
+                        ]
                     })
                     .collect();
-                table(&["ID", "NAME", "EMAIL", "SCOPE", "CREATED", "LAST USED"], &rows)
+                table(&["ID", "NAME", "EMAIL", "SCOPE", "MINTED BY", "CREATED", "LAST USED"], &rows)
             })
         }
         TokenCommand::Create { name, email, scoped, role } => {
