@@ -324,3 +324,28 @@ async fn only_owners_requeue_a_quarantined_item() {
         assert_eq!((requeued.body["labels"].clone(), requeued.body["failures"].clone()), (json!([]), json!(0)));
     }
 }
+
+/// An owner mints a token for an editor and is then removed: the token
+/// answers 401 at once (docs/api.md, "Tokens"), on every backend; the
+/// editor's token minted by a remaining owner keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_owners_minted_tokens_stop_at_once() {
+    for b in common::backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let second = s.member("default", "second@example.com", "owner").await;
+        s.member("default", "ed@example.com", "editor").await;
+        let minted =
+            s.post(&second, &format!("{DEFAULT}/tokens"), json!({"name": "ci", "email": "ed@example.com"})).await;
+        assert_eq!(minted.status, 201, "{}: {:?}", b.name, minted.body);
+        assert_eq!(minted.body["minted_by"], "second@example.com", "{}", b.name);
+        let by_second = minted.body["token"].as_str().unwrap().to_string();
+        let by_owner = s.member("default", "ed@example.com", "editor").await;
+        // Used once, so the authentication cache holds it.
+        assert_eq!(s.get(&by_second, &format!("{DEFAULT}/items")).await.status, 200, "{}", b.name);
+        let removed =
+            s.call(Some(&s.owner), Method::DELETE, &format!("{DEFAULT}/members/second@example.com"), None).await;
+        assert_eq!(removed.status, 204, "{}: {:?}", b.name, removed.body);
+        assert_eq!(s.get(&by_second, &format!("{DEFAULT}/items")).await.status, 401, "{}: revoked at once", b.name);
+        assert_eq!(s.get(&by_owner, &format!("{DEFAULT}/items")).await.status, 200, "{}", b.name);
+    }
+}
