@@ -219,17 +219,7 @@ async fn revocation_ends_open_streams_within_seconds() {
         let sign_out = async {
             tokio::time::sleep(Duration::from_millis(500)).await;
             *signed_out_at.lock().unwrap() = Some(Instant::now());
-            // Sign-out needs the CSRF echo (docs/api.md, "Web sessions").
-            let csrf = cookie.split("; ").find_map(|c| c.strip_prefix("pad_csrf=")).unwrap();
-            let r = s
-                .http
-                .delete(format!("{}/api/v1/session", s.url))
-                .header("cookie", &cookie)
-                .header("x-csrf-token", csrf)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 204);
+            assert_eq!(s.sign_out(&cookie).await, 204);
         };
         let (took, ()) = tokio::join!(watch, sign_out);
         assert!(took < limit, "{}: the session's stream outlived sign-out by {took:?}", b.name);

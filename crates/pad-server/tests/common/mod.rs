@@ -114,6 +114,14 @@ impl TestServer {
         pad_server::recovery_token(self.store.as_ref(), email).await.unwrap().0
     }
 
+    /// `DELETE /session` for the web session in `cookie`, echoing its CSRF
+    /// value as the web UI does (docs/api.md, "Web sessions").
+    pub async fn sign_out(&self, cookie: &str) -> reqwest::StatusCode {
+        let csrf = cookie.split("; ").find_map(|c| c.strip_prefix("pad_csrf=")).expect("a pad_csrf cookie");
+        let r = self.http.delete(format!("{}/api/v1/session", self.url)).header("cookie", cookie);
+        r.header("x-csrf-token", csrf).send().await.unwrap().status()
+    }
+
     pub async fn create_item(&self, token: &str, ws: &str, title: &str) -> String {
         let a = self.post(token, &format!("/api/v1/workspaces/{ws}/items"), json!({"title": title})).await;
         assert_eq!(a.status, 201, "{:?}", a.body);
