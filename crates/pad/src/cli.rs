@@ -138,6 +138,7 @@ pub enum ItemCommand {
     /// Take (or refresh) the execution lease on an item
     Claim(ClaimArgs),
     /// Extend a lease you hold
+    #[command(mut_arg("ttl", |a| a.help("Lease duration with a unit: 90s, 30m, 1h30m [default: the lease's own TTL]")))]
     Renew(RenewArgs),
     /// Give a lease back (owners may --force another's)
     Release(ReleaseArgs),
@@ -412,7 +413,7 @@ pub struct BackupArgs {
 #[derive(Debug, Default, Args)]
 #[group(multiple = false)]
 pub struct TtlArgs {
-    /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's, 15m]
+    /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's default TTL]
     // Hyphen values reach the parser, which says why `-5m` is no TTL
     // (clap would suggest `-- -5m`, which is wrong here).
     #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
@@ -486,7 +487,7 @@ pub struct RenewArgs {
     pub handle: LeaseHandleArgs,
     #[command(flatten)]
     pub holder: HolderArg,
-    /// [default: the lease's own TTL]
+    /// `pad item renew` says its default: the lease's own TTL.
     #[command(flatten)]
     pub ttl: TtlArgs,
     /// Progress note, shown to the next claimant

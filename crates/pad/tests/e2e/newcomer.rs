@@ -175,3 +175,19 @@ fn every_argument_in_help_is_described() {
     let serve = every_help().into_iter().find(|(c, _)| c == "serve").unwrap().1;
     assert!(serve.contains("postgres://") && serve.contains("sqlite://"), "{serve}");
 }
+
+/// Help names where the TTL default comes from, never a figure a workspace
+/// may have changed (`pad workspace set --default-ttl`); renew keeps the
+/// lease's own TTL.
+#[test]
+fn ttl_help_names_the_default_not_a_figure() {
+    let pages = every_help();
+    let page = |c: &str| pages.iter().find(|(name, _)| name == c).unwrap_or_else(|| panic!("{c}")).1.clone();
+    for command in ["item claim", "item claim-next", "run", "drain"] {
+        let help = page(command);
+        assert!(help.contains("[default: the workspace's default TTL]"), "{command}: {help}");
+        assert!(!help.contains("15m"), "{command}: {help}");
+    }
+    let renew = page("item renew");
+    assert!(renew.contains("[default: the lease's own TTL]") && !renew.contains("15m"), "{renew}");
+}
