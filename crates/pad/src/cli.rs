@@ -507,7 +507,8 @@ pub struct ReleaseArgs {
     /// Refuse (exit 7) unless the live lease has this lease id
     #[arg(long, value_name = "ID")]
     pub lease_id: Option<i64>,
-    /// Break another worker's lease (workspace owners)
+    /// Break another worker's lease (workspace owners); on your own lease, a plain
+    /// release whose event keeps the reason
     #[arg(long, requires = "reason")]
     pub force: bool,
     /// Why the lease is broken, recorded in the event

@@ -191,3 +191,26 @@ fn ttl_help_names_the_default_not_a_figure() {
     let renew = page("item renew");
     assert!(renew.contains("[default: the lease's own TTL]") && !renew.contains("15m"), "{renew}");
 }
+
+/// A release refused because another holder has the lease names the two
+/// ways on; `--force --reason` on your own lease is a plain release that
+/// says so and keeps the reason in its `lease.released` event.
+#[test]
+fn release_says_the_ways_on_and_force_on_your_own_lease_keeps_the_reason() {
+    let server = TestServer::start();
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    ok(server.pad_output(["item", "claim", &r, "--holder", "runner-a"]));
+    let out = server.pad_output(["item", "release", &r, "--holder", "runner-b"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("--holder runner-a") && said.contains("--force --reason"), "{said}");
+
+    let out =
+        ok(server.pad_output(["item", "release", &r, "--holder", "runner-a", "--force", "--reason", "done early"]));
+    let said = stdout(&out);
+    assert!(said.contains("Lease released") && said.contains("done early"), "{said}");
+    let client = pad_client::Client::new(server.url.parse().unwrap(), &server.token).unwrap();
+    let events = tokio::runtime::Runtime::new().unwrap().block_on(client.events("default", 0, 100)).unwrap();
+    let released = events.iter().rfind(|e| e.kind == "lease.released").expect("a lease.released event");
+    assert_eq!(released.data["reason"], "done early", "{released:?}");
+}
