@@ -203,9 +203,10 @@ pub struct CreateArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// open, in-progress, done, cancelled (repeatable or comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    pub status: Vec<Status>,
+    /// open, in-progress, done, cancelled, or all (repeatable or comma-separated)
+    /// [default: open,in-progress]
+    #[arg(short = 's', long, value_delimiter = ',', value_parser = parse_status_filter)]
+    pub status: Vec<StatusFilter>,
     /// Repeatable or comma-separated
     #[arg(long, value_delimiter = ',')]
     pub kind: Vec<String>,
@@ -227,12 +228,46 @@ pub struct ListArgs {
     /// Only children of this item
     #[arg(long, value_name = "REF")]
     pub parent: Option<ItemRef>,
-    /// Page size (the server caps it)
-    #[arg(long, value_name = "N")]
+    /// Page size, at least 1 (the server caps it)
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
     pub limit: Option<u32>,
     /// Continue after a previous page
     #[arg(long)]
     pub cursor: Option<String>,
+}
+
+/// One `--status` of `item list`: a status, or `all` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    All,
+    Is(Status),
+}
+
+impl std::fmt::Display for StatusFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatusFilter::All => f.write_str("all"),
+            StatusFilter::Is(s) => s.fmt(f),
+        }
+    }
+}
+
+fn parse_status_filter(s: &str) -> Result<StatusFilter, String> {
+    if s == "all" {
+        return Ok(StatusFilter::All);
+    }
+    s.parse()
+        .map(StatusFilter::Is)
+        .map_err(|_| format!("{s:?} is no status: open, in-progress, done, cancelled or all"))
+}
+
+/// A page size: a number of items, at least one.
+fn parse_limit(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(0) => Err("must be at least 1 (it is how many items to show)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a number of items, like 50")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -559,8 +594,8 @@ pub struct FilterArgs {
 
 #[derive(Debug, Args)]
 pub struct FrontierArgs {
-    /// How many items (the server caps it)
-    #[arg(long, value_name = "N")]
+    /// How many items, at least 1 (the server caps it)
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
     pub limit: Option<u32>,
     // Last: its help heading would cover the options after it.
     #[command(flatten)]

@@ -214,3 +214,30 @@ fn release_says_the_ways_on_and_force_on_your_own_lease_keeps_the_reason() {
     let released = events.iter().rfind(|e| e.kind == "lease.released").expect("a lease.released event");
     assert_eq!(released.data["reason"], "done early", "{released:?}");
 }
+
+/// `item list` shows the work still to do (open, in-progress) unless
+/// `--status` asks otherwise; `--status all` (or `-s all`) lists every
+/// status; `--limit 0` is refused with a sentence.
+#[test]
+fn item_list_hides_finished_items_and_takes_status_all() {
+    let server = TestServer::start();
+    let refs: Vec<String> = ["open one", "done one", "cancelled one"]
+        .iter()
+        .map(|t| stdout(&ok(server.pad_output(["item", "create", t]))).trim().to_string())
+        .collect();
+    ok(server.pad_output(["item", "update", &refs[1], "--status", "done"]));
+    ok(server.pad_output(["item", "update", &refs[2], "--status", "cancelled"]));
+    let listed = |args: &[&str]| -> Vec<String> {
+        let out = stdout(&ok(server.pad_output([&["item", "list"][..], args].concat())));
+        out.lines().map(|l| l.split('\t').next().unwrap().to_string()).collect()
+    };
+    assert_eq!(listed(&[]), [refs[0].clone()]);
+    let mut all = listed(&["--status", "all"]);
+    all.sort();
+    assert_eq!(all, refs);
+    assert_eq!(listed(&["-s", "done"]), [refs[1].clone()]);
+
+    let out = server.pad_output(["item", "list", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("at least 1") && !stderr(&out).contains("--cursor"), "{}", stderr(&out));
+}
