@@ -261,6 +261,16 @@ fn parse_status_filter(s: &str) -> Result<StatusFilter, String> {
         .map_err(|_| format!("{s:?} is no status: open, in-progress, done, cancelled or all"))
 }
 
+/// `pad token revoke ID`: a sentence, not the parser's words.
+fn token_id(s: &str) -> Result<i64, String> {
+    s.parse().map_err(|_| format!("token id must be a number, like 12 (`pad token list` shows them), not {s:?}"))
+}
+
+/// `pad webhook remove|test|deliveries ID`.
+fn webhook_id(s: &str) -> Result<i64, String> {
+    s.parse().map_err(|_| format!("webhook id must be a number, like 3 (`pad webhook list` shows them), not {s:?}"))
+}
+
 /// A page size: a number of items, at least one.
 fn parse_limit(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {
@@ -934,6 +944,7 @@ pub enum TokenCommand {
     /// Revoke a token by id
     Revoke {
         /// The token's id (`pad token list`)
+        #[arg(value_parser = token_id)]
         id: i64,
     },
 }
@@ -954,16 +965,19 @@ pub enum WebhookCommand {
     /// Unsubscribe (pending deliveries and the log go too)
     Remove {
         /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
         id: i64,
     },
     /// Send a webhook.test delivery now and show how it went
     Test {
         /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
         id: i64,
     },
     /// The delivery log of a webhook, newest first
     Deliveries {
         /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
         id: i64,
         /// How many [default: 50, at most 500]
         #[arg(long)]

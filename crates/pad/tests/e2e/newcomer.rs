@@ -241,3 +241,18 @@ fn item_list_hides_finished_items_and_takes_status_all() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("at least 1") && !stderr(&out).contains("--cursor"), "{}", stderr(&out));
 }
+
+/// An id that is not a number is refused in a sentence naming the id.
+#[test]
+fn ids_that_are_not_numbers_are_named() {
+    let server = TestServer::start();
+    for (args, said) in [
+        (["token", "revoke", "abc"], "token id must be a number, like 12"),
+        (["webhook", "remove", "abc"], "webhook id must be a number, like 3"),
+    ] {
+        let out = server.pad_output(args);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(said) && !err.contains("invalid digit"), "{err}");
+    }
+}
