@@ -42,6 +42,11 @@ def err(result):
 
 async def main():
     async with stdio() as a, http(TOKEN) as b:
+        # Both transports introduce the server as pad, at pad's version (not the MCP library's).
+        for client in (a, b):
+            info = client.server_info
+            assert info is not None and info.name == "pad", info
+            assert info.version == os.environ["PAD_VERSION"], info
         tools = {t.name: t for t in (await a.list_tools()).tools}
         assert set(tools) == TOOLS, sorted(tools)
         claim = tools["pad_item_claim"].input_schema

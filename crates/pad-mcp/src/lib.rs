@@ -22,7 +22,7 @@ use pad_core::{ItemPatch, NewItem};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    CallToolResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
     PaginatedRequestParams, Prompt, PromptMessage, Role, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
@@ -506,7 +506,10 @@ pub fn hostname() -> String {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for PadTools {
     fn get_info(&self) -> ServerConfig {
+        // The server introduces itself as pad, at pad's version (one version
+        // for the whole workspace), over stdio and `POST /mcp` alike.
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_prompts().build())
+            .with_server_info(Implementation::new("pad", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
 

@@ -138,6 +138,7 @@ pub enum ItemCommand {
     /// Take (or refresh) the execution lease on an item
     Claim(ClaimArgs),
     /// Extend a lease you hold
+    #[command(mut_arg("ttl", |a| a.help("Lease duration with a unit: 90s, 30m, 1h30m [default: the lease's own TTL]")))]
     Renew(RenewArgs),
     /// Give a lease back (owners may --force another's)
     Release(ReleaseArgs),
@@ -202,9 +203,10 @@ pub struct CreateArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// open, in-progress, done, cancelled (repeatable or comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    pub status: Vec<Status>,
+    /// open, in-progress, done, cancelled, or all (repeatable or comma-separated)
+    /// [default: open,in-progress]
+    #[arg(short = 's', long, value_delimiter = ',', value_parser = parse_status_filter)]
+    pub status: Vec<StatusFilter>,
     /// Repeatable or comma-separated
     #[arg(long, value_delimiter = ',')]
     pub kind: Vec<String>,
@@ -226,12 +228,56 @@ pub struct ListArgs {
     /// Only children of this item
     #[arg(long, value_name = "REF")]
     pub parent: Option<ItemRef>,
-    /// Page size (the server caps it)
-    #[arg(long, value_name = "N")]
+    /// Page size, at least 1 (the server caps it)
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
     pub limit: Option<u32>,
     /// Continue after a previous page
     #[arg(long)]
     pub cursor: Option<String>,
+}
+
+/// One `--status` of `item list`: a status, or `all` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    All,
+    Is(Status),
+}
+
+impl std::fmt::Display for StatusFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatusFilter::All => f.write_str("all"),
+            StatusFilter::Is(s) => s.fmt(f),
+        }
+    }
+}
+
+fn parse_status_filter(s: &str) -> Result<StatusFilter, String> {
+    if s == "all" {
+        return Ok(StatusFilter::All);
+    }
+    s.parse()
+        .map(StatusFilter::Is)
+        .map_err(|_| format!("{s:?} is no status: open, in-progress, done, cancelled or all"))
+}
+
+/// `pad token revoke ID`: a sentence, not the parser's words.
+fn token_id(s: &str) -> Result<i64, String> {
+    s.parse().map_err(|_| format!("token id must be a number, like 12 (`pad token list` shows them), not {s:?}"))
+}
+
+/// `pad webhook remove|test|deliveries ID`.
+fn webhook_id(s: &str) -> Result<i64, String> {
+    s.parse().map_err(|_| format!("webhook id must be a number, like 3 (`pad webhook list` shows them), not {s:?}"))
+}
+
+/// A page size: a number of items, at least one.
+fn parse_limit(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(0) => Err("must be at least 1 (it is how many items to show)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a number of items, like 50")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -412,7 +458,7 @@ pub struct BackupArgs {
 #[derive(Debug, Default, Args)]
 #[group(multiple = false)]
 pub struct TtlArgs {
-    /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's, 15m]
+    /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's default TTL]
     // Hyphen values reach the parser, which says why `-5m` is no TTL
     // (clap would suggest `-- -5m`, which is wrong here).
     #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
@@ -486,7 +532,7 @@ pub struct RenewArgs {
     pub handle: LeaseHandleArgs,
     #[command(flatten)]
     pub holder: HolderArg,
-    /// [default: the lease's own TTL]
+    /// `pad item renew` says its default: the lease's own TTL.
     #[command(flatten)]
     pub ttl: TtlArgs,
     /// Progress note, shown to the next claimant
@@ -506,7 +552,8 @@ pub struct ReleaseArgs {
     /// Refuse (exit 7) unless the live lease has this lease id
     #[arg(long, value_name = "ID")]
     pub lease_id: Option<i64>,
-    /// Break another worker's lease (workspace owners)
+    /// Break another worker's lease (workspace owners); on your own lease, a plain
+    /// release whose event keeps the reason
     #[arg(long, requires = "reason")]
     pub force: bool,
     /// Why the lease is broken, recorded in the event
@@ -557,8 +604,8 @@ pub struct FilterArgs {
 
 #[derive(Debug, Args)]
 pub struct FrontierArgs {
-    /// How many items (the server caps it)
-    #[arg(long, value_name = "N")]
+    /// How many items, at least 1 (the server caps it)
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
     pub limit: Option<u32>,
     // Last: its help heading would cover the options after it.
     #[command(flatten)]
@@ -897,6 +944,7 @@ pub enum TokenCommand {
     /// Revoke a token by id
     Revoke {
         /// The token's id (`pad token list`)
+        #[arg(value_parser = token_id)]
         id: i64,
     },
 }
@@ -917,16 +965,19 @@ pub enum WebhookCommand {
     /// Unsubscribe (pending deliveries and the log go too)
     Remove {
         /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
         id: i64,
     },
     /// Send a webhook.test delivery now and show how it went
     Test {
         /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
         id: i64,
     },
     /// The delivery log of a webhook, newest first
     Deliveries {
         /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
         id: i64,
         /// How many [default: 50, at most 500]
         #[arg(long)]

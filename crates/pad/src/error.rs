@@ -179,6 +179,15 @@ impl CliError {
         Self::for_item(item_ref, e)
     }
 
+    /// The message with a next step appended; `--format json` still prints
+    /// the server's envelope.
+    pub fn with_hint(self, hint: &str) -> Self {
+        match self {
+            CliError::Failed { message, code } => CliError::Failed { message: format!("{message}{hint}"), code },
+            other => other,
+        }
+    }
+
     /// The server's refusal in the words the user typed (`--default-ttl`
     /// for `default_ttl_seconds`); `--format json` still prints the
     /// server's envelope.

@@ -5,10 +5,10 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use pad_core::api::{DeleteQuery, FrontierQuery, ListQuery, NewComment};
-use pad_core::{Comment, Item, ItemPatch, NewItem, Version};
+use pad_core::{Comment, Item, ItemPatch, NewItem, Status, Version};
 
 use super::{Ctx, about, lease};
-use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, UpdateArgs};
+use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, StatusFilter, UpdateArgs};
 use crate::error::CliError;
 use crate::output::{self, colour_enabled, cyan, fit, in_words, seconds_until, table, terminal_width, timestamp};
 
@@ -166,10 +166,22 @@ fn list_again(ws: &str, a: &ListArgs) -> String {
     out
 }
 
+/// `--status`: none asked lists what is not finished (open, in-progress);
+/// `all` asks for every status (README, "Tables for people and scripts").
+fn status_query(asked: &[StatusFilter]) -> Option<String> {
+    if asked.is_empty() {
+        return Some(format!("{},{}", Status::Open, Status::InProgress));
+    }
+    if asked.contains(&StatusFilter::All) {
+        return None;
+    }
+    Some(asked.iter().map(ToString::to_string).collect::<Vec<_>>().join(","))
+}
+
 fn list_query(a: ListArgs) -> ListQuery {
     let joined = |values: Vec<String>| (!values.is_empty()).then(|| values.join(","));
     ListQuery {
-        status: joined(a.status.iter().map(ToString::to_string).collect()),
+        status: status_query(&a.status),
         kind: joined(a.kind),
         label: joined(a.labels),
         priority: joined(a.priority.iter().map(ToString::to_string).collect()),
@@ -461,9 +473,16 @@ mod tests {
     }
 
     #[test]
+    fn list_hides_finished_items_unless_asked() {
+        assert_eq!(status_query(&[]).as_deref(), Some("open,in-progress"));
+        assert_eq!(status_query(&[StatusFilter::All]), None);
+        assert_eq!(status_query(&[StatusFilter::Is(Status::Done)]).as_deref(), Some("done"));
+    }
+
+    #[test]
     fn list_query_joins_multi_values() {
         let args = ListArgs {
-            status: vec![Status::Open, Status::InProgress],
+            status: vec![StatusFilter::Is(Status::Open), StatusFilter::Is(Status::InProgress)],
             kind: vec![],
             labels: vec!["a".into(), "b".into()],
             priority: vec![],

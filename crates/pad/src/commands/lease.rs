@@ -63,14 +63,41 @@ pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), C
         reason: a.reason,
         succeeded: false,
     };
-    let released =
-        client.release(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
+    let released = client.release(ctx.ws(), &r.to_string(), &body).await.map_err(|e| {
+        // Someone else's lease: say the two ways on (docs/leases.md, "Renew,
+        // release, break").
+        let hint = e.held_lease().filter(|_| !body.force).map(|held| release_hint(&held.holder));
+        let err = CliError::for_lease(r, body.epoch, body.lease_id, e);
+        match hint {
+            Some(hint) => err.with_hint(&hint),
+            None => err,
+        }
+    })?;
     // Nothing to release is not a failure (L6): exit 0 either way.
-    ctx.emit(&released, |rel| match (rel.released, rel.reason.as_str()) {
+    ctx.emit(&released, |rel| release_line(r, rel.released, &rel.reason, body.force, body.reason.as_deref()))
+}
+
+/// What a release says. `--force` on your own lease is a plain release
+/// (nothing to break) whose reason the `lease.released` event keeps
+/// (docs/leases.md, "Renew, release, break").
+fn release_line(r: &ItemRef, released: bool, how: &str, force: bool, reason: Option<&str>) -> String {
+    match (released, how) {
         (true, "broken") => format!("Lease broken on {r}\n"),
+        (true, _) if force => format!(
+            "Lease released (it was yours, so nothing was broken; the lease.released event keeps the reason: {})\n",
+            reason.unwrap_or_default()
+        ),
         (true, _) => "Lease released\n".to_string(),
         (false, _) => "No live lease\n".to_string(),
-    })
+    }
+}
+
+/// The ways on from a release refused because another holder has the lease.
+fn release_hint(holder: &str) -> String {
+    let label = if holder.contains(char::is_whitespace) { format!("'{holder}'") } else { holder.to_string() };
+    format!(
+        ". If it is yours under that label, pass --holder {label}; a workspace owner may break it with --force --reason \"…\""
+    )
 }
 
 /// L15: `Completed TASK-1 (done); lease 7 ended`.

@@ -66,8 +66,8 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     };
     let at = Instant::now();
     let claimed = worker.client.claim(worker.ws, &r.to_string(), &body).await.map_err(about(&r))?;
-    announce_handoff(claimed.previous_holder.as_deref(), claimed.previous_note.as_deref());
     let mut report = Report::new(ctx.format, false);
+    report.handoff(claimed.previous_holder.as_deref(), claimed.previous_note.as_deref());
     let ran = supervise(&worker, Granted { item_ref: r, lease: claimed.lease, at }, &mut signals, &mut report).await?;
     report.finish(&ran);
     report.summary()?;
@@ -95,7 +95,7 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             break Ok(());
         }
         report.claiming();
-        let granted = match next_item(&worker, &filter, &session).await {
+        let granted = match next_item(&worker, &filter, &session, &report).await {
             Ok(Some(granted)) => granted,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
@@ -124,7 +124,12 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
 
 /// Claims the best ready item this drain has not run yet: one request, the
 /// same size for the first item as for the ten-thousandth.
-async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, session: &str) -> Result<Option<Granted>, CliError> {
+async fn next_item(
+    w: &Worker<'_>,
+    filter: &FrontierFilter,
+    session: &str,
+    report: &Report,
+) -> Result<Option<Granted>, CliError> {
     let body = ClaimNextBody {
         filter: filter.clone(),
         holder: w.holder.clone(),
@@ -136,15 +141,8 @@ async fn next_item(w: &Worker<'_>, filter: &FrontierFilter, session: &str) -> Re
     let at = Instant::now();
     let next = w.client.claim_next(w.ws, &body).await?;
     let (Some(item), Some(lease)) = (next.item, next.lease) else { return Ok(None) };
-    announce_handoff(next.previous_holder.as_deref(), next.previous_note.as_deref());
+    report.handoff(next.previous_holder.as_deref(), next.previous_note.as_deref());
     Ok(Some(Granted { item_ref: item.item_ref, lease, at }))
-}
-
-/// The previous holder's note (L12), for the person watching.
-fn announce_handoff(holder: Option<&str>, note: Option<&str>) {
-    if let Some(line) = handoff_line(holder, note) {
-        eprint!("pad: {line}");
-    }
 }
 
 /// What `run` and `drain` share: the server, who works, on what, and within
@@ -613,8 +611,19 @@ impl Report {
     }
 
     fn clear_live(&self) {
-        if self.live {
-            eprint!("\r\x1b[2K");
+        eprint!("{}", self.clear(""));
+    }
+
+    /// `text` for stderr, after what erases the live line when one is
+    /// shown: every message of a drain starts on a clean line.
+    fn clear(&self, text: &str) -> String {
+        if self.live { format!("\r\x1b[2K{text}") } else { text.to_string() }
+    }
+
+    /// The previous holder's note (L12), for the person watching.
+    fn handoff(&self, holder: Option<&str>, note: Option<&str>) {
+        if let Some(line) = handoff_line(holder, note) {
+            eprint!("{}", self.clear(&format!("pad: {line}")));
         }
     }
 
@@ -685,20 +694,26 @@ impl Report {
             v["seconds"] = ((self.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0).into();
             print_line(&v);
         } else if self.drain {
-            let mut line = format!("drained {} items: {} succeeded, {} failed", c.items, c.succeeded, c.failed);
-            for (n, what) in [(c.timed_out, "timed out"), (c.lease_lost, "lease lost"), (c.interrupted, "interrupted")]
-            {
-                if n > 0 {
-                    line += &format!(", {n} {what}");
-                }
-            }
-            if c.marked_done > 0 {
-                line += &format!("; {} marked done", c.marked_done);
-            }
-            eprintln!("{line}");
+            eprintln!("{}", summary_line(c));
         }
         Ok(())
     }
+}
+
+/// `pad drain`'s last line (docs/leases.md, "Draining"): `drained 1 item`,
+/// `drained 3 items`.
+fn summary_line(c: &Counts) -> String {
+    let items = if c.items == 1 { "item" } else { "items" };
+    let mut line = format!("drained {} {items}: {} succeeded, {} failed", c.items, c.succeeded, c.failed);
+    for (n, what) in [(c.timed_out, "timed out"), (c.lease_lost, "lease lost"), (c.interrupted, "interrupted")] {
+        if n > 0 {
+            line += &format!(", {n} {what}");
+        }
+    }
+    if c.marked_done > 0 {
+        line += &format!("; {} marked done", c.marked_done);
+    }
+    line
 }
 
 /// One compact JSON line on stdout, flushed so a reader sees it now.
@@ -707,4 +722,26 @@ fn print_line(v: &serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{v}");
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_says_item_for_one() {
+        let one = Counts { items: 1, succeeded: 1, ..Counts::default() };
+        assert_eq!(summary_line(&one), "drained 1 item: 1 succeeded, 0 failed");
+        let three = Counts { items: 3, succeeded: 2, failed: 1, marked_done: 2, ..Counts::default() };
+        assert_eq!(summary_line(&three), "drained 3 items: 2 succeeded, 1 failed; 2 marked done");
+    }
+
+    #[test]
+    fn messages_erase_the_live_line_first() {
+        let mut report = Report::new(Format::Table, true);
+        report.live = true;
+        assert_eq!(report.clear("pad: Handoff: x\n"), "\r\x1b[2Kpad: Handoff: x\n");
+        report.live = false;
+        assert_eq!(report.clear("pad: Handoff: x\n"), "pad: Handoff: x\n");
+    }
 }

@@ -274,6 +274,14 @@ async fn check(client: &Client, ws: &str, plan: &mut [Planned]) -> Result<Vec<Cr
     Ok(create)
 }
 
+/// `pad import --dry-run`'s answer, in words.
+fn dry_run_line(items: usize, ws: &str, new_kinds: &[&str]) -> String {
+    let noun = if items == 1 { "item" } else { "items" };
+    let kinds =
+        if new_kinds.is_empty() { "no new kinds".to_string() } else { format!("new kinds: {}", new_kinds.join(", ")) };
+    format!("would import {items} {noun} into `{ws}` ({kinds}); nothing written\n")
+}
+
 pub async fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     let text = if args.file.as_os_str() == "-" {
         std::io::stdin().lock().lines().collect::<Result<Vec<_>, _>>()?.join("\n")
@@ -289,10 +297,7 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     let kinds = check(&client, ws, &mut plan).await?;
     if args.dry_run {
         let new_kinds: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
-        return output::print(&format!(
-            "would import {} items into `{ws}` (new kinds: {new_kinds:?}); nothing written\n",
-            plan.len()
-        ));
+        return output::print(&dry_run_line(plan.len(), ws, &new_kinds));
     }
     for k in &kinds {
         client.create_kind(ws, k).await?;
@@ -387,6 +392,15 @@ fn report(ctx: &Ctx, ws: &str, plan: &[Planned], mapping: &HashMap<String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dry_run_says_the_kinds_in_words() {
+        assert_eq!(dry_run_line(1, "ops", &[]), "would import 1 item into `ops` (no new kinds); nothing written\n");
+        assert_eq!(
+            dry_run_line(3, "ops", &["spike", "epic"]),
+            "would import 3 items into `ops` (new kinds: spike, epic); nothing written\n"
+        );
+    }
 
     #[test]
     fn github_issues_become_items_with_attributed_comments() {

@@ -34,6 +34,7 @@ fn official_python_sdk_drives_the_tools_over_stdio_and_http() {
         .env("PAD_VIEWER_TOKEN", &viewer)
         .env("PAD_BIN", env!("CARGO_BIN_EXE_pad"))
         .env("PAD_HOME", &server.home)
+        .env("PAD_VERSION", env!("CARGO_PKG_VERSION"))
         .output()
         .expect("run the MCP client");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

@@ -175,3 +175,84 @@ fn every_argument_in_help_is_described() {
     let serve = every_help().into_iter().find(|(c, _)| c == "serve").unwrap().1;
     assert!(serve.contains("postgres://") && serve.contains("sqlite://"), "{serve}");
 }
+
+/// Help names where the TTL default comes from, never a figure a workspace
+/// may have changed (`pad workspace set --default-ttl`); renew keeps the
+/// lease's own TTL.
+#[test]
+fn ttl_help_names_the_default_not_a_figure() {
+    let pages = every_help();
+    let page = |c: &str| pages.iter().find(|(name, _)| name == c).unwrap_or_else(|| panic!("{c}")).1.clone();
+    for command in ["item claim", "item claim-next", "run", "drain"] {
+        let help = page(command);
+        assert!(help.contains("[default: the workspace's default TTL]"), "{command}: {help}");
+        assert!(!help.contains("15m"), "{command}: {help}");
+    }
+    let renew = page("item renew");
+    assert!(renew.contains("[default: the lease's own TTL]") && !renew.contains("15m"), "{renew}");
+}
+
+/// A release refused because another holder has the lease names the two
+/// ways on; `--force --reason` on your own lease is a plain release that
+/// says so and keeps the reason in its `lease.released` event.
+#[test]
+fn release_says_the_ways_on_and_force_on_your_own_lease_keeps_the_reason() {
+    let server = TestServer::start();
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    ok(server.pad_output(["item", "claim", &r, "--holder", "runner-a"]));
+    let out = server.pad_output(["item", "release", &r, "--holder", "runner-b"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("--holder runner-a") && said.contains("--force --reason"), "{said}");
+
+    let out =
+        ok(server.pad_output(["item", "release", &r, "--holder", "runner-a", "--force", "--reason", "done early"]));
+    let said = stdout(&out);
+    assert!(said.contains("Lease released") && said.contains("done early"), "{said}");
+    let client = pad_client::Client::new(server.url.parse().unwrap(), &server.token).unwrap();
+    let events = tokio::runtime::Runtime::new().unwrap().block_on(client.events("default", 0, 100)).unwrap();
+    let released = events.iter().rfind(|e| e.kind == "lease.released").expect("a lease.released event");
+    assert_eq!(released.data["reason"], "done early", "{released:?}");
+}
+
+/// `item list` shows the work still to do (open, in-progress) unless
+/// `--status` asks otherwise; `--status all` (or `-s all`) lists every
+/// status; `--limit 0` is refused with a sentence.
+#[test]
+fn item_list_hides_finished_items_and_takes_status_all() {
+    let server = TestServer::start();
+    let refs: Vec<String> = ["open one", "done one", "cancelled one"]
+        .iter()
+        .map(|t| stdout(&ok(server.pad_output(["item", "create", t]))).trim().to_string())
+        .collect();
+    ok(server.pad_output(["item", "update", &refs[1], "--status", "done"]));
+    ok(server.pad_output(["item", "update", &refs[2], "--status", "cancelled"]));
+    let listed = |args: &[&str]| -> Vec<String> {
+        let out = stdout(&ok(server.pad_output([&["item", "list"][..], args].concat())));
+        out.lines().map(|l| l.split('\t').next().unwrap().to_string()).collect()
+    };
+    assert_eq!(listed(&[]), [refs[0].clone()]);
+    let mut all = listed(&["--status", "all"]);
+    all.sort();
+    assert_eq!(all, refs);
+    assert_eq!(listed(&["-s", "done"]), [refs[1].clone()]);
+
+    let out = server.pad_output(["item", "list", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("at least 1") && !stderr(&out).contains("--cursor"), "{}", stderr(&out));
+}
+
+/// An id that is not a number is refused in a sentence naming the id.
+#[test]
+fn ids_that_are_not_numbers_are_named() {
+    let server = TestServer::start();
+    for (args, said) in [
+        (["token", "revoke", "abc"], "token id must be a number, like 12"),
+        (["webhook", "remove", "abc"], "webhook id must be a number, like 3"),
+    ] {
+        let out = server.pad_output(args);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(said) && !err.contains("invalid digit"), "{err}");
+    }
+}

@@ -225,7 +225,7 @@ fn tour_fail_complete_exclude() {
     fails(&s.pad_output(["item", "complete", "TASK-2", "--holder", "w", "--lease-id", &lease_id]), 7);
     let done = ok(&s.pad_output(["item", "complete", "TASK-2", "--holder", "w", "--lease-id", &id]));
     assert_eq!(done, "Completed TASK-2 (done); lease released\n");
-    let children = json(&s.pad_output(["--format", "json", "item", "list", "--parent", "TASK-1"]));
+    let children = json(&s.pad_output(["--format", "json", "item", "list", "--parent", "TASK-1", "--status", "all"]));
     assert_eq!(children["items"].as_array().unwrap().len(), 1);
     assert_eq!(children["items"][0]["status"], "done");
     // A claim by ref still works during the backoff, and sees the note.
