@@ -39,6 +39,10 @@ pub struct AuthCache {
     ttl: Duration,
     cap: usize,
     inner: Mutex<Inner>,
+    /// Counts changes of authorization on this instance (revocations,
+    /// removals, sign-outs): open event streams watch it and check their
+    /// access again before they send anything more (`routes/events.rs`).
+    changes: tokio::sync::watch::Sender<u64>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -62,7 +66,14 @@ impl AuthCache {
     /// A cache keeping entries `ttl` and at most `cap` per map; a zero `ttl`
     /// or `cap` turns it off (every request reads the store).
     pub fn new(ttl: Duration, cap: usize) -> Self {
-        AuthCache { ttl, cap, inner: Default::default(), hits: AtomicU64::new(0), misses: AtomicU64::new(0) }
+        AuthCache {
+            ttl,
+            cap,
+            inner: Default::default(),
+            changes: tokio::sync::watch::Sender::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
     }
 
     /// `PAD_AUTH_CACHE_TTL` (seconds, `0` or `off` to turn the cache off),
@@ -126,10 +137,18 @@ impl AuthCache {
 
     /// Forgets everything this instance holds, now; later reads go to the store.
     pub fn invalidate(&self) {
-        let mut inner = self.lock();
-        inner.generation += 1;
-        inner.principals.clear();
-        inner.memberships.clear();
+        {
+            let mut inner = self.lock();
+            inner.generation += 1;
+            inner.principals.clear();
+            inner.memberships.clear();
+        }
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Wakes when authorization changes on this instance (see `changes`).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// A guard that calls [`AuthCache::invalidate`] when dropped: create it
@@ -150,9 +169,12 @@ impl AuthCache {
     }
 
     fn forget(&self, credential: &Credential) {
-        let mut inner = self.lock();
-        inner.generation += 1;
-        inner.principals.map.remove(credential);
+        {
+            let mut inner = self.lock();
+            inner.generation += 1;
+            inner.principals.map.remove(credential);
+        }
+        self.changes.send_modify(|n| *n += 1);
     }
 
     /// Entries held now, both maps together (for tests of the bound).

@@ -339,3 +339,45 @@ async fn a_removed_owners_minted_tokens_stop_at_once() {
         assert_eq!(s.get(&by_owner, &format!("{DEFAULT}/items")).await.status, 200, "{}", b.name);
     }
 }
+
+/// Revocation is immediate on the instance that revoked (docs/api.md,
+/// "Tokens"): once the revoke call has answered, the revoked token's open
+/// stream sends nothing more — not the event of an item created right after
+/// — and ends. The deadline only keeps a broken build from hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_tokens_stream_sends_nothing_after_the_revoke_answers() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let editor = s.member("default", "editor@example.com", "editor").await;
+        let id = s.get(&editor, &format!("{DEFAULT}/tokens")).await.body["tokens"][0]["id"].as_i64().unwrap();
+        let resp = s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).bearer_auth(&editor).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let seen_before = s.get(&s.owner, &format!("{DEFAULT}/events?limit=1000")).await.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["id"].as_i64())
+            .max()
+            .unwrap_or(0);
+        let a = s.call(Some(&s.owner), Method::DELETE, &format!("{DEFAULT}/tokens/{id}"), None).await;
+        assert_eq!(a.status, 204);
+        let after = s.create_item(&s.owner, "default", "created after the revoke").await;
+        let mut body = resp.bytes_stream();
+        let mut text = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(chunk) = body.next().await {
+                let Ok(chunk) = chunk else { break };
+                text.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        })
+        .await;
+        assert!(read.is_ok(), "{}: the revoked token's stream did not end", b.name);
+        let sent_after: Vec<i64> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("id:"))
+            .filter_map(|id| id.trim().parse().ok())
+            .filter(|&id| id > seen_before)
+            .collect();
+        assert!(sent_after.is_empty(), "{}: sent {sent_after:?} (the create of {after}) after the revoke", b.name);
+    }
+}

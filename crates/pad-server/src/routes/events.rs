@@ -29,7 +29,9 @@ use crate::limits::StreamPermit;
 pub const POLL: Duration = Duration::from_millis(250);
 /// How often an open stream checks that its token (or web session) and the
 /// membership still reach the workspace: revocation, removal and sign-out
-/// end open streams within this, on every instance (docs/api.md, "Tokens").
+/// end open streams within this on other instances (docs/api.md, "Tokens").
+/// On the instance that made the change, streams check again before they
+/// send anything more (`AuthCache::changes`).
 pub const RECHECK: Duration = Duration::from_secs(2);
 const PAGE: u32 = 500;
 
@@ -82,12 +84,18 @@ pub async fn stream(
         closing: s.closing.subscribe(),
         credential: ctx.caller.credential.clone(),
         next_check: tokio::time::Instant::now() + RECHECK,
+        auth_changes: s.auth_cache.changes(),
         _permit: permit,
     };
     let stream = futures::stream::unfold(state, |mut t| async move {
         loop {
-            // Checked before anything is sent, so a busy stream checks too.
-            if tokio::time::Instant::now() >= t.next_check {
+            // Checked before anything is sent, so a busy stream checks too;
+            // at once after a change of authorization on this instance.
+            let changed = t.auth_changes.has_changed().unwrap_or(false);
+            if changed {
+                t.auth_changes.borrow_and_update();
+            }
+            if changed || tokio::time::Instant::now() >= t.next_check {
                 match crate::extract::still_reaches(t.store.as_ref(), &t.credential, &t.ws.slug).await {
                     Ok(true) => {}
                     // Revoked, signed out or removed: the stream ends here.
@@ -114,6 +122,8 @@ pub async fn stream(
             }
             tokio::select! {
                 _ = tokio::time::timeout(POLL, t.wake.recv()) => {}
+                // `changed` marks the change seen: check now.
+                _ = t.auth_changes.changed() => t.next_check = tokio::time::Instant::now(),
                 // Shutdown ends the stream; clients resume from Last-Event-ID elsewhere.
                 _ = t.closing.changed() => return None,
             }
@@ -132,5 +142,6 @@ struct Tail {
     closing: tokio::sync::watch::Receiver<bool>,
     credential: crate::extract::Credential,
     next_check: tokio::time::Instant,
+    auth_changes: tokio::sync::watch::Receiver<u64>,
     _permit: StreamPermit,
 }
