@@ -40,6 +40,8 @@ pub struct AppState {
     /// streams need not wait for their next poll.
     pub writes: tokio::sync::broadcast::Sender<()>,
     pub rate: limits::RateLimiter,
+    /// Workspaces and invited users per account and hour (docs/api.md, "Limits").
+    pub accounts: limits::AccountLimiter,
     /// Flips to true when shutdown begins, so event streams end and the
     /// server can drain.
     pub closing: tokio::sync::watch::Sender<bool>,
@@ -65,6 +67,7 @@ impl AppState {
             streams: Default::default(),
             writes: tokio::sync::broadcast::channel(16).0,
             rate: limits::RateLimiter::from_env(),
+            accounts: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
             connections: limits::ConnectionLimits::from_env(),
             auth_cache: Arc::new(auth_cache::AuthCache::from_env()),

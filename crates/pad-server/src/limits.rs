@@ -250,3 +250,101 @@ mod tests {
         assert!(l.open.lock().unwrap().is_empty(), "closed streams leave nothing behind");
     }
 }
+
+/// What one account may do per hour that makes more of what the other
+/// limits count (docs/api.md, "Limits"): workspaces created, and users
+/// created by inviting new emails. Without it, an account could invent
+/// users (each with its own stream and rate limits) and workspaces faster
+/// than anything else here bounds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Budget {
+    Workspaces,
+    InvitedUsers,
+}
+
+impl Budget {
+    /// Per account and hour.
+    pub fn per_hour(self) -> usize {
+        match self {
+            Budget::Workspaces => 10,
+            Budget::InvitedUsers => 20,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Budget::Workspaces => "workspaces created",
+            Budget::InvitedUsers => "new users invited",
+        }
+    }
+}
+
+const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A sliding hour per account and [`Budget`]: the times of the last uses,
+/// at most the budget's size, so memory is bounded by the accounts active
+/// within the hour; an account whose uses all expired is dropped at its
+/// next charge or by the sweep when the map has doubled.
+#[derive(Default, Clone)]
+pub struct AccountLimiter {
+    used: Arc<Mutex<AccountUses>>,
+}
+
+#[derive(Default)]
+struct AccountUses {
+    map: HashMap<(i64, Budget), std::collections::VecDeque<std::time::Instant>>,
+    swept_at: usize,
+}
+
+impl AccountLimiter {
+    /// Charges one use of `budget` to `user_id`, or refuses: the message
+    /// and the seconds until the oldest use leaves the hour.
+    pub fn charge(&self, user_id: i64, budget: Budget) -> Result<(), (String, u64)> {
+        self.charge_at(user_id, budget, std::time::Instant::now())
+    }
+
+    fn charge_at(&self, user_id: i64, budget: Budget, now: std::time::Instant) -> Result<(), (String, u64)> {
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used.map.len() >= 2 * used.swept_at.max(64) {
+            used.map.retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < HOUR));
+            used.swept_at = used.map.len();
+        }
+        let times = used.map.entry((user_id, budget)).or_default();
+        while times.front().is_some_and(|t| now.duration_since(*t) >= HOUR) {
+            times.pop_front();
+        }
+        if times.len() >= budget.per_hour() {
+            let oldest = *times.front().expect("a full window has a first use");
+            let wait = HOUR.saturating_sub(now.duration_since(oldest)).as_secs().max(1);
+            let msg = format!(
+                "at most {} {} per account in an hour; the next is possible in {}s",
+                budget.per_hour(),
+                budget.what(),
+                wait
+            );
+            return Err((msg, wait));
+        }
+        times.push_back(now);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod account_tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_refuses_past_its_size_and_frees_after_the_hour() {
+        let l = AccountLimiter::default();
+        let t0 = std::time::Instant::now();
+        for _ in 0..Budget::InvitedUsers.per_hour() {
+            l.charge_at(1, Budget::InvitedUsers, t0).unwrap();
+        }
+        let (msg, wait) = l.charge_at(1, Budget::InvitedUsers, t0).unwrap_err();
+        assert!(msg.contains("new users invited") && wait == 3600, "{msg} {wait}");
+        // Another account, another budget: untouched.
+        l.charge_at(2, Budget::InvitedUsers, t0).unwrap();
+        l.charge_at(1, Budget::Workspaces, t0).unwrap();
+        l.charge_at(1, Budget::InvitedUsers, t0 + HOUR).unwrap();
+    }
+}

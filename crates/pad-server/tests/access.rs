@@ -381,3 +381,41 @@ async fn a_revoked_tokens_stream_sends_nothing_after_the_revoke_answers() {
         assert!(sent_after.is_empty(), "{}: sent {sent_after:?} (the create of {after}) after the revoke", b.name);
     }
 }
+
+/// One account cannot invent users or workspaces without bound (docs/api.md,
+/// "Limits"): past its hourly budget, inviting a new email or creating a
+/// workspace answers 429 `rate_limited` with Retry-After and creates
+/// nothing; inviting users pad already knows is not charged.
+#[tokio::test]
+async fn an_account_cannot_invent_users_or_workspaces_without_bound() {
+    let s = TestServer::start().await;
+    let invited = pad_server::limits::Budget::InvitedUsers.per_hour();
+    for i in 0..invited {
+        let a = s
+            .post(
+                &s.owner,
+                &format!("{DEFAULT}/members"),
+                json!({"email": format!("u{i}@example.com"), "role": "viewer"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "invite {i}: {:?}", a.body);
+    }
+    let over = s
+        .post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "one-too-many@example.com", "role": "viewer"}))
+        .await;
+    assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+    assert!(over.headers.contains_key("retry-after"));
+    assert!(over.body["error"]["message"].as_str().unwrap().contains("new users invited"), "{:?}", over.body);
+    let members = s.get(&s.owner, &format!("{DEFAULT}/members")).await.body;
+    assert!(!members.to_string().contains("one-too-many"), "nothing was created");
+    // Changing the role of a user pad knows is not an invention.
+    let again =
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "u0@example.com", "role": "editor"})).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    let made = pad_server::limits::Budget::Workspaces.per_hour();
+    for i in 0..made {
+        assert_eq!(s.post(&s.owner, "/api/v1/workspaces", json!({"slug": format!("ws-{i}")})).await.status, 201, "{i}");
+    }
+    let over = s.post(&s.owner, "/api/v1/workspaces", json!({"slug": "one-more"})).await;
+    assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+}

@@ -14,6 +14,7 @@ use crate::AppState;
 use crate::auth::{hash_token, new_token};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Ctx, Json};
+use crate::limits::Budget;
 
 type JsonOut<T> = ApiResult<axum::Json<T>>;
 
@@ -53,6 +54,7 @@ pub async fn create(
     Json(body): Json<CreateWorkspace>,
 ) -> ApiResult<(StatusCode, axum::Json<WorkspaceView>)> {
     caller.require_unscoped()?;
+    s.accounts.charge(caller.actor().user_id, Budget::Workspaces).map_err(budget_spent)?;
     let name = body.name.unwrap_or_else(|| body.slug.clone());
     let ws = s.store.create_workspace(&body.slug, &name, caller.actor()).await?;
     Ok((StatusCode::CREATED, axum::Json(view(&s, ws, Role::Owner).await?)))
@@ -121,8 +123,21 @@ pub async fn members(State(s): State<AppState>, ctx: Ctx) -> JsonOut<MemberList>
     request_body = SetMember, responses((status = 200, body = Member), (status = "default", body = ErrorEnvelope)))]
 pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<SetMember>) -> JsonOut<Member> {
     ctx.require(Action::Administer)?;
+    // Inviting an email pad does not know creates a user: charged to the
+    // inviting account (docs/api.md, "Limits").
+    if s.store.user_by_email(&body.email).await?.is_none() {
+        s.accounts.charge(ctx.actor().user_id, Budget::InvitedUsers).map_err(budget_spent)?;
+    }
     let _fresh = s.auth_cache.invalidation();
     Ok(axum::Json(s.store.set_member(&ctx.ws, &body.email, body.role).await?))
+}
+
+/// 429 `rate_limited`, with when to try again.
+fn budget_spent((message, wait): (String, u64)) -> ApiError {
+    ApiError {
+        retry_after: Some(i64::try_from(wait).unwrap_or(i64::MAX)),
+        ..ApiError::new(pad_core::api::ErrorCode::RateLimited, message)
+    }
 }
 
 /// Remove a member; their tokens scoped to this workspace are revoked, and
