@@ -337,6 +337,21 @@ test('the item page shows failures, the last failure note and how the last lease
   await shot('item-failed-phone', PHONE);
 });
 
+test('a capped lease shows when it must end, and a later success is the news (L19, L14)', async () => {
+  const ref = await pad('item', 'create', 'Capped job');
+  const claimed = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'worker-8', '--ttl', '10m', '--max-hold', '2h'));
+  await page.goto(`${URL}/#/ws/default/items/${ref}`);
+  const details = page.locator('.details');
+  await details.getByText('Held until').waitFor();
+  const value = (name) => details.locator('dt', { hasText: name }).locator('xpath=following-sibling::dd[1]');
+  assert.match(await value('Held until').textContent(), /max hold$/);
+  await pad('item', 'fail', ref, '--epoch', String(claimed.lease.epoch), '--holder', 'worker-8', '--note', 'exit 2');
+  await details.getByText('Held until').waitFor({ state: 'detached' });
+  await pad('run', ref, '--holder', 'worker-8', '--', 'true');
+  await details.getByText('Last success').waitFor();
+  assert.match(await value('Failures').textContent(), /^1$/, 'the success cleared the backoff');
+});
+
 test('the assignee is shown as a person, not as @email', async () => {
   await pad('item', 'update', 'TASK-1', '--assignee', 'owner@localhost');
   await page.goto(`${URL}/#/ws/default/items`);
