@@ -67,7 +67,7 @@ impl AppState {
             streams: Default::default(),
             writes: tokio::sync::broadcast::channel(16).0,
             rate: limits::RateLimiter::from_env(),
-            accounts: Default::default(),
+            accounts: limits::AccountLimiter::from_env(),
             closing: tokio::sync::watch::channel(false).0,
             connections: limits::ConnectionLimits::from_env(),
             auth_cache: Arc::new(auth_cache::AuthCache::from_env()),

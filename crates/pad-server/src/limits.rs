@@ -288,6 +288,7 @@ const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
 #[derive(Default, Clone)]
 pub struct AccountLimiter {
     used: Arc<Mutex<AccountUses>>,
+    off: bool,
 }
 
 #[derive(Default)]
@@ -297,6 +298,21 @@ struct AccountUses {
 }
 
 impl AccountLimiter {
+    /// No budgets: for a single-tenant server that provisions many users or
+    /// workspaces on purpose (`PAD_ACCOUNT_LIMITS=off`), and for tests of
+    /// other things that do.
+    pub fn off() -> Self {
+        AccountLimiter { off: true, ..Default::default() }
+    }
+
+    /// On unless `PAD_ACCOUNT_LIMITS=off`.
+    pub fn from_env() -> Self {
+        match std::env::var("PAD_ACCOUNT_LIMITS").ok().as_deref().map(str::trim) {
+            Some("off") => Self::off(),
+            _ => Self::default(),
+        }
+    }
+
     /// Charges one use of `budget` to `user_id`, or refuses: the message
     /// and the seconds until the oldest use leaves the hour.
     pub fn charge(&self, user_id: i64, budget: Budget) -> Result<(), (String, u64)> {
@@ -304,6 +320,9 @@ impl AccountLimiter {
     }
 
     fn charge_at(&self, user_id: i64, budget: Budget, now: std::time::Instant) -> Result<(), (String, u64)> {
+        if self.off {
+            return Ok(());
+        }
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if used.map.len() >= 2 * used.swept_at.max(64) {
             used.map.retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < HOUR));
