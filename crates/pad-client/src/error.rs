@@ -40,6 +40,15 @@ impl ClientError {
         }
     }
 
+    /// How long the server asked the caller to wait before trying again
+    /// (`Retry-After` of `rate_limited` and `lease_held`; docs/api.md, Limits).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ClientError::Api { retry_after, .. } => retry_after.map(std::time::Duration::from_secs),
+            _ => None,
+        }
+    }
+
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             ClientError::Api { code, .. } => Some(*code),
@@ -187,6 +196,7 @@ mod tests {
         );
         assert_eq!(e.exit_code(), 7);
         assert!(matches!(e, ClientError::Api { retry_after: Some(840), .. }));
+        assert_eq!(e.retry_after(), Some(std::time::Duration::from_secs(840)));
         let held = e.held_lease().unwrap();
         assert_eq!((held.holder.as_str(), held.epoch, held.expires_in_seconds), ("runner-a", 3, 840));
         assert_eq!(e.current_lease(), None);

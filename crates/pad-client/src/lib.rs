@@ -208,9 +208,17 @@ impl Client {
     /// here, before any event; the stream itself ends when the connection
     /// does, and resuming is another call with the last id seen.
     pub async fn event_stream(&self, ws: &str, after: i64) -> Result<EventStream> {
+        self.event_stream_where(ws, after, &EventsQuery::default()).await
+    }
+
+    /// [`event_stream`](Self::event_stream) with the server filtering it:
+    /// `ref` and `type` of `query` (its `after` and `limit` are not used).
+    pub async fn event_stream_where(&self, ws: &str, after: i64, query: &EventsQuery) -> Result<EventStream> {
+        let filters = EventsQuery { item_ref: query.item_ref.clone(), kind: query.kind.clone(), ..Default::default() };
         let request = self
             .streaming
             .get(self.url(&["workspaces", ws, "events", "stream"]))
+            .query(&filters)
             .bearer_auth(&self.token)
             .header(header::ACCEPT, "text/event-stream")
             .header("last-event-id", after.to_string());

@@ -36,9 +36,10 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub metrics: Arc<metrics::Metrics>,
     pub streams: limits::StreamLimiter,
-    /// Pinged after every successful write through this instance, so event
-    /// streams need not wait for their next poll.
-    pub writes: tokio::sync::broadcast::Sender<()>,
+    /// Pinged when a request through this instance (or its expiry observer)
+    /// has committed an event, so event streams and the webhook loop need not
+    /// wait for their next poll: see [`AppState::event_committed`].
+    pub wakes: tokio::sync::broadcast::Sender<()>,
     pub rate: limits::RateLimiter,
     /// Workspaces and invited users per account and hour (docs/api.md, "Limits").
     pub accounts: limits::AccountLimiter,
@@ -65,7 +66,7 @@ impl AppState {
             store,
             metrics: Default::default(),
             streams: Default::default(),
-            writes: tokio::sync::broadcast::channel(16).0,
+            wakes: tokio::sync::broadcast::channel(16).0,
             rate: limits::RateLimiter::from_env(),
             accounts: limits::AccountLimiter::from_env(),
             closing: tokio::sync::watch::channel(false).0,
@@ -79,6 +80,20 @@ impl AppState {
                 .filter(|t| !t.is_empty())
                 .map(Into::into),
         }
+    }
+}
+
+impl AppState {
+    /// Wakes the event streams and the webhook loop. Called by a handler once
+    /// its store call has committed an event (docs/api.md, Events: which
+    /// changes write one), never for a request that wrote none (a render
+    /// preview, a sign-in, a claim-next that found nothing, a refresh), so
+    /// those cost the open streams no read. A `PATCH` that changed nothing
+    /// still wakes them (its answer cannot say), at the cost of one read; an
+    /// expiry a release or claim-next recorded on the way is picked up by the
+    /// streams' next poll.
+    pub fn event_committed(&self) {
+        let _ = self.wakes.send(());
     }
 }
 
@@ -179,19 +194,15 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Records latency, and wakes event streams after a successful write.
+/// Records latency.
 async fn observe(
     State(s): State<AppState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let started = std::time::Instant::now();
-    let write = req.method() != axum::http::Method::GET;
     let resp = next.run(req).await;
     s.metrics.observe_request(started.elapsed());
-    if write && resp.status().is_success() {
-        let _ = s.writes.send(());
-    }
     resp
 }
 
@@ -267,7 +278,7 @@ async fn observe_expiries(s: AppState) {
                     }
                     s.metrics.held(&e.workspace, e.held);
                 }
-                let _ = s.writes.send(());
+                s.event_committed();
             }
             Err(e) => tracing::warn!(error = %e, "could not record expired leases"),
         }

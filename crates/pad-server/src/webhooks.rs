@@ -20,14 +20,14 @@ pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a claim lasts: past it, another instance may retry the row (an
 /// instance that died mid-delivery). Longer than any delivery takes.
 pub const CLAIM_HOLD_SECONDS: i64 = 30;
-/// How often each instance looks for due deliveries besides after its own
-/// writes: retries come due, and other instances' events arrive, this way.
+/// How often each instance looks for due deliveries besides after the events
+/// it commits: retries come due, and other instances' events arrive, this way.
 pub const POLL_PERIOD: Duration = Duration::from_secs(1);
 /// Deliveries claimed (and sent concurrently) per round.
 const CLAIM_BATCH: u32 = 32;
-/// Writes that arrive within this of a round share the next one: a write's
-/// wake-up says "something may be due", not how much, and under load one
-/// look per write would cost a store read per write.
+/// Events committed within this of a round share the next one: a wake-up
+/// says "something may be due", not how much, and under load one look per
+/// event would cost a store read per event.
 const WRITE_COALESCE: Duration = Duration::from_millis(10);
 
 pub const SECRET_PREFIX: &str = "whsec_";
@@ -222,24 +222,24 @@ fn describe(e: &reqwest::Error) -> String {
     if detail.is_empty() { what.to_string() } else { format!("{what}: {detail}") }
 }
 
-/// Delivers until the server stops: after writes through this instance (one
+/// Delivers until the server stops: after events committed through this instance (one
 /// round per [`WRITE_COALESCE`] at most)
 /// and every [`POLL_PERIOD`], claims what is due and sends it.
 pub async fn deliver_loop(s: AppState) {
-    let mut writes = s.writes.subscribe();
+    let mut wakes = s.wakes.subscribe();
     let mut tick = tokio::time::interval(POLL_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_round = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = writes.recv() => {
+            _ = wakes.recv() => {
                 tokio::time::sleep_until(last_round + WRITE_COALESCE).await;
             }
         }
-        // The writes so far are all covered by this round.
+        // The events so far are all covered by this round.
         while !matches!(
-            writes.try_recv(),
+            wakes.try_recv(),
             Err(tokio::sync::broadcast::error::TryRecvError::Empty
                 | tokio::sync::broadcast::error::TryRecvError::Closed)
         ) {}

@@ -1,8 +1,9 @@
 //! The event log (docs/api.md, Events): a page of events, and a Server-Sent Events
 //! stream that resumes from `Last-Event-ID` without gaps or duplicates.
 //!
-//! Streams poll the store from their cursor, woken early by this instance's
-//! writes and at least every [`POLL`] otherwise, so events written through
+//! Streams poll the store from their cursor, woken early when this instance
+//! commits an event ([`AppState::event_committed`]) and at least every
+//! [`POLL`] otherwise, so events written through
 //! another instance on the same database arrive too. Correctness rests on the
 //! store invariant that a workspace's event ids become visible in increasing
 //! order.
@@ -62,6 +63,8 @@ pub async fn stream(
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     ctx.require(Action::Read)?;
+    // The page's filters, checked the same way (docs/api.md, Events).
+    let filter = q.filter()?;
     let resume = match headers.get("last-event-id") {
         None => None,
         Some(v) => {
@@ -79,8 +82,9 @@ pub async fn stream(
         store: s.store.clone(),
         ws: ctx.ws,
         cursor,
+        filter,
         buffer: VecDeque::new(),
-        wake: s.writes.subscribe(),
+        wake: s.wakes.subscribe(),
         closing: s.closing.subscribe(),
         credential: ctx.caller.credential.clone(),
         next_check: tokio::time::Instant::now() + RECHECK,
@@ -109,7 +113,7 @@ pub async fn stream(
                 let data = serde_json::to_string(&e).unwrap_or_default();
                 return Some((Ok(SseEvent::default().id(e.id.to_string()).event(e.kind.clone()).data(data)), t));
             }
-            match t.store.events_after(&t.ws, t.cursor, PAGE).await {
+            match t.store.events_where(&t.ws, t.cursor, PAGE, &t.filter).await {
                 Ok(events) if !events.is_empty() => {
                     t.buffer.extend(events);
                     continue;
@@ -137,6 +141,8 @@ struct Tail {
     store: Arc<dyn pad_store::Store>,
     ws: pad_core::Workspace,
     cursor: i64,
+    /// `ref=` and `type=`, applied by the store's read as on the page.
+    filter: pad_core::EventFilter,
     buffer: VecDeque<Event>,
     wake: tokio::sync::broadcast::Receiver<()>,
     closing: tokio::sync::watch::Receiver<bool>,

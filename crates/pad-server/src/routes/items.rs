@@ -32,6 +32,7 @@ pub async fn create(
 ) -> ApiResult<(StatusCode, axum::Json<Item>)> {
     ctx.require(Action::Write)?;
     let item = s.store.create_item(&ctx.ws, ctx.actor(), &new).await?;
+    s.event_committed();
     Ok((StatusCode::CREATED, axum::Json(item)))
 }
 
@@ -50,7 +51,9 @@ pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
     responses((status = 200, body = Item), (status = 409, body = ErrorEnvelope, description = "update_conflict or lease_lost"), (status = "default", body = ErrorEnvelope)))]
 pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemPatch>) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
-    Ok(axum::Json(s.store.update_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, &patch).await?))
+    let item = s.store.update_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, &patch).await?;
+    s.event_committed();
+    Ok(axum::Json(item))
 }
 
 /// Soft delete.
@@ -60,7 +63,9 @@ pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemP
 pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQuery>) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
     let fence = pad_core::lease::LeaseHandle { epoch: q.lease_epoch, lease_id: q.lease_id };
-    Ok(axum::Json(s.store.delete_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, fence).await?))
+    let item = s.store.delete_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, fence).await?;
+    s.event_committed();
+    Ok(axum::Json(item))
 }
 
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/restore", tag = "items",
@@ -68,7 +73,9 @@ pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQ
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
 pub async fn restore(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
-    Ok(axum::Json(s.store.restore_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?))
+    let item = s.store.restore_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?;
+    s.event_committed();
+    Ok(axum::Json(item))
 }
 
 /// History versions, newest first.
@@ -98,5 +105,6 @@ pub async fn comment(
 ) -> ApiResult<(StatusCode, axum::Json<Comment>)> {
     ctx.require(Action::Write)?;
     let comment = s.store.add_comment(&ctx.ws, ctx.actor(), &ctx.item_ref()?, &c.body).await?;
+    s.event_committed();
     Ok((StatusCode::CREATED, axum::Json(comment)))
 }

@@ -61,7 +61,12 @@ pub async fn claim(
     let out = s.store.claim(&ctx.ws, &r, &req).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
     let out = out.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
-    s.metrics.count(&ctx.ws.slug, if out.refreshed { LeaseCount::Refresh } else { LeaseCount::Claim });
+    if out.refreshed {
+        s.metrics.count(&ctx.ws.slug, LeaseCount::Refresh);
+    } else {
+        s.metrics.count(&ctx.ws.slug, LeaseCount::Claim);
+        s.event_committed();
+    }
     Ok(axum::Json(ClaimResponse {
         item_ref: r.to_string(),
         lease: out.lease,
@@ -119,6 +124,7 @@ pub async fn release(
     let out = s.store.release(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     if out.released {
         s.metrics.count(&ctx.ws.slug, LeaseCount::Release);
+        s.event_committed();
     }
     if let Some(ended) = &out.lease {
         s.metrics.held(&ctx.ws.slug, chrono::Utc::now() - ended.acquired_at);
@@ -147,6 +153,7 @@ pub async fn complete(
     };
     let item = s.store.complete(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Completion);
+    s.event_committed();
     held(&s, &ctx, item.last_lease.as_ref());
     Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item }))
 }
@@ -172,6 +179,7 @@ pub async fn fail(
     };
     let out = s.store.fail(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Failure);
+    s.event_committed();
     if out.quarantined {
         s.metrics.count(&ctx.ws.slug, LeaseCount::Quarantine);
     }
@@ -190,7 +198,9 @@ pub async fn fail(
     responses((status = 200, body = pad_core::Item), (status = 403, body = ErrorEnvelope, description = "forbidden: only owners requeue"), (status = "default", body = ErrorEnvelope)))]
 pub async fn requeue(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<pad_core::Item>> {
     ctx.require(Action::BreakLease)?;
-    Ok(axum::Json(s.store.requeue(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?))
+    let item = s.store.requeue(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?;
+    s.event_committed();
+    Ok(axum::Json(item))
 }
 
 /// Feeds the hold-time histogram from the lease an end just recorded (L18).
@@ -233,6 +243,7 @@ pub async fn claim_next(
         Some((item, out)) => {
             s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextHit);
             s.metrics.count(&ctx.ws.slug, LeaseCount::Claim);
+            s.event_committed();
             ClaimNextResponse {
                 item: Some(item),
                 lease: Some(out.lease),

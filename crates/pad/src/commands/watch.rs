@@ -1,12 +1,14 @@
 //! `pad watch` (docs/api.md, Events): tails a workspace's events, one line each, and
 //! outlives a dropped connection — it reconnects with backoff and resumes
 //! after the last event it received, so nothing is missed or repeated.
+//! `--type` and `--ref` are the stream's `type=` and `ref=`: the server
+//! filters (docs/api.md, Events).
 
 use std::time::Duration;
 
 use pad_client::{Client, ClientError, EventStream};
 use pad_core::Event;
-use pad_core::api::ErrorCode;
+use pad_core::api::{ErrorCode, EventsQuery};
 
 use super::Ctx;
 use crate::cli::WatchArgs;
@@ -59,15 +61,14 @@ async fn tail(ctx: &Ctx, client: &Client, filter: &Filter, after: Option<i64>) -
         None => newest_id(client, ws).await?,
     };
     // A refusal or an unreachable server at the start is the answer (exit 4, 8…).
-    let mut stream = client.event_stream(ws, cursor).await?;
+    let query = filter.query();
+    let mut stream = client.event_stream_where(ws, cursor, &query).await?;
     loop {
         while let Some(next) = stream.next_event().await {
             match next {
                 Ok(event) => {
-                    // The cursor moves past filtered-out events too, so a
-                    // resume does not fetch them again.
                     cursor = event.id;
-                    if filter.matches(&event) {
+                    if filter.keeps(&event) {
                         print(ctx.format, &event)?;
                     }
                 }
@@ -79,7 +80,7 @@ async fn tail(ctx: &Ctx, client: &Client, filter: &Filter, after: Option<i64>) -
                 }
             }
         }
-        stream = reconnect(client, ws, cursor).await?;
+        stream = reconnect(client, ws, cursor, &query).await?;
     }
 }
 
@@ -98,29 +99,37 @@ async fn newest_id(client: &Client, ws: &str) -> Result<i64, CliError> {
 }
 
 /// Retries with growing pauses until the server takes the stream again.
-async fn reconnect(client: &Client, ws: &str, cursor: i64) -> Result<EventStream, CliError> {
+async fn reconnect(client: &Client, ws: &str, cursor: i64, query: &EventsQuery) -> Result<EventStream, CliError> {
     let mut pause = FIRST_RETRY;
     // Said once, not on every attempt, until the answer changes.
     let mut said = String::new();
     eprintln!("pad watch: reconnecting (after event {cursor})");
     loop {
         tokio::time::sleep(pause).await;
-        match client.event_stream(ws, cursor).await {
+        match client.event_stream_where(ws, cursor, query).await {
             Ok(stream) => {
                 eprintln!("pad watch: reconnected");
                 return Ok(stream);
             }
             Err(e) if transient(&e) => {
+                pause = next_pause(pause, &e);
                 let now = CliError::from(e).to_string();
                 if now != said {
                     eprintln!("pad watch: {now}; retrying every {} at most", humantime::format_duration(MAX_RETRY));
                     said = now;
                 }
-                pause = (pause * 2).min(MAX_RETRY);
             }
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// The pause before the next attempt: twice the last, at most [`MAX_RETRY`],
+/// and never shorter than the server's `Retry-After` (a `rate_limited`
+/// stream refusal says when a stream frees up; docs/api.md, Limits).
+fn next_pause(pause: Duration, e: &ClientError) -> Duration {
+    let backoff = (pause * 2).min(MAX_RETRY);
+    e.retry_after().map_or(backoff, |asked| asked.max(backoff))
 }
 
 /// Worth retrying a connection: the server is down or busy, or a proxy in
@@ -142,11 +151,24 @@ struct Filter {
 }
 
 impl Filter {
-    fn matches(&self, e: &Event) -> bool {
-        let type_ok = self.types.is_empty() || self.types.contains(&e.kind);
-        let ref_ok = self.refs.is_empty()
-            || e.item_ref.as_deref().is_some_and(|r| self.refs.iter().any(|want| want.eq_ignore_ascii_case(r)));
-        type_ok && ref_ok
+    /// The stream's `type=` (any of the types) and `ref=`. The server takes
+    /// one ref (docs/api.md, Events); for several it sends every item's
+    /// events of those types, and [`keeps`](Self::keeps) picks the refs.
+    fn query(&self) -> EventsQuery {
+        EventsQuery {
+            kind: (!self.types.is_empty()).then(|| self.types.join(",")),
+            item_ref: match self.refs.as_slice() {
+                [one] => Some(one.clone()),
+                _ => None,
+            },
+            ..Default::default()
+        }
+    }
+
+    /// What the server could not filter: only with several `--ref`s.
+    fn keeps(&self, e: &Event) -> bool {
+        self.refs.len() < 2
+            || e.item_ref.as_deref().is_some_and(|r| self.refs.iter().any(|want| want.eq_ignore_ascii_case(r)))
     }
 }
 
@@ -240,18 +262,55 @@ mod tests {
         assert!(!render(&event("item.deleted", Some("BUG-3"), Some("a@x"), json!({}))).ends_with(' '));
     }
 
-    #[test]
-    fn filters_need_every_given_list_to_match() {
-        let e = event("lease.claimed", Some("TASK-1"), None, json!({}));
-        let f = |types: &[&str], refs: &[&str]| Filter {
+    fn filter(types: &[&str], refs: &[&str]) -> Filter {
+        Filter {
             types: types.iter().map(|s| s.to_string()).collect(),
             refs: refs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_filters_go_to_the_server() {
+        let query = |f: Filter| {
+            let q = f.query();
+            (q.kind, q.item_ref, q.after, q.limit)
         };
-        assert!(f(&[], &[]).matches(&e));
-        assert!(f(&["item.created", "lease.claimed"], &["task-1"]).matches(&e));
-        assert!(!f(&["item.created"], &[]).matches(&e));
-        assert!(!f(&[], &["TASK-2"]).matches(&e));
-        assert!(!f(&[], &["TASK-1"]).matches(&event("item.created", None, None, json!({}))));
+        assert_eq!(query(filter(&[], &[])), (None, None, None, None));
+        assert_eq!(
+            query(filter(&["item.created", "lease.claimed"], &["TASK-1"])),
+            (Some("item.created,lease.claimed".into()), Some("TASK-1".into()), None, None)
+        );
+        // The server takes one ref: several are kept here, types still there.
+        assert_eq!(
+            query(filter(&["lease.claimed"], &["TASK-1", "TASK-2"])),
+            (Some("lease.claimed".into()), None, None, None)
+        );
+    }
+
+    #[test]
+    fn only_several_refs_are_checked_here() {
+        let e = |r: Option<&str>| event("lease.claimed", r, None, json!({}));
+        assert!(filter(&["item.created"], &[]).keeps(&e(Some("TASK-1"))), "the server filtered the types");
+        assert!(filter(&[], &["TASK-2"]).keeps(&e(Some("TASK-1"))), "the server filtered the one ref");
+        assert!(filter(&[], &["task-1", "TASK-2"]).keeps(&e(Some("TASK-1"))));
+        assert!(!filter(&[], &["TASK-3", "TASK-2"]).keeps(&e(Some("TASK-1"))));
+        assert!(!filter(&[], &["TASK-1", "TASK-2"]).keeps(&e(None)));
+    }
+
+    #[test]
+    fn a_reconnect_waits_as_long_as_retry_after_says() {
+        let limited = |secs| ClientError::Api {
+            status: 429,
+            code: ErrorCode::RateLimited,
+            message: String::new(),
+            details: json!({}),
+            retry_after: secs,
+        };
+        assert_eq!(next_pause(FIRST_RETRY, &limited(Some(5))), Duration::from_secs(5));
+        // The server's word is a floor, never a shortcut past the backoff.
+        assert_eq!(next_pause(Duration::from_secs(8), &limited(Some(1))), MAX_RETRY);
+        assert_eq!(next_pause(FIRST_RETRY, &limited(None)), FIRST_RETRY * 2);
+        assert_eq!(next_pause(FIRST_RETRY, &ClientError::Unavailable("refused".into())), FIRST_RETRY * 2);
     }
 
     #[test]
