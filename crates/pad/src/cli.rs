@@ -464,10 +464,10 @@ pub struct TtlArgs {
     #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
     pub ttl: Option<u64>,
     /// Lease duration in minutes
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ttl_minutes: Option<u32>,
     /// Lease duration in hours
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ttl_hours: Option<u32>,
 }
 
@@ -1025,6 +1025,14 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("pad").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn a_zero_ttl_in_minutes_or_hours_names_its_own_flag() {
+        for flag in ["--ttl-minutes", "--ttl-hours"] {
+            let e = parse(&["item", "claim", "TASK-1", flag, "0"]).unwrap_err().to_string();
+            assert!(e.contains(flag), "{e}");
+        }
     }
 
     #[test]

@@ -6,6 +6,10 @@
 pub fn parse(s: &str) -> Result<u64, String> {
     let s = s.trim();
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        // No unit makes 0 no better: say what is wrong with it, not a fix that fails too.
+        if s.bytes().all(|b| b == b'0') {
+            return Err(format!("a lease lasts at least 1s; got {s}"));
+        }
         return Err(format!("`{s}` has no unit: write {s}s, {s}m or {s}h"));
     }
     if s.starts_with('-') || (s.bytes().all(|b| b == b'0' || b.is_ascii_alphabetic()) && s.bytes().any(|b| b == b'0')) {
@@ -23,6 +27,12 @@ pub fn parse(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::parse;
+
+    #[test]
+    fn zero_is_refused_without_suggesting_zero() {
+        let e = parse("0").unwrap_err();
+        assert!(e.contains("at least 1s") && !e.contains("0s, 0m"), "{e}");
+    }
 
     #[test]
     fn units_are_required_and_honoured() {

@@ -214,7 +214,17 @@ fn summary(e: &Event) -> String {
             Some(until) => format!("{}, until {until}", lease()),
             None => lease(),
         },
-        "lease.released" | "lease.expired" => lease(),
+        "lease.released" => lease(),
+        // L19: an expiry at the cap says so.
+        "lease.expired" if text("cause") == Some("max_hold") => format!("{}, at its max hold", lease()),
+        "lease.expired" => lease(),
+        // L14: the count, when it may be tried again, and why it failed.
+        "lease.failed" => {
+            let failures = d.get("failures").map(ToString::to_string).unwrap_or_else(|| "?".into());
+            let retry = text("retry_at").map(|t| format!(", retry after {t}")).unwrap_or_default();
+            let note = text("note").map(|n| format!(": {n}")).unwrap_or_default();
+            format!("{}, failure {failures}{retry}{note}", lease())
+        }
         "lease.broken" => format!("{}: {}", lease(), text("reason").unwrap_or("no reason")),
         "item.quarantined" => text("reason").unwrap_or_default().to_string(),
         _ if d.is_null() || d.as_object().is_some_and(|o| o.is_empty()) => String::new(),
@@ -237,6 +247,20 @@ mod tests {
             at: chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
             data,
         }
+    }
+
+    #[test]
+    fn a_failure_and_a_capped_expiry_are_summed_up_in_words() {
+        let failed = event(
+            "lease.failed",
+            Some("TASK-1"),
+            None,
+            json!({"holder": "ci-7", "epoch": 2, "lease_id": 9, "failures": 3, "retry_at": "2026-01-01T00:02:00Z", "note": "`make` exited 2"}),
+        );
+        assert_eq!(summary(&failed), "ci-7, epoch 2, failure 3, retry after 2026-01-01T00:02:00Z: `make` exited 2");
+        let capped =
+            event("lease.expired", Some("TASK-1"), None, json!({"holder": "a", "epoch": 1, "cause": "max_hold"}));
+        assert_eq!(summary(&capped), "a, epoch 1, at its max hold");
     }
 
     #[test]
