@@ -35,19 +35,30 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         }
     };
     let sqlite = pad_backends::sqlite_path(&database_url).map_err(CliError::config)?;
+    let lock_path = sqlite.as_deref().map(lock_path_of);
+    let new_lock = lock_path.as_deref().is_some_and(|p| !p.exists());
+    // A start that fails before it serves leaves no lock file it made.
+    let undo_lock = || {
+        if let Some(p) = lock_path.as_deref().filter(|_| new_lock) {
+            let _ = std::fs::remove_file(p);
+        }
+    };
     // Held until the process ends: the kernel drops it even on kill -9.
     let _lock = match &sqlite {
         Some(path) => Some(lock_sqlite(path)?),
         None => None,
     };
-    let store = pad_backends::open_store(&database_url)
-        .await
-        .map_err(|e| CliError::internal(format!("cannot open the database {}: {e}", redacted(&database_url))))?;
-    // Bound before anything is announced, so `--listen 127.0.0.1:0` reports
-    // (and saves in the profile) the port it really got.
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| CliError::internal(format!("cannot listen on {}: {e}", args.listen)))?;
+    // Bound before the store is opened, so a port in use leaves no migrated
+    // database behind, and before anything is announced, so
+    // `--listen 127.0.0.1:0` reports (and saves) the port it really got.
+    let listener = tokio::net::TcpListener::bind(&args.listen).await.map_err(|e| {
+        undo_lock();
+        CliError::internal(format!("cannot listen on {}: {e}", args.listen))
+    })?;
+    let store = pad_backends::open_store(&database_url).await.map_err(|e| {
+        undo_lock();
+        CliError::internal(format!("cannot open the database {}: {e}", redacted(&database_url)))
+    })?;
     let addr = listener.local_addr()?;
     let boot =
         pad_server::bootstrap(&*store).await.map_err(|e| CliError::internal(format!("bootstrap failed: {e}")))?;
@@ -64,14 +75,19 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
 /// One `pad serve` per SQLite file (README.md, "PostgreSQL and many
 /// instances"): an exclusive lock on `PATH.lock` beside the database,
 /// refused at once if another process holds it.
+/// `PATH.lock`, beside the SQLite file.
+fn lock_path_of(path: &Path) -> std::path::PathBuf {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    std::path::PathBuf::from(lock_path)
+}
+
 fn lock_sqlite(path: &Path) -> Result<std::fs::File, CliError> {
     use std::os::fd::AsRawFd;
     if path.as_os_str() == ":memory:" || path.as_os_str().is_empty() {
         return Err(CliError::config("give the SQLite database a file path"));
     }
-    let mut lock_path = path.as_os_str().to_owned();
-    lock_path.push(".lock");
-    let lock_path = std::path::PathBuf::from(lock_path);
+    let lock_path = lock_path_of(path);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

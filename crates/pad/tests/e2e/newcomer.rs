@@ -256,3 +256,26 @@ fn ids_that_are_not_numbers_are_named() {
         assert!(err.contains(said) && !err.contains("invalid digit"), "{err}");
     }
 }
+
+/// A `pad serve` that fails to start (its port taken, a bad
+/// `PAD_SQLITE_SYNCHRONOUS`) leaves neither a migrated database nor a lock
+/// file behind, and says why without a panic.
+#[test]
+fn a_failed_serve_leaves_no_database_and_no_lock_file() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    for (listen, sync) in [(format!("127.0.0.1:{port}"), None), ("127.0.0.1:0".to_string(), Some("bogus"))] {
+        let home = tempfile::tempdir().unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pad"));
+        cmd.env("PAD_HOME", home.path()).args(["serve", "--listen", &listen]).stdin(std::process::Stdio::null());
+        if let Some(sync) = sync {
+            cmd.env("PAD_SQLITE_SYNCHRONOUS", sync);
+        }
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success() && out.status.code() != Some(101), "{listen} {sync:?}: {said}");
+        assert!(!home.path().join("pad.db").exists(), "{listen} {sync:?}: a database was left behind");
+        assert!(!home.path().join("pad.db.lock").exists(), "{listen} {sync:?}: a lock file was left behind");
+    }
+    drop(taken);
+}
