@@ -328,7 +328,10 @@ fn scoped_role(
     slug: &str,
     membership: pad_store::StoreResult<(Workspace, Role)>,
 ) -> Result<(Workspace, Role), ApiError> {
-    let not_found = || ApiError::new(ErrorCode::NotFound, format!("workspace {slug} not found"));
+    // Quoted, so a slug with spaces reads as one name; a non-member learns
+    // no more than that it is not theirs.
+    let not_found =
+        || ApiError::new(ErrorCode::NotFound, format!("no workspace {slug:?}, or you are not a member of it"));
     let (ws, membership) = membership.map_err(|e| match e {
         pad_store::StoreError::Validation(_) => not_found(),
         e => e.into(),

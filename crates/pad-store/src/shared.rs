@@ -15,11 +15,9 @@ use crate::{StoreError, StoreResult};
 /// previous page, 0 for the first) and the clamped page size.
 pub fn list_window(filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> StoreResult<(i64, u32)> {
     let after = match cursor {
-        Some(c) => c
-            .parse::<i64>()
-            .ok()
-            .filter(|n| *n >= 0)
-            .ok_or_else(|| StoreError::invalid("cursor", "is not a cursor this server issued"))?,
+        Some(c) => c.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            StoreError::invalid("cursor", "must be the next_cursor a previous page of this list returned")
+        })?,
         None => 0,
     };
     for (i, l) in filter.labels.iter().enumerate() {

@@ -68,7 +68,8 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             // clap allows exactly one of TEXT and --list.
             if let Some(body) = text {
                 let comment = client.add_comment(ws, &r.to_string(), &NewComment { body }).await.map_err(about(r))?;
-                ctx.emit(&comment, |c| format!("Comment #{} added to {r}\n", c.id))
+                // The id is the workspace's, not a count on this item.
+                ctx.emit(&comment, |c| format!("Comment added to {r} (id {})\n", c.id))
             } else {
                 let list = client.comments(ws, &r.to_string()).await.map_err(about(r))?;
                 if list.comments.is_empty() {
@@ -363,7 +364,11 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
     if !i.blocked_by.is_empty() {
         field_line(&mut out, "Blockers", &i.blocked_by.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
     }
-    field_line(&mut out, "Comments", &i.comments_count.to_string());
+    let comments = match i.comments_count {
+        0 => "0".to_string(),
+        n => format!("{n} (`pad item comment {} --list` shows them)", i.item_ref),
+    };
+    field_line(&mut out, "Comments", &comments);
     out
 }
 
@@ -450,7 +455,7 @@ mod tests {
             text.contains("Assigned: a@example.com\nLease:    runner-a (expires in 14m)\nProgress: 3 of 7 done\n"),
             "{text}"
         );
-        assert!(text.contains("Blockers: BUG-2\nComments: 2\n"), "{text}");
+        assert!(text.contains("Blockers: BUG-2\nComments: 2 (`pad item comment "), "{text}");
         assert!(!render_show(&item(false), now).contains("Lease:"));
     }
 
