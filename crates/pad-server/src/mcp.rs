@@ -25,6 +25,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{Caller, Ctx, Json, Query};
 use crate::routes::{items, leases, workspaces};
+use pad_core::api::ErrorCode;
 
 /// Authenticates the request (401 without a valid credential, 429 past the
 /// caller's rate, like any API route) and attaches the caller's in-process
@@ -39,7 +40,42 @@ pub async fn authenticated(State(s): State<AppState>, req: Request, next: Next) 
     let host = parts.headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
     let server = format!("http://{host}/");
     parts.extensions.insert(CallerApi(Arc::new(InProcess { state: s, caller, server })));
-    next.run(Request::from_parts(parts, body)).await
+    enveloped(next.run(Request::from_parts(parts, body)).await).await
+}
+
+/// The MCP transport answers a request it cannot take (a wrong `Accept`,
+/// a body that is not JSON-RPC) in plain text; pad's clients expect the
+/// error envelope of every other route (docs/api.md, "Errors"): the
+/// transport's sentence becomes its message, the status picks the code.
+async fn enveloped(resp: Response) -> Response {
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let code = match status.as_u16() {
+        401 => ErrorCode::Unauthorized,
+        403 => ErrorCode::Forbidden,
+        404 => ErrorCode::NotFound,
+        405 => ErrorCode::MethodNotAllowed,
+        413 => ErrorCode::PayloadTooLarge,
+        415 => ErrorCode::UnsupportedMediaType,
+        429 => ErrorCode::RateLimited,
+        s if s >= 500 => ErrorCode::InternalError,
+        _ => ErrorCode::BadRequest,
+    };
+    // The transport's own sentence, bounded: it is a line, not a document.
+    let text = axum::body::to_bytes(resp.into_body(), 4096).await.unwrap_or_default();
+    let said = String::from_utf8_lossy(&text).trim().to_string();
+    let message = if said.is_empty() { format!("the MCP transport refused the request ({status})") } else { said };
+    let mut out = ApiError::new(code, message).into_response();
+    // Keep the transport's status (e.g. 406), which the code's own may not be.
+    *out.status_mut() = status;
+    out
 }
 
 /// The API as one authenticated caller sees it, without a network hop.

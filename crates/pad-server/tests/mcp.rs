@@ -84,3 +84,27 @@ async fn tools_refuse_as_the_api_does() {
         s.call(None, reqwest::Method::POST, "/mcp", Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})));
     assert_eq!(a.await.status, 401);
 }
+
+/// Transport errors of `/mcp` (not JSON-RPC, a wrong `Accept`) answer with
+/// the error envelope every route uses, keeping the transport's status and
+/// its sentence (docs/api.md, "Errors").
+#[tokio::test]
+async fn mcp_transport_errors_are_the_error_envelope() {
+    let s = TestServer::start().await;
+    for (accept, body) in [("text/plain", "{}"), ("application/json, text/event-stream", "not json at all")] {
+        let resp = s
+            .http
+            .post(format!("{}/mcp", s.url))
+            .bearer_auth(&s.owner)
+            .header("accept", accept)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        assert!(status.is_client_error(), "{accept}: {status}");
+        let v: serde_json::Value = resp.json().await.expect("a JSON body");
+        assert!(v["error"]["code"].is_string() && v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    }
+}
