@@ -100,6 +100,16 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// 429 `rate_limited`, to try again in `wait` seconds.
+    pub fn too_fast(wait: u64) -> Self {
+        ApiError {
+            retry_after: Some(i64::try_from(wait).unwrap_or(i64::MAX)),
+            ..ApiError::new(ErrorCode::RateLimited, "too many requests of this kind; slow down")
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

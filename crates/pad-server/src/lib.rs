@@ -43,6 +43,8 @@ pub struct AppState {
     pub rate: limits::RateLimiter,
     /// Workspaces and invited users per account and hour (docs/api.md, "Limits").
     pub accounts: limits::AccountLimiter,
+    /// Sign-ins and `/metrics` scrapes, which name no user (docs/api.md, "Limits").
+    pub anonymous: limits::AnonymousLimiter,
     /// Flips to true when shutdown begins, so event streams end and the
     /// server can drain.
     pub closing: tokio::sync::watch::Sender<bool>,
@@ -69,6 +71,7 @@ impl AppState {
             wakes: tokio::sync::broadcast::channel(16).0,
             rate: limits::RateLimiter::from_env(),
             accounts: limits::AccountLimiter::from_env(),
+            anonymous: limits::AnonymousLimiter::from_env(),
             closing: tokio::sync::watch::channel(false).0,
             connections: limits::ConnectionLimits::from_env(),
             auth_cache: Arc::new(auth_cache::AuthCache::from_env()),
@@ -249,6 +252,7 @@ pub async fn serve_state(
 /// `/metrics`: the live-lease gauge is read from the store at scrape time, so
 /// every instance reports the same figure.
 async fn metrics_text(State(s): State<AppState>, headers: axum::http::HeaderMap) -> Result<String, ApiError> {
+    s.anonymous.check(limits::Anonymous::Metrics).map_err(ApiError::too_fast)?;
     if let Some(expected) = &s.metrics_token {
         // Compared as hashes, so the comparison takes the same time wherever they differ.
         let given = extract::bearer(&headers).map(|t| auth::hash_token(&t));

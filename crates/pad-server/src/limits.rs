@@ -367,3 +367,47 @@ mod account_tests {
         l.charge_at(1, Budget::InvitedUsers, t0 + HOUR).unwrap();
     }
 }
+
+/// Requests no user is known for yet: sign-in (`POST /session`) and
+/// `/metrics`. Each has one bucket for the whole instance, so a flood of
+/// them cannot take the server's time from authenticated users
+/// (docs/api.md, "Limits").
+#[derive(Clone)]
+pub struct AnonymousLimiter {
+    buckets: RateLimiter,
+}
+
+/// What an anonymous request is for: the bucket it draws from.
+#[derive(Debug, Clone, Copy)]
+pub enum Anonymous {
+    SignIn = -1,
+    Metrics = -2,
+}
+
+/// Per second, for each kind; bursts of twice that.
+pub const ANONYMOUS_PER_SECOND: f64 = 20.0;
+
+impl Default for AnonymousLimiter {
+    fn default() -> Self {
+        AnonymousLimiter { buckets: RateLimiter::new(Some(ANONYMOUS_PER_SECOND)) }
+    }
+}
+
+impl AnonymousLimiter {
+    /// No bound (`PAD_RATE_LIMIT=off` turns this off with the rest).
+    pub fn off() -> Self {
+        AnonymousLimiter { buckets: RateLimiter::new(None) }
+    }
+
+    pub fn from_env() -> Self {
+        match std::env::var("PAD_RATE_LIMIT").ok().as_deref().map(str::trim) {
+            Some("off") => Self::off(),
+            _ => Self::default(),
+        }
+    }
+
+    /// One request of `kind`, or the seconds until one is free.
+    pub fn check(&self, kind: Anonymous) -> Result<(), u64> {
+        self.buckets.check(kind as i64)
+    }
+}

@@ -86,6 +86,7 @@ fn new_session_id() -> String {
 #[utoipa::path(post, path = "/api/v1/session", tag = "auth", request_body = NewSession, security(()),
     responses((status = 204, description = "signed in; cookies set"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> ApiResult<Response> {
+    s.anonymous.check(crate::limits::Anonymous::SignIn).map_err(ApiError::too_fast)?;
     let token = body.token.trim();
     let Some(principal) = s.store.authenticate(&hash_token(token)).await? else {
         return Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked"));
