@@ -28,6 +28,9 @@ pub struct GlobalArgs {
     /// Output format; `json` prints only JSON on stdout
     #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Same as --format json, as gh spells it
+    #[arg(long, global = true, conflicts_with = "format")]
+    pub json: bool,
     /// Workspace slug [env: PAD_WORKSPACE]
     #[arg(short = 'w', long, global = true, value_name = "SLUG")]
     pub workspace: Option<String>,
@@ -1025,6 +1028,12 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("pad").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn json_is_format_json_and_conflicts_with_another_format() {
+        assert!(parse(&["item", "list", "--json"]).unwrap().global.json);
+        assert!(parse(&["item", "list", "--json", "--format", "table"]).is_err());
     }
 
     #[test]

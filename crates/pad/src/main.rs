@@ -20,7 +20,7 @@ use crate::error::CliError;
 #[tokio::main]
 async fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2.
-    let cli = cli::Cli::try_parse().unwrap_or_else(|e| {
+    let mut cli = cli::Cli::try_parse().unwrap_or_else(|e| {
         let args: Vec<String> = std::env::args().collect();
         if let Some(tip) = cli::missing_separator_tip(&e, &args) {
             output::say(&format!("{}\n{tip}", e.render()));
@@ -28,6 +28,9 @@ async fn main() -> ExitCode {
         }
         e.exit()
     });
+    if cli.global.json {
+        cli.global.format = output::Format::Json;
+    }
     let format = cli.global.format;
     output::init_plain();
     match commands::run(cli).await {
