@@ -195,6 +195,9 @@ fn render(e: &Event) -> String {
 fn summary(e: &Event) -> String {
     let d = &e.data;
     let text = |k: &str| d.get(k).and_then(|v| v.as_str());
+    // Times in whole seconds, as everywhere else in human output.
+    let time =
+        |k: &str| text(k).map(|t| t.parse::<chrono::DateTime<chrono::Utc>>().map_or_else(|_| t.to_string(), timestamp));
     let lease = || {
         let holder = text("holder").unwrap_or("?");
         let epoch = d.get("epoch").map(ToString::to_string).unwrap_or_else(|| "?".into());
@@ -210,7 +213,7 @@ fn summary(e: &Event) -> String {
             None => String::new(),
         },
         "comment.created" => d.get("comment_id").map(|id| format!("comment #{id}")).unwrap_or_default(),
-        "lease.claimed" => match text("expires_at") {
+        "lease.claimed" => match time("expires_at") {
             Some(until) => format!("{}, until {until}", lease()),
             None => lease(),
         },
@@ -221,7 +224,7 @@ fn summary(e: &Event) -> String {
         // L14: the count, when it may be tried again, and why it failed.
         "lease.failed" => {
             let failures = d.get("failures").map(ToString::to_string).unwrap_or_else(|| "?".into());
-            let retry = text("retry_at").map(|t| format!(", retry after {t}")).unwrap_or_default();
+            let retry = time("retry_at").map(|t| format!(", retry after {t}")).unwrap_or_default();
             let note = text("note").map(|n| format!(": {n}")).unwrap_or_default();
             format!("{}, failure {failures}{retry}{note}", lease())
         }
@@ -255,7 +258,7 @@ mod tests {
             "lease.failed",
             Some("TASK-1"),
             None,
-            json!({"holder": "ci-7", "epoch": 2, "lease_id": 9, "failures": 3, "retry_at": "2026-01-01T00:02:00Z", "note": "`make` exited 2"}),
+            json!({"holder": "ci-7", "epoch": 2, "lease_id": 9, "failures": 3, "retry_at": "2026-01-01T00:02:00.123456Z", "note": "`make` exited 2"}),
         );
         assert_eq!(summary(&failed), "ci-7, epoch 2, failure 3, retry after 2026-01-01T00:02:00Z: `make` exited 2");
         let capped =
