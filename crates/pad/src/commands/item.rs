@@ -30,7 +30,9 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             if page.items.is_empty() {
                 eprintln!("no items");
             }
-            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled(), Utc::now()), terminal_width()))?;
+            ctx.emit(&page, |p| {
+                fit(&render_list(&p.items, colour_enabled(), Utc::now(), terminal_width()), terminal_width())
+            })?;
             if let Some(cursor) = &page.next_cursor {
                 eprintln!("more items: {again} --cursor {cursor}");
             }
@@ -90,7 +92,9 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             if page.items.is_empty() {
                 eprintln!("No ready item");
             }
-            ctx.emit(&page, |p| fit(&render_list(&p.items, colour_enabled(), Utc::now()), terminal_width()))
+            ctx.emit(&page, |p| {
+                fit(&render_list(&p.items, colour_enabled(), Utc::now(), terminal_width()), terminal_width())
+            })
         }
     }
 }
@@ -227,10 +231,19 @@ fn patch(a: UpdateArgs) -> Result<ItemPatch, CliError> {
 /// columns stay put; leased rows name their holder and expiry (README.md,
 /// "Tables for people and scripts"). On a terminal the lease columns appear when a row is leased;
 /// into a pipe they are always there, so fields keep their places.
-fn render_list(items: &[Item], colour: bool, now: DateTime<Utc>) -> String {
+/// `width`: the terminal's, when known: a long holder label is cut to a
+/// fifth of it, so the title, cut last, keeps room on a narrow terminal.
+fn render_list(items: &[Item], colour: bool, now: DateTime<Utc>, width: Option<usize>) -> String {
     if items.is_empty() {
         return String::new();
     }
+    let holder_room = width.filter(|_| !output::plain()).map(|w| (w / 5).max(8));
+    let holder = |h: &str| match holder_room {
+        Some(room) if h.chars().count() > room => {
+            h.chars().take(room - 1).chain(std::iter::once('…')).collect::<String>()
+        }
+        _ => h.to_string(),
+    };
     let lease_columns = output::plain() || items.iter().any(|i| i.lease.is_some());
     let rows: Vec<Vec<String>> = items
         .iter()
@@ -244,7 +257,7 @@ fn render_list(items: &[Item], colour: bool, now: DateTime<Utc>) -> String {
                 paint(priority_colour(i.priority), i.priority.as_str(), colour),
             ];
             if lease_columns {
-                row.push(i.lease.as_ref().map(|l| l.holder.clone()).unwrap_or_default());
+                row.push(i.lease.as_ref().map(|l| holder(&l.holder)).unwrap_or_default());
                 row.push(i.lease.as_ref().map(|l| output::when(l.expires_at, now)).unwrap_or_default());
             }
             row.push(i.title.clone());
@@ -462,7 +475,7 @@ mod tests {
     #[test]
     fn list_names_the_holder_of_leased_rows_and_leaves_the_columns_out_otherwise() {
         let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
-        let text = render_list(&[item(true), item(false)], false, now);
+        let text = render_list(&[item(true), item(false)], false, now, None);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines,
@@ -472,9 +485,22 @@ mod tests {
                 "  TASK-1  open    high                         Fix it"
             ]
         );
-        let free: Vec<String> = render_list(&[item(false)], false, now).lines().map(str::to_string).collect();
+        let free: Vec<String> = render_list(&[item(false)], false, now, None).lines().map(str::to_string).collect();
         assert_eq!(free, ["  REF     STATUS  PRIORITY  TITLE", "  TASK-1  open    high      Fix it"]);
-        assert!(render_list(&[item(true)], true, now).contains("\x1b[36m»\x1b[0m TASK-1"));
+        assert!(render_list(&[item(true)], true, now, None).contains("\x1b[36m»\x1b[0m TASK-1"));
+    }
+
+    #[test]
+    fn at_sixty_columns_a_long_holder_is_cut_and_the_title_keeps_room() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
+        let mut leased = item(true);
+        if let Some(l) = leased.lease.as_mut() {
+            l.holder = "claude-code@build-host-7f3a9c2e1b".into();
+        }
+        leased.title = "Migrate the billing tables".into();
+        let text = fit(&render_list(&[leased], false, now, Some(60)), Some(60));
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.contains("claude-code…") && row.contains("Migrate the"), "{text}");
     }
 
     #[test]
