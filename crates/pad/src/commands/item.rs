@@ -232,12 +232,12 @@ fn patch(a: UpdateArgs) -> Result<ItemPatch, CliError> {
 /// "Tables for people and scripts"). On a terminal the lease columns appear when a row is leased;
 /// into a pipe they are always there, so fields keep their places.
 /// `width`: the terminal's, when known: a long holder label is cut to a
-/// fifth of it, so the title, cut last, keeps room on a narrow terminal.
+/// sixth of it, so the title, cut last, keeps room on a narrow terminal.
 fn render_list(items: &[Item], colour: bool, now: DateTime<Utc>, width: Option<usize>) -> String {
     if items.is_empty() {
         return String::new();
     }
-    let holder_room = width.filter(|_| !output::plain()).map(|w| (w / 5).max(8));
+    let holder_room = width.map(|w| (w / 6).max(8));
     let holder = |h: &str| match holder_room {
         Some(room) if h.chars().count() > room => {
             h.chars().take(room - 1).chain(std::iter::once('…')).collect::<String>()
@@ -500,7 +500,7 @@ mod tests {
         leased.title = "Migrate the billing tables".into();
         let text = fit(&render_list(&[leased], false, now, Some(60)), Some(60));
         let row = text.lines().nth(1).unwrap();
-        assert!(row.contains("claude-code…") && row.contains("Migrate the"), "{text}");
+        assert!(row.contains("claude-co…") && row.contains("Migrate th"), "{text}");
     }
 
     #[test]
