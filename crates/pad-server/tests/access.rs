@@ -181,14 +181,20 @@ async fn ends_within(resp: reqwest::Response, since: &std::sync::Mutex<Option<In
 
 /// Finding 4: revoking a token ends its open event stream within seconds;
 /// so does signing out a web session, and a role change that removes access.
+/// A new editor's token id, and an event stream open on that token.
+async fn editor_stream(s: &TestServer) -> (i64, reqwest::Response) {
+    let editor = s.member("default", "editor@example.com", "editor").await;
+    let id = s.get(&editor, &format!("{DEFAULT}/tokens")).await.body["tokens"][0]["id"].as_i64().unwrap();
+    let resp = s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).bearer_auth(&editor).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    (id, resp)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revocation_ends_open_streams_within_seconds() {
     for b in backends().await {
         let s = TestServer::start_on(&b.url).await;
-        let editor = s.member("default", "editor@example.com", "editor").await;
-        let id = s.get(&editor, &format!("{DEFAULT}/tokens")).await.body["tokens"][0]["id"].as_i64().unwrap();
-        let resp = s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).bearer_auth(&editor).send().await.unwrap();
-        assert_eq!(resp.status(), 200);
+        let (id, resp) = editor_stream(&s).await;
         let revoked_at = std::sync::Mutex::new(None);
         let limit = Duration::from_secs(5);
         let watch = ends_within(resp, &revoked_at, limit);
@@ -348,10 +354,7 @@ async fn a_removed_owners_minted_tokens_stop_at_once() {
 async fn a_revoked_tokens_stream_sends_nothing_after_the_revoke_answers() {
     for b in backends().await {
         let s = TestServer::start_on(&b.url).await;
-        let editor = s.member("default", "editor@example.com", "editor").await;
-        let id = s.get(&editor, &format!("{DEFAULT}/tokens")).await.body["tokens"][0]["id"].as_i64().unwrap();
-        let resp = s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).bearer_auth(&editor).send().await.unwrap();
-        assert_eq!(resp.status(), 200);
+        let (id, resp) = editor_stream(&s).await;
         let seen_before = s.get(&s.owner, &format!("{DEFAULT}/events?limit=1000")).await.body["events"]
             .as_array()
             .unwrap()

@@ -57,10 +57,7 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     let (cmd, args) = a.command.split_first().ok_or_else(|| CliError::usage("no command given after --"))?;
     let mut command = Command::new(cmd);
     command.args(args);
-    let cannot_run = |e: std::io::Error| {
-        let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-        CliError::new(code, format!("cannot run `{program}`: {e}"))
-    };
+    let cannot_run = |e: std::io::Error| super::group::cannot_run(&program, &e);
     // Inside `pad run`/`pad drain` CMD stays in the supervisor's process
     // group, so the supervisor's own S2 stop (SIGKILL to its group) reaches
     // it too; a group of its own would outlive that. Alone, it gets one (S1).

@@ -64,8 +64,8 @@ pub(super) async fn keep_alive(h: Held<'_>) -> CliError {
         match timeout_at(stop_at, h.client.renew(h.ws, &r, &body)).await {
             Ok(Ok(answer)) => {
                 let left = stop::time_left(&answer.lease);
-                // L19: a capped lease's renewal no longer moves its expiry a full TTL on.
-                capped = left + Duration::from_secs(1) < ttl;
+                // L19: the server says when renewals can no longer extend it.
+                capped = answer.capped;
                 stop_at = sent + stop::stop_after(left, ttl, h.kill_after);
                 next = sent + period;
                 if failure.take().is_some() {

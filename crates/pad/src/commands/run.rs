@@ -185,7 +185,7 @@ impl<'a> Worker<'a> {
             max_hold_seconds: a.max_hold.seconds(),
             done_on_success: a.done_on_success,
             timeout: a.timeout.map(Duration::from_secs),
-            kill_after: Duration::from_secs(a.kill_after),
+            kill_after,
             max_attempts: a.max_attempts,
             exit_map: ExitCodeMap(a.exit_code_map),
             json: ctx.format == Format::Json,
@@ -494,11 +494,7 @@ fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
         let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
         cmd.stdout(std::process::Stdio::from(stderr));
     }
-    Group::spawn(&mut cmd, w.kill_after).map_err(|e| {
-        // The shell's codes for "not found" and "found but not runnable".
-        let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-        CliError::new(code, format!("cannot run `{}`: {e}", program.to_string_lossy()))
-    })
+    Group::spawn(&mut cmd, w.kill_after).map_err(|e| super::group::cannot_run(&program.to_string_lossy(), &e))
 }
 
 /// Gives the lease back. Failing to is reported, not fatal: the lease
