@@ -140,6 +140,8 @@ async fn next_item(
         ttl_seconds: w.ttl_seconds,
         note: None,
         max_hold_seconds: w.max_hold_seconds,
+        count: None,
+        wait_seconds: None,
     };
     let at = Instant::now();
     let next = w.client.claim_next(w.ws, &body).await?;
