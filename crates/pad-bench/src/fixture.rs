@@ -52,6 +52,9 @@ pub struct Fixture {
     pub db: Db,
     /// Where the fresh Postgres database lives, for peers and for the drop.
     pub database_url: Option<String>,
+    /// The server's metrics, read in-process (the pickup scenario waits on
+    /// its waiting-claim-next gauge).
+    metrics: Arc<pad_server::metrics::Metrics>,
     server: JoinHandle<std::io::Result<()>>,
     stop: oneshot::Sender<()>,
     cleanup: Cleanup,
@@ -122,11 +125,25 @@ impl Fixture {
         let boot = pad_server::bootstrap(&*store).await?.ok_or("the fresh store already had users")?;
         let owner = Actor { user_id: store.ensure_user(&boot.email).await?.id };
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(pad_server::serve_state(unlimited(store.clone()), listener, async move {
+        let state = unlimited(store.clone());
+        let metrics = state.metrics.clone();
+        let server = tokio::spawn(pad_server::serve_state(state, listener, async move {
             let _ = stopped.await;
         }));
         let client = Client::new(Url::parse(&format!("http://{addr}"))?, boot.token.clone())?;
-        Ok(Fixture { backend, store, client, owner, token: boot.token, db, database_url, server, stop, cleanup })
+        Ok(Fixture {
+            backend,
+            store,
+            client,
+            owner,
+            token: boot.token,
+            db,
+            database_url,
+            metrics,
+            server,
+            stop,
+            cleanup,
+        })
     }
 
     /// One more `pad serve` instance over the same Postgres database, with
@@ -143,6 +160,11 @@ impl Fixture {
         }));
         let client = Client::new(Url::parse(&format!("http://{addr}"))?, self.token.clone())?;
         Ok(Instance { client, server, stop })
+    }
+
+    /// Claim-nexts waiting for work on the fixture's server now.
+    pub fn waiting(&self) -> u64 {
+        self.metrics.waiting_now()
     }
 
     /// A new workspace for one measurement, so frontiers never mix.

@@ -7,6 +7,7 @@
 //! sorted once), [`fixture::Fixture`] (store + server + seeding) and
 //! [`workers`] (spawn N tasks, collect what each measured).
 
+pub mod cpu;
 pub mod fixture;
 pub mod floor;
 pub mod latency;
@@ -41,6 +42,10 @@ pub enum Scenario {
     Heartbeat,
     /// W workers drain a backlog with claim-next, then complete
     Drain,
+    /// one supervisor with 8 jobs drains a backlog, claiming its free slots at once
+    DrainBatched,
+    /// an idle long-polling worker takes each new item: creation-to-grant latency
+    Pickup,
     /// claim latency with few and with many items in the store
     Scale,
     /// pg-boss, graphile-worker and pgqueuer draining the same backlog (Postgres, --peers)
@@ -108,6 +113,8 @@ pub struct Sizes {
     pub seconds: f64,
     /// Sequential samples per store size in the scale scenario.
     pub scale_samples: usize,
+    /// Items created one at a time for an idle long-polling worker.
+    pub pickup_rounds: u64,
 }
 
 impl Sizes {
@@ -138,6 +145,7 @@ impl Sizes {
             scale_items: or(&o.scale_items, &[100, 1_000], &[1_000, 1_000_000]),
             seconds: o.seconds.unwrap_or(if o.quick { 0.2 } else { 5.0 }),
             scale_samples: pick(20, 2_000) as usize,
+            pickup_rounds: pick(5, 200),
         }
     }
 
@@ -158,6 +166,8 @@ pub async fn run(o: &Options) -> Result<Report> {
             Scenario::Instances,
             Scenario::Heartbeat,
             Scenario::Drain,
+            Scenario::DrainBatched,
+            Scenario::Pickup,
             Scenario::Scale,
         ];
         if o.peers {
@@ -199,6 +209,8 @@ async fn run_on(fx: &Fixture, scenarios: &[Scenario], sizes: &Sizes, o: &Options
             Scenario::Floor | Scenario::Instances => continue,
             Scenario::Heartbeat => scenarios::heartbeat::run(fx, sizes).await?,
             Scenario::Drain => scenarios::drain::run(fx, sizes).await?,
+            Scenario::DrainBatched => scenarios::batch::run(fx, sizes).await?,
+            Scenario::Pickup => scenarios::pickup::run(fx, sizes).await?,
             Scenario::Scale => scenarios::scale::run(fx, sizes).await?,
             Scenario::Peers if fx.backend == Backend::Postgres => {
                 peers::run(fx, sizes, &o.peers_dir, &report.rows).await?

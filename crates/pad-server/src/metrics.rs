@@ -208,6 +208,11 @@ impl Metrics {
         Waiting(&self.waiting)
     }
 
+    /// How many claim-nexts wait now.
+    pub fn waiting_now(&self) -> u64 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// Counts a lease request the store refused as contention.
     pub fn refused(&self, ws: &str, e: &pad_store::StoreError) {
         if matches!(e, pad_store::StoreError::LeaseHeld { .. } | pad_store::StoreError::LeaseLost { .. }) {

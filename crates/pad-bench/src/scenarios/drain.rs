@@ -10,6 +10,7 @@ use std::time::Instant;
 use pad_core::api::{ClaimNextBody, CompleteBody};
 
 use super::TTL_SECONDS;
+use crate::cpu::Cpu;
 use crate::fixture::Fixture;
 use crate::{Result, Row, Samples, Sizes, workers};
 
@@ -18,6 +19,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
     for &w in &s.drain_workers {
         let ws = fx.workspace(&format!("drain-{w}")).await?;
         fx.seed(&ws, s.drain_items).await?;
+        let cpu = Cpu::now();
         let started = Instant::now();
         let per_worker = workers(w, |i| {
             let (client, slug) = (fx.client.clone(), ws.slug.clone());
@@ -68,7 +70,10 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
         rows.push(
             Row::new(fx.backend, "drain", format!("workers={w} items={}", s.drain_items), "http")
                 .measured(refs.len() as u64, elapsed, samples)
-                .note(format!("items/s; claim-next + complete, {per_item:.2} requests per item; each item once")),
+                .note(format!(
+                    "items/s; claim-next + complete, {per_item:.2} requests per item; each item once; {}",
+                    Cpu::now().per_item_since(cpu, refs.len() as u64)
+                )),
         );
     }
     Ok(rows)

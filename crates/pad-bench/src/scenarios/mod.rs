@@ -2,12 +2,14 @@
 //! returns its rows; none shares state with another (each uses workspaces
 //! of its own).
 
+pub mod batch;
 pub mod contended;
 pub mod cycle;
 pub mod drain;
 pub mod floor;
 pub mod heartbeat;
 pub mod instances;
+pub mod pickup;
 pub mod scale;
 
 use pad_core::api::{ClaimBody, ReleaseBody};

@@ -1,0 +1,72 @@
+//! CPU time spent by this process (the in-process server and the load
+//! generator) and by the PostgreSQL server's processes on this machine,
+//! read from `/proc`, so a row can say what one drained item costs each side
+//! and scale-out beyond this machine can be projected.
+
+use std::time::Duration;
+
+/// Kernel clock ticks per second, as `/proc/*/stat` counts CPU time: 100 on
+/// every Linux this runs on (`getconf CLK_TCK`).
+const TICKS_PER_SECOND: u64 = 100;
+
+/// CPU time used so far: this process, and every process named `postgres`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu {
+    pub own: Duration,
+    pub postgres: Duration,
+}
+
+impl Cpu {
+    pub fn now() -> Cpu {
+        Cpu { own: ticks(&read("/proc/self/stat")).unwrap_or_default(), postgres: postgres() }
+    }
+
+    /// What was used since `earlier`, per `items`, as a row's note:
+    /// `cpu ms/item: pad 0.41, postgres 0.77`.
+    pub fn per_item_since(self, earlier: Cpu, items: u64) -> String {
+        let per = |d: Duration| d.as_secs_f64() * 1000.0 / items.max(1) as f64;
+        format!(
+            "cpu ms/item: pad+load {:.2}, postgres {:.2}",
+            per(self.own.saturating_sub(earlier.own)),
+            per(self.postgres.saturating_sub(earlier.postgres))
+        )
+    }
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// utime + stime of a `/proc/PID/stat` line; the fields after the command
+/// name, which is in parentheses and may hold spaces.
+fn ticks(stat: &str) -> Option<Duration> {
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ")": state is field 3 of the line, utime 14 and stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 1000 / TICKS_PER_SECOND))
+}
+
+fn postgres() -> Duration {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Duration::ZERO };
+    dir.filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|e| {
+            let stat = read(&format!("/proc/{}/stat", e.file_name().to_string_lossy()));
+            let name = stat.split_once('(')?.1.split_once(')')?.0;
+            if name == "postgres" { ticks(&stat) } else { None }
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_read_after_a_name_with_spaces() {
+        let stat = "42 (a b) S 1 42 42 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 1 0 5 0 0";
+        assert_eq!(ticks(stat), Some(Duration::from_millis(4000)));
+    }
+}
