@@ -783,11 +783,26 @@ pub struct RunArgs {
     pub worker: WorkerArgs,
 }
 
+/// The most jobs one `pad drain` runs at once. Each job is a process group
+/// with a guard process beside it, on this one machine, and the one
+/// heartbeat renews all of the drain's leases in a single request, which
+/// the server bounds; more work than this at once is a job for several
+/// drains (docs/leases.md, "Draining").
+pub const JOBS_MAX: u16 = 64;
+
 #[derive(Debug, Args)]
 pub struct DrainArgs {
     /// Stop after this many items
     #[arg(long, value_name = "N")]
     pub max: Option<u64>,
+    /// Run up to N commands at once, each under its own lease (1 to 64)
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(JOBS_MAX)))]
+    pub jobs: u16,
+    /// Keep going as work arrives: when nothing is ready, wait for it (one
+    /// request per 30 s while idle) instead of exiting; Ctrl-C stops
+    #[arg(long, visible_alias = "wait")]
+    pub follow: bool,
     /// Run at most one item and exit with its code, like `pad run`
     #[arg(long, conflicts_with = "max")]
     pub once: bool,
