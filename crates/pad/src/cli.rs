@@ -651,7 +651,8 @@ stderr; --exit-code-map 7=107 passes CMD's 7 on as 107, keeping 7 pad's.";
 const DRAIN_EXIT_CODES: &str = "\
 Exit codes:
   0      nothing (new) is ready, or --max items have run, whatever CMD's codes
-  128+S  pad got signal S; the current CMD was stopped and its lease released
+  128+S  pad got signal S; the running CMDs were stopped and their leases released
+         (how a --follow drain ends: 130 on Ctrl-C)
   other  pad could not go on (server unreachable, CMD cannot be run: 126/127)
 With --once: like `pad run` on the one item, or 5 when none was ready.";
 
@@ -1080,6 +1081,20 @@ mod tests {
             panic!()
         };
         assert_eq!((c.item.item_ref.to_string(), c.ttl.seconds()), ("TASK-1".to_string(), Some(TtlSeconds(7200))));
+    }
+
+    #[test]
+    fn drain_jobs_is_bounded_and_follow_has_an_alias() {
+        let drain = |args: &[&str]| match parse(args) {
+            Ok(Cli { command: Command::Drain(d), .. }) => Ok((d.jobs, d.follow)),
+            Ok(_) => panic!("not a drain"),
+            Err(e) => Err(e.exit_code()),
+        };
+        assert_eq!(drain(&["drain", "--", "true"]), Ok((1, false)));
+        assert_eq!(drain(&["drain", "--jobs", "4", "--follow", "--", "true"]), Ok((4, true)));
+        assert_eq!(drain(&["drain", "-j", "64", "--wait", "--", "true"]), Ok((JOBS_MAX, true)));
+        assert_eq!(drain(&["drain", "--jobs", "0", "--", "true"]), Err(2));
+        assert_eq!(drain(&["drain", "--jobs", "65", "--", "true"]), Err(2));
     }
 
     #[test]

@@ -2,15 +2,16 @@
 //! command run under an item's lease, by a supervisor an operator can leave
 //! alone.
 //!
-//! Both come down to one supervisor, [`supervise`]. Given a fresh lease it
+//! Both come down to one job, `job::supervise`. Given a fresh lease it
 //! starts CMD in its own process group with the lease in its environment
-//! (`group.rs` makes sure the group dies with pad, S1), keeps the lease
-//! alive (a renewal every third of the TTL, fenced by the epoch), and stops
-//! the group — SIGTERM, SIGKILL after `--kill-after` — when the lease is
-//! lost, when `--timeout` passes, or when pad is interrupted. Then it ends
-//! the lease according to the outcome: released on success (or marked done
-//! on `--done-on-success`), released on interruption, nothing to do when it
-//! was lost.
+//! (`group.rs` makes sure the group dies with pad, S1), has the supervisor's
+//! heartbeat keep the lease alive (`heartbeat.rs`: a renewal every third of
+//! the TTL, fenced by the epoch, S2), and stops the group — SIGTERM, SIGKILL
+//! after `--kill-after` — when the lease is lost, when `--timeout` passes,
+//! or when pad is interrupted. Then it ends the lease according to the
+//! outcome: released on success (or marked done on `--done-on-success`),
+//! released on interruption, nothing to do when it was lost. `pad run` runs
+//! one job; `pad drain` (`drain.rs`) up to `--jobs` at once.
 //!
 //! Exit codes: see [`EXIT_CODES`] (also in `pad run --help` and README).
 
