@@ -16,7 +16,7 @@ use pad_core::FrontierFilter;
 use pad_core::api::ClaimNextBody;
 use tokio::time::Instant;
 
-use super::job::supervise;
+use super::job::{release, supervise};
 use super::report::Report;
 use super::signals::Stop;
 use super::{Granted, Ran, Worker, new_session_id};
@@ -48,8 +48,10 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let heartbeat = Heartbeat::start(worker.client.clone(), worker.ws.to_string(), worker.kill_after);
 
     let mut running = FuturesUnordered::new();
-    // The one claim-next in flight, and whether it is a long poll.
+    // The one claim-next in flight, how many items it asked for, and
+    // whether it is a long poll.
     let mut claiming = None;
+    let mut asked = 0;
     let mut long_poll = false;
     // Whether the last claim may have left ready items behind.
     let mut ready = true;
@@ -64,13 +66,15 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             claiming = None;
             long_poll = false;
         }
-        let room = (jobs - running.len()).min(max.map_or(usize::MAX, |m| usize::try_from(m - started).unwrap_or(0)));
+        let room =
+            (jobs - running.len()).min(max.map_or(usize::MAX, |m| usize::try_from(m - started).unwrap_or(usize::MAX)));
         if claiming.is_none() && !stopping && room > 0 && (ready || a.follow) {
             let wait = if ready { 0 } else { FOLLOW_WAIT_SECONDS };
             if running.is_empty() {
                 report.claiming();
             }
             long_poll = wait > 0;
+            asked = room;
             claiming = Some(Box::pin(claim(&worker, &filter, &session, &report, room, wait)));
         }
         if claiming.is_none() && running.is_empty() {
@@ -96,8 +100,14 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
                 claiming = None;
                 long_poll = false;
                 match got {
+                    // A job failed the drain meanwhile: run nothing new.
+                    Ok(grants) if failed.is_some() => {
+                        for g in &grants {
+                            release(&worker, g).await;
+                        }
+                    }
                     Ok(grants) => {
-                        ready = grants.len() >= room;
+                        ready = grants.len() >= asked;
                         for g in grants {
                             started += 1;
                             running.push(supervise(&worker, g, stop.clone(), &report, &heartbeat));
