@@ -148,7 +148,6 @@ async fn claim(
     count: usize,
     wait: u32,
 ) -> Result<Vec<Granted>, CliError> {
-    let _ = wait;
     let body = ClaimNextBody {
         filter: filter.clone(),
         holder: w.holder.clone(),
@@ -164,6 +163,10 @@ async fn claim(
         let (Some(item), Some(lease)) = (next.item, next.lease) else { break };
         report.handoff(next.previous_holder.as_deref(), next.previous_note.as_deref());
         grants.push(Granted { item_ref: item.item_ref, lease, at });
+    }
+    if grants.is_empty() && wait > 0 {
+        // Until the server's long poll is used here: at most one claim per wait period.
+        tokio::time::sleep(std::time::Duration::from_secs(wait.into())).await;
     }
     Ok(grants)
 }
