@@ -12,7 +12,8 @@ use pad_core::api::{
     ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CommentList, CompleteBody, CompleteResponse,
     CreateKind, CreateToken, CreateWorkspace, DeleteQuery, EventsQuery, FailBody, FailResponse, FrontierList,
     FrontierQuery, ItemPage, KindList, ListQuery, Me, MemberList, NewComment, ReleaseBody, ReleaseResponse, RenewBody,
-    RenewResponse, SetMember, TokenCreated, TokenList, VersionList, WorkspaceList, WorkspaceView,
+    RenewLeasesBody, RenewLeasesResponse, RenewResponse, SetMember, TokenCreated, TokenList, VersionList,
+    WorkspaceList, WorkspaceView,
 };
 use pad_core::{Comment, Event, Item, ItemPatch, Kind, Member, NewItem};
 use reqwest::{Method, RequestBuilder, header};
@@ -181,9 +182,19 @@ impl Client {
         self.json(self.request(Method::GET, &["workspaces", ws, "frontier"]).query(query)).await
     }
 
-    /// Claims the best ready item (L11); `item: None` when nothing is ready.
+    /// Claims the best ready items (L11), `body.count` at most; none when
+    /// nothing is ready. A long poll (`wait_seconds`) gets that much more time
+    /// than other requests before the client gives up on it.
     pub async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse> {
-        self.json(self.request(Method::POST, &["workspaces", ws, "claim-next"]).json(body)).await
+        let wait = Duration::from_secs(u64::from(body.wait_seconds.unwrap_or(0)));
+        let req = self.request(Method::POST, &["workspaces", ws, "claim-next"]).json(body);
+        self.json(req.timeout(REQUEST_TIMEOUT + wait)).await
+    }
+
+    /// One heartbeat for many leases (L4): each renewed or refused on its
+    /// own, in the order asked.
+    pub async fn renew_leases(&self, ws: &str, body: &RenewLeasesBody) -> Result<RenewLeasesResponse> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "leases", "renew"]).json(body)).await
     }
 
     // --- events (docs/api.md, Events) ----------------------------------------------------

@@ -8,6 +8,12 @@ use utoipa::ToSchema;
 
 use crate::{Comment, Kind, Lease, Member, Role, TokenInfo, Version, WorkspaceSettings};
 
+mod batch;
+pub use batch::{
+    Batch, CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, Grant, RENEW_LEASES_MAX, RenewEntry, RenewLeasesBody,
+    RenewLeasesResponse, RenewResult,
+};
+
 /// The stable error codes of docs/api.md, with their HTTP status and CLI exit
 /// code: the one table both ends read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
@@ -686,6 +692,17 @@ pub struct ClaimNextBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 2592000)]
     pub max_hold_seconds: Option<i64>,
+    /// How many items to claim at once, each under its own lease: 1..=32,
+    /// default 1. Fewer are granted when fewer are ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 32)]
+    pub count: Option<u32>,
+    /// A long poll: when nothing is ready, wait up to this many seconds
+    /// (0..=30, default 0) for an item to become ready, and answer as soon as
+    /// one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 30)]
+    pub wait_seconds: Option<u32>,
 }
 
 /// A nested object must be a JSON object: serde would otherwise read an
@@ -710,7 +727,9 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// `item` and `lease` are both null when nothing is ready.
+/// `grants` holds every item granted (none when nothing is ready); `item`,
+/// `lease` and the previous note and holder repeat the first grant's, and
+/// are null when there is none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClaimNextResponse {
     pub item: Option<crate::Item>,
@@ -719,6 +738,22 @@ pub struct ClaimNextResponse {
     pub previous_note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_holder: Option<String>,
+    #[serde(default)]
+    pub grants: Vec<Grant>,
+}
+
+impl ClaimNextResponse {
+    /// The answer for these grants, the first repeated in the single fields.
+    pub fn new(grants: Vec<Grant>) -> Self {
+        let first = grants.first();
+        ClaimNextResponse {
+            item: first.map(|g| g.item.clone()),
+            lease: first.map(|g| g.lease.clone()),
+            previous_note: first.and_then(|g| g.previous_note.clone()),
+            previous_holder: first.and_then(|g| g.previous_holder.clone()),
+            grants,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use pad_client::{Client, ClientError};
 use pad_core::api::{
     ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, FailBody, FailResponse,
     FrontierList, FrontierQuery, ItemPage, ListQuery, Me, NewComment, ReleaseBody, ReleaseResponse, RenewBody,
-    RenewResponse,
+    RenewLeasesBody, RenewLeasesResponse, RenewResponse,
 };
 use pad_core::{Comment, Item, ItemPatch, NewItem};
 
@@ -36,6 +36,7 @@ pub trait PadApi: Send + Sync {
     async fn complete(&self, ws: &str, item_ref: &str, body: &CompleteBody) -> ApiResult<CompleteResponse>;
     async fn fail(&self, ws: &str, item_ref: &str, body: &FailBody) -> ApiResult<FailResponse>;
     async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> ApiResult<ClaimNextResponse>;
+    async fn renew_leases(&self, ws: &str, body: &RenewLeasesBody) -> ApiResult<RenewLeasesResponse>;
 }
 
 /// The API of one `POST /mcp` request, put in the request's extensions by the
@@ -87,5 +88,9 @@ impl PadApi for Client {
     }
     async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> ApiResult<ClaimNextResponse> {
         Client::claim_next(self, ws, body).await
+    }
+
+    async fn renew_leases(&self, ws: &str, body: &RenewLeasesBody) -> ApiResult<RenewLeasesResponse> {
+        Client::renew_leases(self, ws, body).await
     }
 }

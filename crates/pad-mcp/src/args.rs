@@ -228,6 +228,32 @@ pub struct ClaimNextArgs {
     /// The longest you may hold it, renewals included (seconds; default: the workspace's cap, if any).
     pub max_hold_seconds: Option<i64>,
     pub note: Option<String>,
+    /// Claim up to this many items at once (1-32, default 1), each under its own lease: see grants.
+    pub count: Option<u32>,
+    /// When nothing is ready, wait up to this many seconds (0-30, default 0) for an item to become ready.
+    pub wait_seconds: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewLeasesArgs {
+    pub workspace: Option<String>,
+    /// The leases to renew, at most 100.
+    pub leases: Vec<RenewLeaseArg>,
+    /// Defaults to this session's holder (over HTTP: pass the lease.holder your claims returned).
+    pub holder: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewLeaseArg {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    /// The epoch of this lease, from its claim's answer.
+    pub epoch: i64,
+    /// New lease length from now; defaults to the lease's own.
+    pub ttl_seconds: Option<i64>,
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use pad_client::{Client, ClientError};
 use pad_core::api::{
     ClaimBody, ClaimNextBody, CompleteBody, ErrorBody, ErrorCode, ErrorEnvelope, FailBody, ListQuery, NewComment,
-    ReleaseBody, RenewBody,
+    ReleaseBody, RenewBody, RenewEntry, RenewLeasesBody,
 };
 use pad_core::{ItemPatch, NewItem};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -408,7 +408,7 @@ impl PadTools {
             idempotent_hint = false,
             open_world_hint = false
         ),
-        description = "Atomically pick the best ready item matching the filter (highest priority, then oldest) and claim its lease for you. Concurrent callers never get the same item. Returns item: null when nothing is ready. Set autonomous: true to skip items marked needs-human."
+        description = "Atomically pick the best ready item matching the filter (highest priority, then oldest) and claim its lease for you. Concurrent callers never get the same item. Returns item: null when nothing is ready. Set autonomous: true to skip items marked needs-human. count claims several at once (see grants); wait_seconds waits for work when none is ready."
     )]
     async fn pad_claim_next(
         &self,
@@ -423,8 +423,39 @@ impl PadTools {
             ttl_seconds: a.ttl_seconds.map(Into::into),
             note: a.note.clone(),
             max_hold_seconds: a.max_hold_seconds,
+            count: a.count,
+            wait_seconds: a.wait_seconds,
         };
         with_client!(self, ctx, |c| c.claim_next(self.ws(&a.workspace), &body))
+    }
+
+    #[tool(
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        description = "Heartbeat for many leases at once: extends each live lease you hold (by ref and epoch, at most 100). Each answer stands alone, in the order asked: lease when renewed, error (e.g. lease_lost: stop working on that item) when not."
+    )]
+    async fn pad_leases_renew(
+        &self,
+        Parameters(a): Parameters<RenewLeasesArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let holder = match self.holder_for(&a.holder) {
+            Ok(h) => h,
+            Err(refusal) => return Ok(refusal),
+        };
+        let leases = a
+            .leases
+            .iter()
+            .map(|l| RenewEntry {
+                item_ref: l.item_ref.clone(),
+                epoch: Some(l.epoch),
+                lease_id: None,
+                holder: holder.clone(),
+                ttl_seconds: l.ttl_seconds.map(Into::into),
+                note: l.note.clone(),
+            })
+            .collect();
+        let body = RenewLeasesBody { leases };
+        with_client!(self, ctx, |c| c.renew_leases(self.ws(&a.workspace), &body))
     }
 
     #[tool(

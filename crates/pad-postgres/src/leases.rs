@@ -634,7 +634,12 @@ impl LeaseSteps for Tx {
         Ok((outcome, now))
     }
 
-    async fn claim_candidates(&mut self, ws: &Workspace, f: &ValidFrontierFilter) -> StoreResult<Vec<Candidate>> {
+    async fn claim_candidates(
+        &mut self,
+        ws: &Workspace,
+        f: &ValidFrontierFilter,
+        limit: usize,
+    ) -> StoreResult<Vec<Candidate>> {
         // SKIP LOCKED: concurrent callers (on any instance) pass over rows
         // another is claiming instead of waiting for them; the re-check
         // after the lock drops rows claimed since this statement began.
@@ -644,7 +649,7 @@ impl LeaseSteps for Tx {
                     now() AS db_now
              FROM items i",
         );
-        push_frontier(&mut qb, ws, f, 1);
+        push_frontier(&mut qb, ws, f, u32::try_from(limit).unwrap_or(u32::MAX));
         qb.push(" FOR UPDATE OF i SKIP LOCKED");
         let rows = qb.build().fetch_all(&mut *self.conn).await.map_err(db)?;
         for row in &rows {

@@ -121,11 +121,13 @@ mod broken;
 mod events;
 mod items;
 mod leases;
+mod ready;
 mod rows;
 mod settings;
 mod webhooks;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -166,6 +168,8 @@ fn ping_if_idle(conn: &mut sqlx::PgConnection, meta: sqlx::pool::PoolConnectionM
 
 pub struct PgStore {
     pool: PgPool,
+    /// Wake-ups for long polls from every instance (`ready.rs`).
+    ready: Arc<ready::Ready>,
 }
 
 /// Maps a driver error once, at this crate's boundary. Anything that says
@@ -279,8 +283,8 @@ impl PgStore {
             // just now: pinging it again would cost each request a round trip.
             .test_before_acquire(false)
             .before_acquire(ping_if_idle)
-            .connect_lazy_with(opts);
-        Ok(PgStore { pool })
+            .connect_lazy_with(opts.clone());
+        Ok(PgStore { pool, ready: ready::Ready::new(opts) })
     }
 
     /// Runs migrations on a one-connection pool of their own. sqlx's migrator
@@ -493,6 +497,20 @@ impl Store for PgStore {
         req: &ClaimRequest,
     ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
         steps::claim_next(self, ws, filter, req).await
+    }
+
+    fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
+        Some(self.ready.subscribe())
+    }
+
+    async fn claim_next_many(
+        &self,
+        ws: &Workspace,
+        filter: &FrontierFilter,
+        req: &ClaimRequest,
+        count: u32,
+    ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
+        steps::claim_next_many(self, ws, filter, req, count).await
     }
 
     async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {

@@ -110,12 +110,21 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The envelope's `error` part, for answers that carry one error per
+    /// entry (`POST …/leases/renew`).
+    pub fn body(self) -> ErrorBody {
+        ErrorBody { code: self.code, message: self.message, details: self.details }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = ErrorEnvelope { error: ErrorBody { code: self.code, message: self.message, details: self.details } };
+        let retry_after = self.retry_after;
+        let body = ErrorEnvelope { error: self.body() };
         let mut resp = (status, axum::Json(body)).into_response();
-        if let Some(secs) = self.retry_after {
+        if let Some(secs) = retry_after {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp

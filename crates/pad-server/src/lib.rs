@@ -13,6 +13,7 @@ mod listen;
 mod mcp;
 pub mod metrics;
 pub mod openapi;
+mod ready;
 mod routes;
 pub mod session;
 pub mod web;
@@ -60,6 +61,10 @@ pub struct AppState {
     /// When set (`PAD_METRICS_TOKEN`), `/metrics` answers only requests
     /// bearing it (docs/operations.md, "Metrics").
     pub metrics_token: Option<Arc<str>>,
+    /// How often a waiting claim-next looks again with no signal
+    /// (docs/api.md, "Batches and long polls"); tests lengthen it so only
+    /// signals can wake one.
+    pub relook: std::time::Duration,
 }
 
 impl AppState {
@@ -82,6 +87,7 @@ impl AppState {
                 .map(|t| t.trim().to_string())
                 .filter(|t| !t.is_empty())
                 .map(Into::into),
+            relook: ready::RELOOK,
         }
     }
 }
@@ -168,6 +174,7 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/items/{ref}/requeue", post(leases::requeue))
         .route("/workspaces/{ws}/frontier", get(leases::frontier))
         .route("/workspaces/{ws}/claim-next", post(leases::claim_next))
+        .route("/workspaces/{ws}/leases/renew", post(leases::renew_leases))
         .route("/workspaces/{ws}/events", get(events::page))
         .route("/workspaces/{ws}/events/stream", get(events::stream))
         .route("/workspaces/{ws}/webhooks", get(routes::webhooks::list).post(routes::webhooks::create))

@@ -16,7 +16,7 @@ use pad_client::ClientError;
 use pad_core::api::{
     ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, FailBody, FailResponse,
     FrontierList, FrontierQuery, ItemPage, ListQuery, Me, NewComment, ReleaseBody, ReleaseResponse, RenewBody,
-    RenewResponse,
+    RenewLeasesBody, RenewLeasesResponse, RenewResponse,
 };
 use pad_core::{Comment, Item, ItemPatch, NewItem};
 use pad_mcp::{CallerApi, PadApi};
@@ -175,5 +175,9 @@ impl PadApi for InProcess {
 
     async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse, ClientError> {
         answer(leases::claim_next(self.state(), self.ctx(ws, None).await?, Json(body.clone())).await)
+    }
+
+    async fn renew_leases(&self, ws: &str, body: &RenewLeasesBody) -> Result<RenewLeasesResponse, ClientError> {
+        answer(leases::renew_leases(self.state(), self.ctx(ws, None).await?, Json(body.clone())).await)
     }
 }

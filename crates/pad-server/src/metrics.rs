@@ -148,6 +148,17 @@ pub struct Metrics {
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_micros: AtomicU64,
+    /// Claim-nexts waiting for work now (long polls).
+    waiting: AtomicU64,
+}
+
+/// Counts one waiting claim-next in `pad_claim_next_waiting` while it lives.
+pub struct Waiting<'a>(&'a AtomicU64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn inc(c: &AtomicU64) {
@@ -189,6 +200,12 @@ impl Metrics {
     /// How long the store took to answer a claim or claim-next.
     pub fn claim_latency(&self, ws: &str, took: Duration) {
         self.with(ws, |w| w.claim_latency.observe(&BUCKETS, took.as_secs_f64()));
+    }
+
+    /// Marks a claim-next as waiting for work until the guard is dropped.
+    pub fn waiting(&self) -> Waiting<'_> {
+        inc(&self.waiting);
+        Waiting(&self.waiting)
     }
 
     /// Counts a lease request the store refused as contention.
@@ -250,6 +267,9 @@ impl Metrics {
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
         let sum = self.latency_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+        let name = "pad_claim_next_waiting";
+        let _ = writeln!(out, "# HELP {name} Claim-next calls waiting for work now (long polls).\n# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {}", self.waiting.load(Ordering::Relaxed));
         out
     }
 }

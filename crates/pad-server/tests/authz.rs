@@ -58,6 +58,9 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         ("POST", p) if p == format!("{item}/fail") => (Editor, Some(json!({"epoch": 1, "holder": "matrix"}))),
         ("POST", p) if p == format!("{item}/requeue") => (Owner, None),
         ("POST", p) if p == format!("{ws}/claim-next") => (Editor, Some(json!({"holder": "matrix", "ttl_seconds": 5}))),
+        ("POST", p) if p == format!("{ws}/leases/renew") => {
+            (Editor, Some(json!({"leases": [{"ref": "TASK-1", "epoch": 1, "holder": "matrix"}]})))
+        }
         // Creating a token for oneself is anyone's; for another member, owners'.
         ("POST", p) if p == format!("{ws}/tokens") => (Owner, Some(json!({"name": "m", "email": "owner@localhost"}))),
         ("DELETE", p) if p == format!("{ws}/tokens/{{id}}") => (Owner, None),

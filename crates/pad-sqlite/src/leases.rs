@@ -119,16 +119,22 @@ impl LeaseSteps for Tx {
         Ok((out, now))
     }
 
-    async fn claim_candidates(&mut self, ws: &Workspace, f: &ValidFrontierFilter) -> StoreResult<Vec<Candidate>> {
+    async fn claim_candidates(
+        &mut self,
+        ws: &Workspace,
+        f: &ValidFrontierFilter,
+        limit: usize,
+    ) -> StoreResult<Vec<Candidate>> {
         // The write lock serializes claim-next callers, so no two can pick the
-        // same item and none waits on another's rows.
+        // same item and none waits on another's rows. A few spare candidates
+        // save a second read when expiries quarantine the first.
         let now = self.now;
         let mut q = Sql::new(
             "SELECT i.id, i.prefix, i.number, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
                     i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id
              FROM items i LEFT JOIN users a ON a.id = i.assignee_id",
         );
-        push_frontier(&mut q, ws, f, now, 16);
+        push_frontier(&mut q, ws, f, now, u32::try_from(limit.max(16)).unwrap_or(u32::MAX));
         self.conn().all_built(&q, |row| {
             Ok(Candidate {
                 id: row.col("id")?,

@@ -388,6 +388,16 @@ impl Store for SqliteStore {
         steps::claim_next(self, ws, filter, req).await
     }
 
+    async fn claim_next_many(
+        &self,
+        ws: &Workspace,
+        filter: &FrontierFilter,
+        req: &ClaimRequest,
+        count: u32,
+    ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
+        steps::claim_next_many(self, ws, filter, req, count).await
+    }
+
     async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {
         steps::observe_expiries(self).await
     }

@@ -191,6 +191,32 @@ pub trait Store: Send + Sync + 'static {
         req: &ClaimRequest,
     ) -> StoreResult<Option<(Item, ClaimOutcome)>>;
 
+    /// L11 for a batch (docs/api.md, "Batches and long polls"): up to
+    /// `count` of the best ready items, each under its own lease, epoch and
+    /// `lease.claimed` event, best first; empty when nothing is ready.
+    async fn claim_next_many(
+        &self,
+        ws: &Workspace,
+        filter: &FrontierFilter,
+        req: &ClaimRequest,
+        count: u32,
+    ) -> StoreResult<Vec<(Item, ClaimOutcome)>>;
+
+    /// L4 for many leases (one heartbeat for a supervisor's jobs): each
+    /// renewed or refused on its own, answers in the order asked.
+    async fn renew_many(&self, ws: &Workspace, renewals: &[(ItemRef, RenewRequest)]) -> Vec<StoreResult<Lease>> {
+        let calls = renewals.iter().map(|(r, req)| self.renew(ws, r, req));
+        futures::future::join_all(calls).await
+    }
+
+    /// Signals a change another process committed that may have made an
+    /// item ready, for long polls (docs/api.md, "Batches and long polls"):
+    /// PostgreSQL's LISTEN/NOTIFY. `None` where this process commits every
+    /// change itself (SQLite): the server's own signal covers those.
+    fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
+        None
+    }
+
     /// L5/L13: records every lease that has expired but not yet been
     /// observed: one `lease.expired` event each, the expiry count, and
     /// quarantine. Never changes what any read sees of a lease. Returns what

@@ -200,7 +200,12 @@ pub trait LeaseSteps: Send {
         terms: Terms,
     ) -> StoreResult<(ClaimOutcome, Timestamp)>;
     /// L11: the best ready items, locked, in frontier order; empty when none.
-    async fn claim_candidates(&mut self, ws: &Workspace, f: &ValidFrontierFilter) -> StoreResult<Vec<Candidate>>;
+    async fn claim_candidates(
+        &mut self,
+        ws: &Workspace,
+        f: &ValidFrontierFilter,
+        limit: usize,
+    ) -> StoreResult<Vec<Candidate>>;
     /// L5/L13 on a locked row whose lease has expired: the lease becomes the
     /// last lease (ended `expired` at its expiry, L18) and is forgotten, and
     /// the expiry is counted. Returns the count and labels after.
@@ -415,15 +420,31 @@ pub async fn claim_next<S: Begin>(
     filter: &FrontierFilter,
     req: &ClaimRequest,
 ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
+    Ok(claim_next_many(s, ws, filter, req, 1).await?.pop())
+}
+
+/// L11 for a batch (docs/api.md, "Batches and long polls"): up to `count`
+/// of the best ready items, each claimed under its own lease, in one
+/// transaction, best first.
+pub async fn claim_next_many<S: Begin>(
+    s: &S,
+    ws: &Workspace,
+    filter: &FrontierFilter,
+    req: &ClaimRequest,
+    count: u32,
+) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
     let f = filter.validate()?;
     let terms = req.validate(&ws.settings)?;
+    let want = usize::try_from(count).unwrap_or(usize::MAX).max(1);
     let mut tx = s.begin().await?;
-    loop {
-        let candidates = tx.claim_candidates(ws, &f).await?;
+    let mut granted = Vec::new();
+    'search: while granted.len() < want {
+        let candidates = tx.claim_candidates(ws, &f, want - granted.len()).await?;
         if candidates.is_empty() {
-            tx.commit().await?;
-            return Ok(None);
+            break;
         }
+        // Each candidate is either claimed or, quarantined by its expiry,
+        // no longer a candidate: the search always moves on.
         for c in candidates {
             if let Some(old) = c.expired {
                 let quarantined = expire(&mut tx, ws, c.id, &c.item_ref, old, c.now).await?;
@@ -433,10 +454,14 @@ pub async fn claim_next<S: Begin>(
             }
             let (out, now) = tx.claim_item(ws, &c.item_ref, req, terms).await?;
             let item = tx.load_item(c.id, now).await?;
-            tx.commit().await?;
-            return Ok(Some((item, out)));
+            granted.push((item, out));
+            if granted.len() == want {
+                break 'search;
+            }
         }
     }
+    tx.commit().await?;
+    Ok(granted)
 }
 
 /// L5/L13 on a locked row whose lease `old` has expired: counts it and

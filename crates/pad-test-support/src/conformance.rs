@@ -21,6 +21,9 @@ use pad_core::{
 use pad_core::lease::{LeaseEnd, LeaseHandle};
 
 use crate::TestClock;
+
+mod batch;
+pub use batch::*;
 use pad_store::{Actor, ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest, Store, StoreError};
 
 /// A fresh, empty store for one test, and whatever keeps it alive (a temp
@@ -112,7 +115,10 @@ macro_rules! conformance_suite {
             events_are_gap_free_under_concurrent_writers,
             requeue_clears_quarantine_counts_and_backoff,
             workspace_settings_change_whole_or_not_at_all,
-            webhooks_outbox_is_claimed_in_order_and_retried
+            webhooks_outbox_is_claimed_in_order_and_retried,
+            l11_claim_next_many_grants_each_item_its_own_lease,
+            l11_concurrent_batch_claimers_never_share_an_item,
+            l4_renew_many_renews_or_refuses_each_lease_alone
         );
     };
     (@each $make:expr; $($name:ident),+) => {
@@ -208,13 +214,13 @@ impl Fixture {
         }
     }
 
-    async fn get(&self, r: &str) -> Item {
+    pub(crate) async fn get(&self, r: &str) -> Item {
         self.store.get_item(&self.ws, &rf(r)).await.unwrap()
     }
 }
 
 /// A ref as the server hands it to the store: parsed once, at the edge.
-fn rf(s: &str) -> ItemRef {
+pub(crate) fn rf(s: &str) -> ItemRef {
     ItemRef::parse_field("ref", s).unwrap()
 }
 
@@ -1467,7 +1473,7 @@ fn lost(e: StoreError) {
     assert!(matches!(e, StoreError::LeaseLost { .. }), "expected lease_lost, got {e:?}");
 }
 
-async fn events_of(f: &Fixture, kind: pad_core::EventKind) -> Vec<pad_core::Event> {
+pub(crate) async fn events_of(f: &Fixture, kind: pad_core::EventKind) -> Vec<pad_core::Event> {
     let filter = pad_core::EventFilter { item_ref: None, kinds: vec![kind] };
     f.store.events_where(&f.ws, 0, 1000, &filter).await.unwrap()
 }

@@ -784,19 +784,20 @@ pub struct RunArgs {
     pub worker: WorkerArgs,
 }
 
-/// The most jobs one `pad drain` runs at once. Each job is a process group
-/// with a guard process beside it, on this one machine, and the one
-/// heartbeat renews all of the drain's leases in a single request, which
-/// the server bounds; more work than this at once is a job for several
-/// drains (docs/leases.md, "Draining").
-pub const JOBS_MAX: u16 = 64;
+/// The most jobs one `pad drain` runs at once: as many as one claim-next may
+/// grant (`CLAIM_NEXT_COUNT_MAX`), so one request can fill every free slot,
+/// and well within what one renewal request carries (`RENEW_LEASES_MAX`).
+/// Each job is also a process group with a guard process on this one
+/// machine; more work at once is a job for several drains (docs/leases.md,
+/// "Draining").
+pub const JOBS_MAX: u16 = 32;
 
 #[derive(Debug, Args)]
 pub struct DrainArgs {
     /// Stop after this many items
     #[arg(long, value_name = "N")]
     pub max: Option<u64>,
-    /// Run up to N commands at once, each under its own lease (1 to 64)
+    /// Run up to N commands at once, each under its own lease (1 to 32)
     #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=i64::from(JOBS_MAX)))]
     pub jobs: u16,
@@ -1092,9 +1093,9 @@ mod tests {
         };
         assert_eq!(drain(&["drain", "--", "true"]), Ok((1, false)));
         assert_eq!(drain(&["drain", "--jobs", "4", "--follow", "--", "true"]), Ok((4, true)));
-        assert_eq!(drain(&["drain", "-j", "64", "--wait", "--", "true"]), Ok((JOBS_MAX, true)));
+        assert_eq!(drain(&["drain", "-j", "32", "--wait", "--", "true"]), Ok((JOBS_MAX, true)));
         assert_eq!(drain(&["drain", "--jobs", "0", "--", "true"]), Err(2));
-        assert_eq!(drain(&["drain", "--jobs", "65", "--", "true"]), Err(2));
+        assert_eq!(drain(&["drain", "--jobs", "33", "--", "true"]), Err(2));
     }
 
     #[test]

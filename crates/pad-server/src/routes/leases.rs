@@ -2,17 +2,19 @@
 
 use axum::extract::State;
 use pad_core::Action;
+use pad_core::ItemRef;
 use pad_core::Status;
 use pad_core::api::TtlSeconds;
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, ErrorEnvelope,
-    FailBody, FailResponse, FrontierList, FrontierQuery, ReleaseBody, ReleaseResponse, RenewBody, RenewResponse,
+    Batch, ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, ErrorCode,
+    ErrorEnvelope, FailBody, FailResponse, FrontierList, FrontierQuery, Grant, RENEW_LEASES_MAX, ReleaseBody,
+    ReleaseResponse, RenewBody, RenewLeasesBody, RenewLeasesResponse, RenewResponse, RenewResult,
 };
 use pad_core::lease::LeaseHandle;
 use pad_store::{ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest};
 
 use crate::AppState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::{Ctx, Json, Query};
 use crate::metrics::LeaseCount;
 
@@ -34,6 +36,17 @@ fn claim_request(
         note,
         refresh: refresh.unwrap_or(true),
         max_hold_seconds,
+    }
+}
+
+/// A renewal as the store takes it: the holder defaults to the caller's email.
+fn renew_request(ctx: &Ctx, body: RenewBody) -> RenewRequest {
+    RenewRequest {
+        actor: ctx.actor(),
+        holder: ctx.holder(body.holder),
+        handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
+        ttl_seconds: body.ttl_seconds.map(TtlSeconds::seconds),
+        note: body.note,
     }
 }
 
@@ -87,13 +100,7 @@ pub async fn renew(
 ) -> ApiResult<axum::Json<RenewResponse>> {
     ctx.require(Action::Lease)?;
     let r = ctx.item_ref()?;
-    let req = RenewRequest {
-        actor: ctx.actor(),
-        holder: ctx.holder(body.holder),
-        handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
-        ttl_seconds: body.ttl_seconds.map(TtlSeconds::seconds),
-        note: body.note,
-    };
+    let req = renew_request(&ctx, body);
     let lease = s.store.renew(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Renewal);
     Ok(axum::Json(RenewResponse { item_ref: r.to_string(), capped: lease.is_capped(), lease }))
@@ -224,7 +231,10 @@ pub async fn frontier(
     Ok(axum::Json(FrontierList { items }))
 }
 
-/// Atomically claim the best ready item (L11); `item: null` when none is.
+/// Atomically claim the best ready items (L11), `count` of them at most,
+/// each under its own lease; with `wait_seconds`, wait for one to become
+/// ready (docs/api.md, "Batches and long polls"). `item: null` and no
+/// grants when none is.
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/claim-next", tag = "leases",
     params(("ws" = String, Path)), request_body = ClaimNextBody,
     responses((status = 200, body = ClaimNextResponse), (status = "default", body = ErrorEnvelope)))]
@@ -234,27 +244,85 @@ pub async fn claim_next(
     Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
+    let batch = Batch::new(body.count, body.wait_seconds)?;
     let req =
         claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
-    let started = std::time::Instant::now();
-    let answer = s.store.claim_next(&ctx.ws, &body.filter, &req).await;
-    s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
-    let answer = match answer? {
-        Some((item, out)) => {
-            s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextHit);
-            s.metrics.count(&ctx.ws.slug, LeaseCount::Claim);
-            s.event_committed();
-            ClaimNextResponse {
-                item: Some(item),
-                lease: Some(out.lease),
-                previous_note: out.previous_note,
-                previous_holder: out.previous_holder,
-            }
+    // Subscribed before the first look, so a change committed between the
+    // look and the wait still wakes it.
+    let mut wake = s.ready_signals();
+    let deadline = tokio::time::Instant::now() + s.wait_bound(batch.wait);
+    let grants = loop {
+        let started = std::time::Instant::now();
+        let answer = s.store.claim_next_many(&ctx.ws, &body.filter, &req, batch.count).await;
+        s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
+        let grants = answer?;
+        if !grants.is_empty() {
+            break grants;
         }
-        None => {
-            s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextMiss);
-            ClaimNextResponse { item: None, lease: None, previous_note: None, previous_holder: None }
+        let _waiting = s.metrics.waiting();
+        if !wake.wait_until(deadline).await {
+            break grants;
         }
     };
-    Ok(axum::Json(answer))
+    if grants.is_empty() {
+        s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextMiss);
+    } else {
+        for _ in &grants {
+            s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextHit);
+            s.metrics.count(&ctx.ws.slug, LeaseCount::Claim);
+        }
+        s.event_committed();
+    }
+    let grants = grants
+        .into_iter()
+        .map(|(item, out)| Grant {
+            item,
+            lease: out.lease,
+            previous_note: out.previous_note,
+            previous_holder: out.previous_holder,
+        })
+        .collect();
+    Ok(axum::Json(ClaimNextResponse::new(grants)))
+}
+
+/// One heartbeat for many leases (L4): each renewed or refused on its own,
+/// answers in the order asked (docs/api.md, "Batches and long polls").
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/leases/renew", tag = "leases",
+    params(("ws" = String, Path)), request_body = RenewLeasesBody,
+    responses((status = 200, body = RenewLeasesResponse), (status = "default", body = ErrorEnvelope)))]
+pub async fn renew_leases(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    Json(body): Json<RenewLeasesBody>,
+) -> ApiResult<axum::Json<RenewLeasesResponse>> {
+    ctx.require(Action::Lease)?;
+    if body.leases.len() > RENEW_LEASES_MAX {
+        return Err(ApiError::new(
+            ErrorCode::ValidationFailed,
+            format!("leases: at most {RENEW_LEASES_MAX} leases per call (got {})", body.leases.len()),
+        )
+        .with_details(serde_json::json!({ "field": "leases" })));
+    }
+    let mut renewals = Vec::with_capacity(body.leases.len());
+    for (i, e) in body.leases.iter().enumerate() {
+        let r = ItemRef::parse_field(&format!("leases[{i}].ref"), &e.item_ref)?;
+        renewals.push((r, renew_request(&ctx, e.body())));
+    }
+    let answers = s.store.renew_many(&ctx.ws, &renewals).await;
+    let results = renewals
+        .iter()
+        .zip(answers)
+        .map(|((r, _), answer)| match answer {
+            Ok(lease) => {
+                s.metrics.count(&ctx.ws.slug, LeaseCount::Renewal);
+                RenewResult { item_ref: r.to_string(), capped: lease.is_capped(), lease: Some(lease), error: None }
+            }
+            Err(e) => {
+                s.metrics.refused(&ctx.ws.slug, &e);
+                let error = ApiError::from(e).body();
+                RenewResult { item_ref: r.to_string(), lease: None, capped: false, error: Some(error) }
+            }
+        })
+        .collect();
+    Ok(axum::Json(RenewLeasesResponse { results }))
 }

@@ -70,6 +70,21 @@ impl TestServer {
         TestServer { url: format!("http://{addr}"), owner: boot.token, http, store, _dir: dir, _task: task }
     }
 
+    /// A second instance on the database of a running server (`url`),
+    /// answering to its owner's token.
+    pub async fn join(url: &str, owner: &str) -> Self {
+        let store: Arc<dyn pad_store::Store> = pad_backends::open_store(url).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = pad_server::AppState::new(store.clone());
+        let task = tokio::spawn(async move {
+            pad_server::serve_state(state, listener, std::future::pending()).await.unwrap();
+        });
+        let http = reqwest::Client::builder().pool_max_idle_per_host(128).build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        TestServer { url: format!("http://{addr}"), owner: owner.to_string(), http, store, _dir: dir, _task: task }
+    }
+
     pub async fn call(&self, token: Option<&str>, method: Method, path: &str, body: Option<Value>) -> Answer {
         let mut req = self.http.request(method, format!("{}{path}", self.url));
         if let Some(t) = token {

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pad_client::Client;
-use pad_core::api::RenewBody;
+use pad_client::{Client, ClientError};
+use pad_core::api::{RenewBody, RenewEntry, RenewLeasesBody, RenewResult};
 use pad_core::{ItemRef, Lease, stop};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
@@ -258,14 +258,59 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
     }
 }
 
-/// Renews every lease of `batch`, each answered on its own.
+/// Renews every lease of `batch` in one request (`POST …/leases/renew`),
+/// each answered on its own. A drain holds at most `JOBS_MAX` leases, which
+/// one request can carry (`RENEW_LEASES_MAX`).
 async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)]) -> Vec<Renewed> {
-    let renewals = batch.iter().map(|(_, r, body)| async move {
-        match client.renew(ws, &r.to_string(), body).await {
-            Ok(answer) => Renewed::Ok { lease: answer.lease, capped: answer.capped },
-            Err(e) if e.exit_code() == EXIT_UNAVAILABLE => Renewed::Unreachable(e.to_string()),
-            Err(e) => Renewed::Refused(CliError::for_item(r, e)),
+    let body = RenewLeasesBody {
+        leases: batch
+            .iter()
+            .map(|(_, r, b)| RenewEntry {
+                item_ref: r.to_string(),
+                epoch: b.epoch,
+                lease_id: b.lease_id,
+                holder: b.holder.clone(),
+                ttl_seconds: b.ttl_seconds,
+                note: b.note.clone(),
+            })
+            .collect(),
+    };
+    let answer = match client.renew_leases(ws, &body).await {
+        Ok(answer) => answer,
+        Err(e) if e.exit_code() == EXIT_UNAVAILABLE => {
+            return batch.iter().map(|_| Renewed::Unreachable(e.to_string())).collect();
         }
-    });
-    futures::future::join_all(renewals).await
+        Err(e) => {
+            let (code, why) = (e.exit_code(), e.to_string());
+            return batch
+                .iter()
+                .map(|(_, r, _)| {
+                    Renewed::Refused(CliError::new(code, format!("could not renew the lease on {r}: {why}")))
+                })
+                .collect();
+        }
+    };
+    let mut results = answer.results.into_iter();
+    batch
+        .iter()
+        .map(|(_, r, _)| match results.next() {
+            Some(RenewResult { lease: Some(lease), capped, .. }) => Renewed::Ok { lease, capped },
+            Some(RenewResult { error: Some(e), .. }) => {
+                let e = ClientError::Api {
+                    status: e.code.http_status(),
+                    code: e.code,
+                    message: e.message,
+                    details: e.details,
+                    retry_after: None,
+                };
+                if e.exit_code() == EXIT_UNAVAILABLE {
+                    Renewed::Unreachable(e.to_string())
+                } else {
+                    Renewed::Refused(CliError::for_item(r, e))
+                }
+            }
+            // An answer short of a result: this lease's renewal did not get through.
+            _ => Renewed::Unreachable(format!("the server's answer named no result for {r}")),
+        })
+        .collect()
 }

@@ -147,6 +147,8 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
         ttl_seconds: a.ttl.seconds(),
         note: a.note,
         max_hold_seconds: a.max_hold.seconds(),
+        count: None,
+        wait_seconds: None,
     };
     let next = client.claim_next(ctx.ws(), &body).await?;
     // JSON readers get the answer either way (`item: null` when nothing is

@@ -13,21 +13,25 @@
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use pad_core::FrontierFilter;
-use pad_core::api::ClaimNextBody;
+use pad_core::api::{CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimNextBody};
 use tokio::time::Instant;
 
 use super::job::{release, supervise};
 use super::report::Report;
 use super::signals::Stop;
 use super::{Granted, Ran, Worker, new_session_id};
-use crate::cli::DrainArgs;
+use crate::cli::{DrainArgs, JOBS_MAX};
 use crate::commands::Ctx;
 use crate::commands::heartbeat::Heartbeat;
 use crate::commands::lease::filter;
 use crate::error::{CliError, EXIT_NOT_FOUND};
 
-/// How long one idle `--follow` claim waits on the server for work.
-const FOLLOW_WAIT_SECONDS: u32 = 30;
+/// How long one idle `--follow` claim waits on the server for work: as
+/// long as the server allows, so an idle drain sends one request per period.
+const FOLLOW_WAIT_SECONDS: u32 = CLAIM_NEXT_WAIT_MAX_SECONDS;
+
+// One claim can fill every slot, and one renewal carry every lease.
+const _: () = assert!(JOBS_MAX as u32 <= CLAIM_NEXT_COUNT_MAX && JOBS_MAX as usize <= pad_core::api::RENEW_LEASES_MAX);
 
 pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let mut stop = Stop::catch()?;
@@ -138,8 +142,8 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
 }
 
 /// Claims up to `count` of the best ready items this drain has not run
-/// yet, waiting up to `wait` seconds for one: the same request for the
-/// first item as for the ten-thousandth.
+/// yet, in one request, waiting up to `wait` seconds for the first: the
+/// same request for the first item as for the ten-thousandth.
 async fn claim(
     w: &Worker<'_>,
     filter: &FrontierFilter,
@@ -148,6 +152,7 @@ async fn claim(
     count: usize,
     wait: u32,
 ) -> Result<Vec<Granted>, CliError> {
+    let count = u32::try_from(count).unwrap_or(CLAIM_NEXT_COUNT_MAX).min(CLAIM_NEXT_COUNT_MAX);
     let body = ClaimNextBody {
         filter: filter.clone(),
         holder: w.holder.clone(),
@@ -155,18 +160,18 @@ async fn claim(
         ttl_seconds: w.ttl_seconds,
         note: None,
         max_hold_seconds: w.max_hold_seconds,
+        // Left out at their defaults, so `--jobs 1` sends today's request.
+        count: (count > 1).then_some(count),
+        wait_seconds: (wait > 0).then_some(wait),
     };
-    let mut grants = Vec::new();
-    while grants.len() < count {
-        let at = Instant::now();
-        let next = w.client.claim_next(w.ws, &body).await?;
-        let (Some(item), Some(lease)) = (next.item, next.lease) else { break };
-        report.handoff(next.previous_holder.as_deref(), next.previous_note.as_deref());
-        grants.push(Granted { item_ref: item.item_ref, lease, at });
-    }
-    if grants.is_empty() && wait > 0 {
-        // Until the server's long poll is used here: at most one claim per wait period.
-        tokio::time::sleep(std::time::Duration::from_secs(wait.into())).await;
-    }
-    Ok(grants)
+    let at = Instant::now();
+    let next = w.client.claim_next(w.ws, &body).await?;
+    Ok(next
+        .grants
+        .into_iter()
+        .map(|g| {
+            report.handoff(g.previous_holder.as_deref(), g.previous_note.as_deref());
+            Granted { item_ref: g.item.item_ref, lease: g.lease, at }
+        })
+        .collect())
 }

@@ -1,0 +1,143 @@
+//! The batch verbs' wire shapes (docs/api.md, "Batches and long polls"):
+//! claim-next's `count` and `wait_seconds`, its list of grants, and one
+//! renewal call for many leases.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{ErrorBody, TtlSeconds};
+use crate::Lease;
+use crate::validate::ValidationError;
+
+/// The most grants one claim-next may ask for. A supervisor asks for as many
+/// as it has free slots; past a few dozen, one answer holds leases whose TTL
+/// starts ticking before their jobs can start.
+pub const CLAIM_NEXT_COUNT_MAX: u32 = 32;
+
+/// The longest a claim-next may wait for work. Below common proxies' idle
+/// timeouts (60 s), so a long poll is not cut off on its way back.
+pub const CLAIM_NEXT_WAIT_MAX_SECONDS: u32 = 30;
+
+/// The most leases one renewal call may carry.
+pub const RENEW_LEASES_MAX: usize = 100;
+
+/// What a claim-next asks for beyond one item now: how many, and how long
+/// to wait for the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    pub count: u32,
+    pub wait: std::time::Duration,
+}
+
+impl Batch {
+    /// `count` 1..=[`CLAIM_NEXT_COUNT_MAX`] (default 1), `wait_seconds`
+    /// 0..=[`CLAIM_NEXT_WAIT_MAX_SECONDS`] (default 0: answer at once).
+    pub fn new(count: Option<u32>, wait_seconds: Option<u32>) -> Result<Self, ValidationError> {
+        let count = count.unwrap_or(1);
+        if !(1..=CLAIM_NEXT_COUNT_MAX).contains(&count) {
+            return Err(ValidationError::new(
+                "count",
+                format!("count must be between 1 and {CLAIM_NEXT_COUNT_MAX} (got {count})"),
+            ));
+        }
+        let wait = wait_seconds.unwrap_or(0);
+        if wait > CLAIM_NEXT_WAIT_MAX_SECONDS {
+            return Err(ValidationError::new(
+                "wait_seconds",
+                format!("wait_seconds must be between 0 and {CLAIM_NEXT_WAIT_MAX_SECONDS} (got {wait})"),
+            ));
+        }
+        Ok(Batch { count, wait: std::time::Duration::from_secs(u64::from(wait)) })
+    }
+}
+
+/// One item granted by a claim-next: its own lease, epoch and event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Grant {
+    pub item: crate::Item,
+    pub lease: Lease,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_holder: Option<String>,
+}
+
+/// `POST …/leases/renew`: one heartbeat for many leases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewLeasesBody {
+    /// At most 100.
+    #[schema(max_items = 100)]
+    pub leases: Vec<RenewEntry>,
+}
+
+/// One lease to renew: a `RenewBody` with the item's ref.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewEntry {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
+    pub holder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 86400)]
+    pub ttl_seconds: Option<TtlSeconds>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
+    pub note: Option<String>,
+}
+
+impl RenewEntry {
+    /// The single renewal this entry stands for.
+    pub fn body(&self) -> super::RenewBody {
+        super::RenewBody {
+            epoch: self.epoch,
+            lease_id: self.lease_id,
+            holder: self.holder.clone(),
+            ttl_seconds: self.ttl_seconds,
+            note: self.note.clone(),
+        }
+    }
+}
+
+/// The answers, in the order asked; each lease renewed or refused on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RenewLeasesResponse {
+    pub results: Vec<RenewResult>,
+}
+
+/// `lease` when renewed, `error` (as a single renew would have answered)
+/// when not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RenewResult {
+    #[serde(rename = "ref")]
+    pub item_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// L19: as in a single renewal.
+    #[serde(default)]
+    pub capped: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_bounded_with_the_field_named() {
+        assert_eq!(Batch::new(None, None).unwrap().count, 1);
+        assert_eq!(Batch::new(Some(32), Some(30)).unwrap().wait.as_secs(), 30);
+        let e = Batch::new(Some(0), None).unwrap_err();
+        assert_eq!(e.field, "count");
+        assert!(e.message.contains("between 1 and 32"), "{}", e.message);
+        assert_eq!(Batch::new(Some(33), None).unwrap_err().field, "count");
+        assert_eq!(Batch::new(None, Some(31)).unwrap_err().field, "wait_seconds");
+    }
+}
