@@ -651,7 +651,8 @@ stderr; --exit-code-map 7=107 passes CMD's 7 on as 107, keeping 7 pad's.";
 const DRAIN_EXIT_CODES: &str = "\
 Exit codes:
   0      nothing (new) is ready, or --max items have run, whatever CMD's codes
-  128+S  pad got signal S; the current CMD was stopped and its lease released
+  128+S  pad got signal S; the running CMDs were stopped and their leases released
+         (how a --follow drain ends: 130 on Ctrl-C)
   other  pad could not go on (server unreachable, CMD cannot be run: 126/127)
 With --once: like `pad run` on the one item, or 5 when none was ready.";
 
@@ -783,11 +784,27 @@ pub struct RunArgs {
     pub worker: WorkerArgs,
 }
 
+/// The most jobs one `pad drain` runs at once: as many as one claim-next may
+/// grant (`CLAIM_NEXT_COUNT_MAX`), so one request can fill every free slot,
+/// and well within what one renewal request carries (`RENEW_LEASES_MAX`).
+/// Each job is also a process group with a guard process on this one
+/// machine; more work at once is a job for several drains (docs/leases.md,
+/// "Draining").
+pub const JOBS_MAX: u16 = 32;
+
 #[derive(Debug, Args)]
 pub struct DrainArgs {
     /// Stop after this many items
     #[arg(long, value_name = "N")]
     pub max: Option<u64>,
+    /// Run up to N commands at once, each under its own lease (1 to 32)
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(JOBS_MAX)))]
+    pub jobs: u16,
+    /// Keep going as work arrives: when nothing is ready, wait for it (one
+    /// request per 30 s while idle) instead of exiting; Ctrl-C stops
+    #[arg(long, visible_alias = "wait")]
+    pub follow: bool,
     /// Run at most one item and exit with its code, like `pad run`
     #[arg(long, conflicts_with = "max")]
     pub once: bool,
@@ -1065,6 +1082,20 @@ mod tests {
             panic!()
         };
         assert_eq!((c.item.item_ref.to_string(), c.ttl.seconds()), ("TASK-1".to_string(), Some(TtlSeconds(7200))));
+    }
+
+    #[test]
+    fn drain_jobs_is_bounded_and_follow_has_an_alias() {
+        let drain = |args: &[&str]| match parse(args) {
+            Ok(Cli { command: Command::Drain(d), .. }) => Ok((d.jobs, d.follow)),
+            Ok(_) => panic!("not a drain"),
+            Err(e) => Err(e.exit_code()),
+        };
+        assert_eq!(drain(&["drain", "--", "true"]), Ok((1, false)));
+        assert_eq!(drain(&["drain", "--jobs", "4", "--follow", "--", "true"]), Ok((4, true)));
+        assert_eq!(drain(&["drain", "-j", "32", "--wait", "--", "true"]), Ok((JOBS_MAX, true)));
+        assert_eq!(drain(&["drain", "--jobs", "0", "--", "true"]), Err(2));
+        assert_eq!(drain(&["drain", "--jobs", "33", "--", "true"]), Err(2));
     }
 
     #[test]

@@ -46,9 +46,11 @@ pub struct Group {
 }
 
 impl Group {
-    /// Starts `cmd` in a new process group and arms its guard.
-    pub fn spawn(cmd: &mut Command, kill_after: Duration) -> io::Result<Group> {
-        let tty = Terminal::foreground();
+    /// Starts `cmd` in a new process group and arms its guard. With
+    /// `terminal`, CMD's group is given pad's terminal when pad has it; a
+    /// drain running several jobs gives it to none (docs/leases.md, S1).
+    pub fn spawn(cmd: &mut Command, kill_after: Duration, terminal: bool) -> io::Result<Group> {
+        let tty = if terminal { Terminal::foreground() } else { None };
         cmd.process_group(0);
         #[cfg(target_os = "linux")]
         let parent = std::process::id() as libc::pid_t;

@@ -13,7 +13,7 @@ use tokio::process::Command;
 use tokio::time::{Instant, sleep_until};
 
 use super::group::Group;
-use super::heartbeat::{self, Held};
+use super::heartbeat::Heartbeat;
 use super::run::{Signals, exit_code};
 use super::{Ctx, about};
 use crate::cli::GuardArgs;
@@ -64,23 +64,17 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     let mut group = if std::env::var_os(IN_LEASE_GROUP).is_some() {
         Running::Plain(command.kill_on_drop(true).spawn().map_err(cannot_run)?)
     } else {
-        Running::Group(Group::spawn(&mut command, kill_after).map_err(cannot_run)?)
+        Running::Group(Group::spawn(&mut command, kill_after, true).map_err(cannot_run)?)
     };
-    let mut heartbeat = std::pin::pin!(heartbeat::keep_alive(Held {
-        client: &client,
-        ws,
-        item_ref: &r,
-        lease: &lease,
-        sent,
-        kill_after
-    }));
+    let heartbeat = Heartbeat::start(client.clone(), ws.to_string(), kill_after);
+    let mut holding = heartbeat.hold(&r, &lease, sent);
     let mut lost: Option<CliError> = None;
     let mut kill_at: Option<Instant> = None;
     let never = Instant::now();
     let status = loop {
         tokio::select! {
             status = group.wait() => break status?,
-            loss = &mut heartbeat, if lost.is_none() => {
+            loss = holding.lost(), if lost.is_none() => {
                 lost = Some(loss);
                 group.signal(libc::SIGTERM);
                 kill_at.get_or_insert(Instant::now() + kill_after);

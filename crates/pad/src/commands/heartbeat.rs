@@ -1,12 +1,21 @@
-//! Keeping a lease alive while a command runs, for `pad run`, `pad drain`
-//! and `pad guard`, with S2 — the holder stops first (docs/leases.md,
-//! "S2: the holder stops first"; the rule itself is `pad_core::stop`).
+//! Keeping leases alive while commands run, for `pad run`, `pad drain` and
+//! `pad guard`, with S2 — the holder stops first (docs/leases.md, "S2: the
+//! holder stops first"; the rule itself is `pad_core::stop`).
+//!
+//! One [`Heartbeat`] serves every lease of a supervisor: a drain running N
+//! jobs renews all of their leases together, in one request, rather than
+//! sending N (docs/leases.md, "Draining", `--jobs`). Each lease still keeps
+//! its own S2 count and is lost or renewed on its own.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pad_client::Client;
-use pad_core::api::RenewBody;
+use pad_client::{Client, ClientError};
+use pad_core::api::{RenewBody, RenewEntry, RenewLeasesBody, RenewResult};
 use pad_core::{ItemRef, Lease, stop};
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::error::{CliError, EXIT_CONFLICT, EXIT_UNAVAILABLE};
@@ -14,87 +23,294 @@ use crate::error::{CliError, EXIT_CONFLICT, EXIT_UNAVAILABLE};
 /// The pause before another try when a renewal could not reach the server.
 const RENEW_RETRY: Duration = Duration::from_secs(1);
 
-/// A lease held, and when the request that granted or last renewed it was
-/// sent (our clock): the starting point of the conservative count.
-pub(super) struct Held<'a> {
-    pub client: &'a Client,
-    pub ws: &'a str,
-    pub item_ref: &'a ItemRef,
-    pub lease: &'a Lease,
-    pub sent: Instant,
-    pub kill_after: Duration,
-}
-
 /// Refuses (exit 2) a TTL / `--kill-after` pair that leaves no room to
 /// renew before S2 would have to stop the command.
 pub(super) fn check_room(ttl: Duration, kill_after: Duration) -> Result<(), CliError> {
     stop::check_room(ttl, kill_after).map_err(|e| CliError::usage(e.to_string()))
 }
 
-/// Renews the lease every third of its TTL for as long as it can, and
-/// returns only when the command must be stopped, saying why.
-///
-/// A refusal (`lease_lost`, `lease_held`, a revoked token) is final. A server
-/// out of reach is tried again every second, but only until S2's stop
-/// point: `kill_after` plus a margin before the lease could expire, counted
-/// from when the last successful renewal was sent. Returning then leaves
-/// time to stop the command (SIGTERM, SIGKILL `kill_after` later) before
-/// any other worker can be granted the item.
-pub(super) async fn keep_alive(h: Held<'_>) -> CliError {
-    let r = h.item_ref.to_string();
-    let ttl = Duration::from_secs(h.lease.ttl_seconds.into());
-    let period = stop::renew_every(ttl);
-    let body = RenewBody {
-        epoch: Some(h.lease.epoch),
-        lease_id: Some(h.lease.lease_id),
-        holder: Some(h.lease.holder.clone()),
-        ttl_seconds: None,
-        note: None,
-    };
-    let mut stop_at = h.sent + stop::stop_after(stop::time_left(h.lease), ttl, h.kill_after);
-    let mut next = h.sent + period;
-    let mut failure: Option<String> = None;
-    let mut capped = false;
-    loop {
-        sleep_until(next.min(stop_at)).await;
-        if Instant::now() >= stop_at {
-            break;
-        }
-        let sent = Instant::now();
-        match timeout_at(stop_at, h.client.renew(h.ws, &r, &body)).await {
-            Ok(Ok(answer)) => {
-                let left = stop::time_left(&answer.lease);
-                // L19: the server says when renewals can no longer extend it.
-                capped = answer.capped;
-                stop_at = sent + stop::stop_after(left, ttl, h.kill_after);
-                next = sent + period;
-                if failure.take().is_some() {
-                    eprintln!("pad: renewed the lease on {r} again");
-                }
-            }
-            Ok(Err(e)) if e.exit_code() == EXIT_UNAVAILABLE => {
-                // One line when renewals start failing, not one per retry.
-                if failure.is_none() {
-                    eprintln!("pad: could not renew the lease on {r}; retrying until it must stop the command: {e}");
-                }
-                failure = Some(e.to_string());
-                next = Instant::now() + RENEW_RETRY;
-            }
-            Ok(Err(e)) => return CliError::for_item(h.item_ref, e),
-            Err(_stop_point) => {}
+/// The renewals of one supervisor's leases, run by a task of their own
+/// until this is dropped.
+pub(super) struct Heartbeat {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A lease the heartbeat keeps alive, until this is dropped (the item is
+/// over: renewals of it stop, and one in flight is ignored).
+pub(super) struct Holding {
+    id: u64,
+    shared: Arc<Shared>,
+    lost: oneshot::Receiver<CliError>,
+}
+
+impl Holding {
+    /// Returns only when the command must be stopped, saying why.
+    ///
+    /// A refusal (`lease_lost`, `lease_held`, a revoked token) is final. A
+    /// server out of reach is tried again every second, but only until S2's
+    /// stop point: `kill_after` plus a margin before the lease could expire,
+    /// counted from when the last successful renewal was sent. Returning then
+    /// leaves time to stop the command (SIGTERM, SIGKILL `kill_after` later)
+    /// before any other worker can be granted the item.
+    pub async fn lost(&mut self) -> CliError {
+        match (&mut self.lost).await {
+            Ok(e) => e,
+            // The heartbeat is gone with the supervisor: nothing to report.
+            Err(_) => std::future::pending().await,
         }
     }
-    if capped && failure.is_none() {
-        return CliError::new(
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).leases.remove(&self.id);
+    }
+}
+
+struct Shared {
+    kill_after: Duration,
+    state: Mutex<State>,
+    /// A lease was added: the task looks again when the next renewal is due.
+    added: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    leases: HashMap<u64, Entry>,
+}
+
+/// One lease's renewal state: S2's count, per lease.
+struct Entry {
+    item_ref: ItemRef,
+    body: RenewBody,
+    ttl: Duration,
+    /// When the command must start stopping (S2), by our clock.
+    stop_at: Instant,
+    /// When the next renewal is due: a third of the TTL after the last one.
+    next: Instant,
+    /// Why the last renewals did not get through, while they do not.
+    failure: Option<String>,
+    /// L19: the server said renewals can no longer extend the lease.
+    capped: bool,
+    lost: Option<oneshot::Sender<CliError>>,
+}
+
+impl Entry {
+    /// The stop point passed: S2's words for why the command is stopped.
+    fn s2_loss(&self) -> CliError {
+        let r = &self.item_ref;
+        if self.capped && self.failure.is_none() {
+            return CliError::new(
+                EXIT_CONFLICT,
+                format!("lease on {r} reached its max hold (L19) and cannot be renewed further"),
+            );
+        }
+        let why = self.failure.as_ref().map(|f| format!(" ({f})")).unwrap_or_default();
+        CliError::new(
             EXIT_CONFLICT,
-            format!("lease on {r} reached its max hold (L19) and cannot be renewed further"),
-        );
+            format!(
+                "lease on {r} lost: no renewal got through, and the command must be stopped before the lease can \
+                 expire{why}"
+            ),
+        )
     }
-    let why = failure.map(|f| format!(" ({f})")).unwrap_or_default();
-    CliError::new(
-        EXIT_CONFLICT,
-        format!(
-            "lease on {r} lost: no renewal got through, and the command must be stopped before the lease can expire{why}"
-        ),
-    )
+}
+
+/// What a renewal request said about one lease.
+enum Renewed {
+    Ok {
+        lease: Lease,
+        capped: bool,
+    },
+    /// The server could not be reached (exit-8 class): try again.
+    Unreachable(String),
+    /// Refused: final.
+    Refused(CliError),
+}
+
+impl Heartbeat {
+    pub fn start(client: Client, ws: String, kill_after: Duration) -> Heartbeat {
+        let shared = Arc::new(Shared { kill_after, state: Mutex::default(), added: Notify::new() });
+        let task = tokio::spawn(beat(Arc::clone(&shared), client, ws));
+        Heartbeat { shared, task }
+    }
+
+    /// Keeps `lease` on `item_ref` alive from now on; `sent` is when the
+    /// request that granted or last renewed it was sent (our clock): the
+    /// starting point of the conservative count.
+    pub fn hold(&self, item_ref: &ItemRef, lease: &Lease, sent: Instant) -> Holding {
+        let kill_after = self.shared.kill_after;
+        let ttl = Duration::from_secs(lease.ttl_seconds.into());
+        let (tx, rx) = oneshot::channel();
+        let entry = Entry {
+            item_ref: item_ref.clone(),
+            body: RenewBody {
+                epoch: Some(lease.epoch),
+                lease_id: Some(lease.lease_id),
+                holder: Some(lease.holder.clone()),
+                ttl_seconds: None,
+                note: None,
+            },
+            ttl,
+            stop_at: sent + stop::stop_after(stop::time_left(lease), ttl, kill_after),
+            next: sent + stop::renew_every(ttl),
+            failure: None,
+            capped: false,
+            lost: Some(tx),
+        };
+        let id = {
+            let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.next_id += 1;
+            let id = state.next_id;
+            state.leases.insert(id, entry);
+            id
+        };
+        self.shared.added.notify_one();
+        Holding { id, shared: Arc::clone(&self.shared), lost: rx }
+    }
+}
+
+/// The heartbeat's task: sleeps until a lease's renewal or stop point is
+/// due; then tells those past their stop point that they are lost, and
+/// renews every other lease in one request — a lease renewed a little early
+/// loses nothing, and the leases of a supervisor's jobs fall into step, so
+/// N jobs cost one request per third of a TTL, not N.
+async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
+    let kill_after = shared.kill_after;
+    loop {
+        let added = shared.added.notified();
+        let wake = {
+            let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.leases.values().map(|e| e.next.min(e.stop_at)).min()
+        };
+        match wake {
+            Some(at) => {
+                tokio::select! {
+                    () = sleep_until(at) => {}
+                    () = added => continue,
+                }
+            }
+            None => {
+                added.await;
+                continue;
+            }
+        }
+        let (batch, deadline) = {
+            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            for e in state.leases.values_mut().filter(|e| now >= e.stop_at) {
+                if let Some(tx) = e.lost.take() {
+                    let _ = tx.send(e.s2_loss());
+                }
+            }
+            state.leases.retain(|_, e| e.lost.is_some());
+            if !state.leases.values().any(|e| now >= e.next) {
+                continue;
+            }
+            let batch: Vec<(u64, ItemRef, RenewBody)> =
+                state.leases.iter().map(|(id, e)| (*id, e.item_ref.clone(), e.body.clone())).collect();
+            (batch, state.leases.values().map(|e| e.stop_at).min())
+        };
+        let Some(deadline) = deadline else { continue };
+        let sent = Instant::now();
+        // A request still unanswered at the first stop point is given up:
+        // that lease is lost at the top of the loop, the others are sent again.
+        let Ok(answers) = timeout_at(deadline, renew_all(&client, &ws, &batch)).await else { continue };
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        for ((id, r, _), answer) in batch.iter().zip(answers) {
+            // Dropped meanwhile: the item is over.
+            let Some(e) = state.leases.get_mut(id) else { continue };
+            match answer {
+                Renewed::Ok { lease, capped } => {
+                    e.capped = capped;
+                    e.stop_at = sent + stop::stop_after(stop::time_left(&lease), e.ttl, kill_after);
+                    e.next = sent + stop::renew_every(e.ttl);
+                    if e.failure.take().is_some() {
+                        eprintln!("pad: renewed the lease on {r} again");
+                    }
+                }
+                Renewed::Unreachable(why) => {
+                    // One line when renewals start failing, not one per retry.
+                    if e.failure.is_none() {
+                        eprintln!(
+                            "pad: could not renew the lease on {r}; retrying until it must stop the command: {why}"
+                        );
+                    }
+                    e.failure = Some(why);
+                    e.next = Instant::now() + RENEW_RETRY;
+                }
+                Renewed::Refused(err) => {
+                    if let Some(tx) = e.lost.take() {
+                        let _ = tx.send(err);
+                    }
+                    state.leases.remove(id);
+                }
+            }
+        }
+    }
+}
+
+/// Renews every lease of `batch` in one request (`POST …/leases/renew`),
+/// each answered on its own. A drain holds at most `JOBS_MAX` leases, which
+/// one request can carry (`RENEW_LEASES_MAX`).
+async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)]) -> Vec<Renewed> {
+    let body = RenewLeasesBody {
+        leases: batch
+            .iter()
+            .map(|(_, r, b)| RenewEntry {
+                item_ref: r.to_string(),
+                epoch: b.epoch,
+                lease_id: b.lease_id,
+                holder: b.holder.clone(),
+                ttl_seconds: b.ttl_seconds,
+                note: b.note.clone(),
+            })
+            .collect(),
+    };
+    let answer = match client.renew_leases(ws, &body).await {
+        Ok(answer) => answer,
+        Err(e) if e.exit_code() == EXIT_UNAVAILABLE => {
+            return batch.iter().map(|_| Renewed::Unreachable(e.to_string())).collect();
+        }
+        Err(e) => {
+            let (code, why) = (e.exit_code(), e.to_string());
+            return batch
+                .iter()
+                .map(|(_, r, _)| {
+                    Renewed::Refused(CliError::new(code, format!("could not renew the lease on {r}: {why}")))
+                })
+                .collect();
+        }
+    };
+    let mut results = answer.results.into_iter();
+    batch
+        .iter()
+        .map(|(_, r, _)| match results.next() {
+            Some(RenewResult { lease: Some(lease), capped, .. }) => Renewed::Ok { lease, capped },
+            Some(RenewResult { error: Some(e), .. }) => {
+                let e = ClientError::Api {
+                    status: e.code.http_status(),
+                    code: e.code,
+                    message: e.message,
+                    details: e.details,
+                    retry_after: None,
+                };
+                if e.exit_code() == EXIT_UNAVAILABLE {
+                    Renewed::Unreachable(e.to_string())
+                } else {
+                    Renewed::Refused(CliError::for_item(r, e))
+                }
+            }
+            // An answer short of a result: this lease's renewal did not get through.
+            _ => Renewed::Unreachable(format!("the server's answer named no result for {r}")),
+        })
+        .collect()
 }

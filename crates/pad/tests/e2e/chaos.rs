@@ -5,10 +5,12 @@
 //! monitor thread reads it and /proc every few milliseconds.
 //!
 //! The drains run as the README's cron recipe does, without `--autonomous`:
-//! `--max-attempts` alone keeps them off quarantined items.
+//! `--max-attempts` alone keeps them off quarantined items. One of them runs
+//! `--jobs 3`, so a `kill -9` there leaves three jobs' groups to their guards.
 //!
 //! Asserted: never two live worker processes (of different leases) on one
-//! item; no worker process left at the end; every worker stopped within
+//! item; no worker process left at the end, nor any process in a worker's
+//! process group (read from /proc); every worker stopped within
 //! `--timeout` + `--kill-after` + slack; succeeding items `done`; always-
 //! failing items quarantined after exactly `--max-attempts` failures; lease
 //! claims ≤ runs + kills (no churn).
@@ -29,6 +31,8 @@ use serde_json::Value;
 
 const WS: &str = "default";
 const DRAINS: usize = 3;
+/// `--jobs` of each drain, by slot.
+const JOBS: [usize; DRAINS] = [3, 1, 1];
 const CHAOS: Duration = Duration::from_secs(30);
 /// After the chaos, how long the drains may take to finish the backlog.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -151,6 +155,34 @@ fn monitor(ledger: PathBuf, watch: Arc<Mutex<Watch>>, stop: Arc<AtomicBool>) {
     }
 }
 
+/// The pids of the ledger's `what` lines.
+fn ledger_pids(ledger: &Path, what: &str) -> HashSet<u32> {
+    let text = std::fs::read_to_string(ledger).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first() == Some(&what)).then(|| f.get(3)?.parse().ok())?
+        })
+        .collect()
+}
+
+/// Live processes whose process group is one of `groups` (field 5 of
+/// /proc/PID/stat, after the parenthesised command name).
+fn processes_in(groups: &HashSet<u32>) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let live = f.first().is_some_and(|state| !state.starts_with(['Z', 'X']));
+        if live && f.get(2).and_then(|g| g.parse().ok()).is_some_and(|g: u32| groups.contains(&g)) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 fn drain(s: &TestServer, dir: &Path, slot: usize, worker: &Path) -> Child {
     let (ttl, timeout, kill_after) = (format!("{TTL_S}s"), format!("{TIMEOUT_S}s"), format!("{KILL_AFTER_S}s"));
     let log =
@@ -158,7 +190,8 @@ fn drain(s: &TestServer, dir: &Path, slot: usize, worker: &Path) -> Child {
     s.pad()
         .args(["drain", "--done-on-success", "--holder", &format!("drain-{slot}")])
         .args(["--ttl", &ttl, "--timeout", &timeout, "--kill-after", &kill_after])
-        .args(["--max-attempts", &MAX_ATTEMPTS.to_string(), "--format", "json", "--"])
+        .args(["--max-attempts", &MAX_ATTEMPTS.to_string(), "--jobs", &JOBS[slot].to_string()])
+        .args(["--format", "json", "--"])
         .arg("sh")
         .arg(worker)
         .arg(dir)
@@ -229,6 +262,7 @@ fn chaos(s: &TestServer, configure: impl Fn(&str)) {
     let start = Instant::now();
     let mut drains: Vec<Child> = (0..DRAINS).map(|i| drain(s, &dir, i, &worker)).collect();
     let mut kills = 0u32;
+    let mut lost_grants = 0usize;
     let mut restarts = 0u32;
     let mut next_kill = start + Duration::from_millis(800);
     let all_settled = || items.iter().all(|(r, k)| settled(&show(s, r), *k));
@@ -243,6 +277,8 @@ fn chaos(s: &TestServer, configure: impl Fn(&str)) {
             drains[slot].kill().unwrap(); // SIGKILL
             drains[slot].wait().unwrap();
             kills += 1;
+            // Each of the drain's jobs may have held a lease it had not used yet.
+            lost_grants += JOBS[slot];
             drains[slot] = drain(s, &dir, slot, &worker);
             next_kill = Instant::now() + Duration::from_millis(rand::random_range(700..2200));
         }
@@ -276,6 +312,11 @@ fn chaos(s: &TestServer, configure: impl Fn(&str)) {
     assert!(w.overlaps.is_empty(), "two leases' workers alive on one item: {:?}", w.overlaps);
     let left: Vec<_> = w.procs.iter().filter(|(_, p)| p.gone.is_none()).collect();
     assert!(left.is_empty(), "worker processes left at the end: {left:?}");
+    // Each worker (`sh`, CMD itself) led its job's process group: nothing
+    // it started may be left in one either.
+    let groups: HashSet<u32> = ledger_pids(&dir.join("ledger"), "start");
+    let in_groups = processes_in(&groups);
+    assert!(in_groups.is_empty(), "processes left in workers' groups: {in_groups:?}");
     let limit = Duration::from_secs(TIMEOUT_S + KILL_AFTER_S) + SLACK;
     for (pid, p) in w.procs.iter() {
         let lived = p.gone.unwrap() - p.started;
@@ -316,8 +357,8 @@ fn chaos(s: &TestServer, configure: impl Fn(&str)) {
         after = last.id;
         claims += page.iter().filter(|e| serde_json::to_value(&e.kind).unwrap() == "lease.claimed").count();
     }
-    eprintln!("chaos: {claims} claims, {runs} runs, {kills} kills");
-    assert!(claims <= runs + kills as usize, "churn: {claims} claims > {runs} runs + {kills} kills");
+    eprintln!("chaos: {claims} claims, {runs} runs, {kills} kills ({lost_grants} jobs killed)");
+    assert!(claims <= runs + lost_grants, "churn: {claims} claims > {runs} runs + {lost_grants} jobs killed");
 }
 
 #[test]

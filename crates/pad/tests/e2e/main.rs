@@ -12,6 +12,7 @@ mod daily;
 mod db_faults;
 mod dbmove;
 mod drain;
+mod drain_jobs;
 mod events;
 mod fencing;
 mod first_start;

@@ -125,6 +125,85 @@ fn kill_9_of_pad_run_kills_a_family_that_ignores_sigterm() {
     supervisor_death_stops_the_family(true);
 }
 
+/// The process group `pid` leads or belongs to, from /proc (field 5 of
+/// `stat`, after the parenthesised command name).
+fn pgrp(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Live processes (zombies aside) in any of `groups`.
+fn in_groups(groups: &[u32]) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| alive(pid) && pgrp(pid).is_some_and(|g| groups.contains(&g)))
+        .collect()
+}
+
+/// `kill -9` of a drain running three jobs: every job's process group —
+/// CMD, its grandchild — is gone soon after (each job's guard stops its
+/// own group), ignoring SIGTERM or not, with the leases still live.
+fn drain_jobs_death_stops_every_group(ignore_term: bool) {
+    let s = TestServer::start();
+    let refs: Vec<String> = (0..3).map(|i| create(&s, &format!("job {i}"))).collect();
+    let dir = s.home.join("jobs");
+    std::fs::create_dir(&dir).unwrap();
+    let trap = if ignore_term { "trap '' TERM; " } else { "" };
+    let script = format!(
+        "{trap}d={d}/$PAD_REF; mkdir $d; sleep 300 & echo $! > $d/gc.tmp; mv $d/gc.tmp $d/gc; \
+         echo $$ > $d/c.tmp; mv $d/c.tmp $d/c; wait",
+        d = dir.display()
+    );
+    let mut drain = spawn(
+        &s,
+        &[
+            "drain",
+            "--jobs",
+            "3",
+            "--ttl",
+            "30s",
+            "--kill-after",
+            "1s",
+            "--holder",
+            "jobs-s1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    let ready = |r: &String| dir.join(r).join("c").exists() && dir.join(r).join("gc").exists();
+    wait_for("three jobs and their grandchildren", Duration::from_secs(20), || refs.iter().all(ready));
+    let groups: Vec<u32> = refs.iter().map(|r| read_pid(&dir.join(r).join("c")).unwrap()).collect();
+    for (r, g) in refs.iter().zip(&groups) {
+        let gc = read_pid(&dir.join(r).join("gc")).unwrap();
+        assert_eq!((pgrp(*g), pgrp(gc)), (Some(*g), Some(*g)), "{r}: CMD leads its own group, with its grandchild");
+    }
+    assert_eq!(in_groups(&groups).len(), 6, "three CMDs and three grandchildren");
+
+    drain.kill().unwrap(); // SIGKILL: pad gets no say
+    drain.wait().unwrap();
+    let killed = Instant::now();
+    let limit = if ignore_term { Duration::from_secs(4) } else { Duration::from_secs(3) };
+    wait_for("every job's process group to be gone", limit, || in_groups(&groups).is_empty());
+    eprintln!("3 job groups gone {:?} after the drain's kill -9", killed.elapsed());
+    for r in &refs {
+        assert_eq!(show(&s, r)["lease"]["holder"], "jobs-s1", "{r}: the lease is still live, nobody else's");
+    }
+}
+
+#[test]
+fn kill_9_of_a_drain_with_jobs_stops_every_job_group() {
+    drain_jobs_death_stops_every_group(false);
+}
+
+#[test]
+fn kill_9_of_a_drain_with_jobs_kills_groups_that_ignore_sigterm() {
+    drain_jobs_death_stops_every_group(true);
+}
+
 #[test]
 fn a_lost_lease_stops_the_whole_group_and_leftovers_are_stopped_at_exit() {
     let s = TestServer::start();

@@ -4,6 +4,7 @@
 //! per line on stdout with `--format json`. The supervisor (`run.rs`) only
 //! tells it what happened.
 
+use std::cell::RefCell;
 use std::io::IsTerminal;
 
 use pad_core::{ItemRef, Status};
@@ -23,7 +24,8 @@ pub(super) struct Report {
     /// `pad drain` (a line per item) rather than `pad run` (quiet on success).
     drain: bool,
     live: bool,
-    counts: Counts,
+    /// Jobs end one at a time, polled on one task: a `RefCell` is enough.
+    counts: RefCell<Counts>,
     started: Instant,
 }
 
@@ -40,19 +42,17 @@ struct Counts {
 }
 
 impl Report {
-    pub(super) fn new(format: Format, drain: bool) -> Self {
+    /// `jobs`: how many CMDs may run at once. With more than one, CMDs'
+    /// output would cross the live line: none is shown.
+    pub(super) fn new(format: Format, drain: bool, jobs: usize) -> Self {
         let json = format == Format::Json;
         Report {
             json,
             drain,
-            live: drain && std::io::stderr().is_terminal(),
-            counts: Counts::default(),
+            live: drain && jobs == 1 && std::io::stderr().is_terminal(),
+            counts: RefCell::default(),
             started: Instant::now(),
         }
-    }
-
-    pub(super) fn total(&self) -> u64 {
-        self.counts.items
     }
 
     pub(super) fn clear_live(&self) {
@@ -75,7 +75,7 @@ impl Report {
     /// A drain is about to ask for the next item.
     pub(super) fn claiming(&self) {
         if self.live {
-            let c = &self.counts;
+            let c = self.counts.borrow();
             eprint!("\r\x1b[2Kdrain: {} succeeded, {} failed · claiming the next item", c.succeeded, c.failed);
         }
     }
@@ -89,9 +89,9 @@ impl Report {
         }
     }
 
-    pub(super) fn finish(&mut self, ran: &Ran) {
+    pub(super) fn finish(&self, ran: &Ran) {
         self.clear_live();
-        let c = &mut self.counts;
+        let mut c = self.counts.borrow_mut();
         c.items += 1;
         match ran.outcome {
             Outcome::Succeeded => c.succeeded += 1,
@@ -103,6 +103,7 @@ impl Report {
         if ran.status == Some(Status::Done) {
             c.marked_done += 1;
         }
+        drop(c);
         if self.json {
             print_line(&serde_json::to_value(ran).unwrap_or_default());
             return;
@@ -132,7 +133,7 @@ impl Report {
 
     pub(super) fn summary(&self) -> Result<(), CliError> {
         self.clear_live();
-        let c = &self.counts;
+        let c = &*self.counts.borrow();
         if self.json {
             let mut v = serde_json::to_value(c).unwrap_or_default();
             v["summary"] = true.into();
@@ -183,7 +184,7 @@ mod tests {
 
     #[test]
     fn messages_erase_the_live_line_first() {
-        let mut report = Report::new(Format::Table, true);
+        let mut report = Report::new(Format::Table, true, 1);
         report.live = true;
         assert_eq!(report.clear("pad: Handoff: x\n"), "\r\x1b[2Kpad: Handoff: x\n");
         report.live = false;

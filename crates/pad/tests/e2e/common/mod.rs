@@ -5,4 +5,5 @@
 pub mod history;
 pub mod load;
 pub mod pg;
+pub mod recorder;
 pub mod server;

@@ -1,0 +1,177 @@
+//! `pad drain` (docs/leases.md, "Draining"): claims ready items and runs
+//! CMD on each, up to `--jobs` at once, each job under its own lease
+//! (`job.rs`), all of their leases renewed by one heartbeat.
+//!
+//! The loop keeps one claim-next in flight at most. It asks for as many
+//! items as there are free slots; when the server has fewer, nothing more
+//! is asked until a job ends (work may have arrived meanwhile). Without
+//! `--follow` the drain ends when nothing is running and the last claim
+//! found nothing; with it, it waits for work with claim-next's long poll:
+//! one request per wait period while idle, answered as soon as an item is
+//! ready.
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use pad_core::FrontierFilter;
+use pad_core::api::{CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimNextBody};
+use tokio::time::Instant;
+
+use super::job::{release, supervise};
+use super::report::Report;
+use super::signals::Stop;
+use super::{Granted, Ran, Worker, new_session_id};
+use crate::cli::{DrainArgs, JOBS_MAX};
+use crate::commands::Ctx;
+use crate::commands::heartbeat::Heartbeat;
+use crate::commands::lease::filter;
+use crate::error::{CliError, EXIT_NOT_FOUND};
+
+/// How long one idle `--follow` claim waits on the server for work: as
+/// long as the server allows, so an idle drain sends one request per period.
+const FOLLOW_WAIT_SECONDS: u32 = CLAIM_NEXT_WAIT_MAX_SECONDS;
+
+// One claim can fill every slot, and one renewal carry every lease.
+const _: () = assert!(JOBS_MAX as u32 <= CLAIM_NEXT_COUNT_MAX && JOBS_MAX as usize <= pad_core::api::RENEW_LEASES_MAX);
+
+pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
+    let mut stop = Stop::catch()?;
+    let jobs = usize::from(a.jobs);
+    let worker = Worker::new(ctx, a.worker, jobs)?;
+    let mut filter = filter(a.filter);
+    // An attempt limit means "then leave it to a person": the drain skips
+    // quarantined (`needs-human`) items as `--autonomous` does.
+    filter.autonomous |= worker.max_attempts.is_some();
+    let max = if a.once { Some(1) } else { a.max };
+    let report = Report::new(ctx.format, true, jobs);
+    // Every lease of this drain carries its session id, and claim-next
+    // skips items whose last lease had it: the drain never runs an item
+    // twice (no churn), and what it sends does not grow with what it has
+    // done (docs/leases.md, "Draining"). A failed item is the next drain's.
+    let session = a.session.unwrap_or_else(new_session_id);
+    filter.skip_session = Some(session.clone());
+    let heartbeat = Heartbeat::start(worker.client.clone(), worker.ws.to_string(), worker.kill_after);
+
+    let mut running = FuturesUnordered::new();
+    // The one claim-next in flight, how many items it asked for, and
+    // whether it is a long poll.
+    let mut claiming = None;
+    let mut asked = 0;
+    let mut long_poll = false;
+    // Whether the last claim may have left ready items behind.
+    let mut ready = true;
+    let mut started: u64 = 0;
+    let mut failed: Option<CliError> = None;
+    let mut last: Option<Ran> = None;
+    loop {
+        let stopping = stop.received().is_some() || failed.is_some();
+        if stopping && long_poll {
+            // Nothing to wait for any more. Should the server grant an item
+            // just as this is dropped, its lease expires within its TTL.
+            claiming = None;
+            long_poll = false;
+        }
+        let room =
+            (jobs - running.len()).min(max.map_or(usize::MAX, |m| usize::try_from(m - started).unwrap_or(usize::MAX)));
+        if claiming.is_none() && !stopping && room > 0 && (ready || a.follow) {
+            let wait = if ready { 0 } else { FOLLOW_WAIT_SECONDS };
+            if running.is_empty() {
+                report.claiming();
+            }
+            long_poll = wait > 0;
+            asked = room;
+            claiming = Some(Box::pin(claim(&worker, &filter, &session, &report, room, wait)));
+        }
+        if claiming.is_none() && running.is_empty() {
+            break;
+        }
+        tokio::select! {
+            Some(done) = running.next(), if !running.is_empty() => {
+                match done {
+                    Ok(ran) => {
+                        report.finish(&ran);
+                        last = Some(ran);
+                    }
+                    // CMD could not start, or the server refused something
+                    // that will not get better with the next item: stop
+                    // claiming; the other jobs finish (docs/leases.md, "Draining").
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
+                ready = true;
+            }
+            got = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
+                claiming = None;
+                long_poll = false;
+                match got {
+                    // A job failed the drain meanwhile: run nothing new.
+                    Ok(grants) if failed.is_some() => {
+                        for g in &grants {
+                            release(&worker, g).await;
+                        }
+                    }
+                    Ok(grants) => {
+                        ready = grants.len() >= asked;
+                        for g in grants {
+                            started += 1;
+                            running.push(supervise(&worker, g, stop.clone(), &report, &heartbeat));
+                        }
+                    }
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+            // Each job sees the signal itself; the loop only stops claiming.
+            _ = stop.recv() => {}
+        }
+    }
+    report.summary()?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    match (a.once, last, stop.received()) {
+        (_, _, Some(sig)) => Err(CliError::Exit(128 + sig)),
+        (true, None, None) => {
+            eprintln!("No ready item");
+            Err(CliError::Exit(EXIT_NOT_FOUND))
+        }
+        (true, Some(ran), None) => worker.exit(&ran),
+        _ => Ok(()),
+    }
+}
+
+/// Claims up to `count` of the best ready items this drain has not run
+/// yet, in one request, waiting up to `wait` seconds for the first: the
+/// same request for the first item as for the ten-thousandth.
+async fn claim(
+    w: &Worker<'_>,
+    filter: &FrontierFilter,
+    session: &str,
+    report: &Report,
+    count: usize,
+    wait: u32,
+) -> Result<Vec<Granted>, CliError> {
+    let count = u32::try_from(count).unwrap_or(CLAIM_NEXT_COUNT_MAX).min(CLAIM_NEXT_COUNT_MAX);
+    let body = ClaimNextBody {
+        filter: filter.clone(),
+        holder: w.holder.clone(),
+        session_id: Some(session.to_string()),
+        ttl_seconds: w.ttl_seconds,
+        note: None,
+        max_hold_seconds: w.max_hold_seconds,
+        // Left out at their defaults, so `--jobs 1` sends today's request.
+        count: (count > 1).then_some(count),
+        wait_seconds: (wait > 0).then_some(wait),
+    };
+    let at = Instant::now();
+    let next = w.client.claim_next(w.ws, &body).await?;
+    Ok(next
+        .grants
+        .into_iter()
+        .map(|g| {
+            report.handoff(g.previous_holder.as_deref(), g.previous_note.as_deref());
+            Granted { item_ref: g.item.item_ref, lease: g.lease, at }
+        })
+        .collect())
+}

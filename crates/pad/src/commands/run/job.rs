@@ -1,0 +1,273 @@
+//! One job: CMD run under one granted lease, from start to the lease's end
+//! (docs/leases.md, "Working under a lease"). `pad run` runs one; `pad
+//! drain` runs one per slot (`drain.rs`), up to `--jobs` at once.
+
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use pad_core::api::{CompleteBody, FailBody, ReleaseBody};
+use tokio::process::Command;
+use tokio::time::{Instant, sleep_until};
+
+use super::report::Report;
+use super::signals::Stop;
+use super::{Granted, Outcome, Ran, Worker, exit_code};
+use crate::commands::group::Group;
+use crate::commands::heartbeat::{Heartbeat, check_room};
+use crate::error::{CliError, EXIT_CONFLICT};
+use crate::output::timestamp;
+
+/// Runs CMD under the granted lease, from start to the lease's end.
+///
+/// `stop` carries the signals pad got; `heartbeat` renews this lease with
+/// the supervisor's others (one request for all of them).
+pub(super) async fn supervise(
+    w: &Worker<'_>,
+    g: Granted,
+    mut stop: Stop,
+    report: &Report,
+    heartbeat: &Heartbeat,
+) -> Result<Ran, CliError> {
+    let started = Instant::now();
+    let mut ran = Ran {
+        item_ref: g.item_ref.clone(),
+        epoch: g.lease.epoch,
+        lease_id: Some(g.lease.lease_id),
+        outcome: Outcome::Interrupted,
+        exit_code: None,
+        seconds: 0.0,
+        status: None,
+        failures: None,
+        quarantined: false,
+        message: None,
+        signal: None,
+    };
+    // Ctrl-C while the lease was being taken: give it back, run nothing.
+    if let Some(sig) = stop.received() {
+        release(w, &g).await;
+        ran.signal = Some(sig);
+        return Ok(ran);
+    }
+    // The workspace's default TTL is known only now (S2: room to renew).
+    if let Err(e) = check_room(Duration::from_secs(g.lease.ttl_seconds.into()), w.kill_after) {
+        release(w, &g).await;
+        return Err(e);
+    }
+    report.start(&g.item_ref, g.lease.epoch);
+    let mut group = match spawn(w, &g) {
+        Ok(group) => group,
+        Err(e) => {
+            release(w, &g).await;
+            return Err(e);
+        }
+    };
+    // Renewed until `holding` is dropped: the moment the item is over.
+    let mut holding = heartbeat.hold(&g.item_ref, &g.lease, g.at);
+    let deadline = w.timeout.map(|t| started + t);
+    let mut lost: Option<CliError> = None;
+    let mut timed_out = false;
+    // Set once pad starts stopping the group: when SIGKILL follows.
+    let mut kill_at: Option<Instant> = None;
+    let status: ExitStatus = loop {
+        tokio::select! {
+            status = group.wait() => break status?,
+            loss = holding.lost(), if lost.is_none() => {
+                lost = Some(loss);
+                stopping(&group, libc::SIGTERM, &mut kill_at, w.kill_after);
+            }
+            () = sleep_until(deadline.unwrap_or(started)), if deadline.is_some() && !timed_out => {
+                timed_out = true;
+                stopping(&group, libc::SIGTERM, &mut kill_at, w.kill_after);
+            }
+            sig = stop.recv() => stopping(&group, sig, &mut kill_at, w.kill_after),
+            () = sleep_until(kill_at.unwrap_or(started)), if kill_at.is_some() => {
+                group.signal(libc::SIGKILL);
+                kill_at = None;
+            }
+        }
+    };
+    let pgid = group.pgid();
+    let had_terminal = group.had_terminal();
+    // What CMD left behind in its group goes too, before the lease ends;
+    // renewals go on meanwhile.
+    let left = {
+        let mut finish = std::pin::pin!(group.finish(w.kill_after));
+        loop {
+            tokio::select! {
+                left = &mut finish => break left,
+                loss = holding.lost(), if lost.is_none() => lost = Some(loss),
+                _ = stop.recv() => {}
+            }
+        }
+    };
+    if left {
+        eprintln!("pad: `{}` left processes in its group {pgid}; stopped them", w.program());
+    }
+    ran.seconds = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    let code = exit_code(status);
+    ran.exit_code = Some(code);
+    // Ctrl-C typed at the terminal CMD owned reached CMD, not pad.
+    if had_terminal && status.signal() == Some(libc::SIGINT) && stop.received().is_none() {
+        stop.raise(libc::SIGINT);
+    }
+    ran.signal = stop.received();
+    ran.outcome = if let Some(e) = lost {
+        ran.message = Some(format!("{}; stopped `{}`", e, w.program()));
+        Outcome::LeaseLost
+    } else if ran.signal.is_some() {
+        // An interrupted CMD may well exit 0; that does not make its work
+        // done, nor is it the item's failure.
+        release(w, &g).await;
+        Outcome::Interrupted
+    } else if timed_out {
+        let limit = humantime::format_duration(w.timeout.unwrap_or_default());
+        ran.message = Some(format!("timed out after {limit}; stopped `{}`", w.program()));
+        end_failed(w, &g, &mut ran, Outcome::TimedOut).await?
+    } else if code != 0 {
+        ran.message = Some(format!("`{}` exited {code}", w.program()));
+        end_failed(w, &g, &mut ran, Outcome::Failed).await?
+    } else {
+        end_succeeded(w, &g, &mut ran).await?
+    };
+    Ok(ran)
+}
+
+/// Starts stopping CMD's group with `sig`, if not already under way; SIGKILL
+/// follows `kill_after` later. A later signal (a second Ctrl-C) is passed on
+/// without moving the SIGKILL.
+fn stopping(group: &Group, sig: i32, kill_at: &mut Option<Instant>, kill_after: Duration) {
+    group.signal(sig);
+    if kill_at.is_none() {
+        *kill_at = Some(Instant::now() + kill_after);
+    }
+}
+
+/// CMD exited 0: with `--done-on-success`, set `done` and end the lease in
+/// one fenced request (L15); otherwise release it.
+async fn end_succeeded(w: &Worker<'_>, g: &Granted, ran: &mut Ran) -> Result<Outcome, CliError> {
+    if !w.done_on_success {
+        // The release says the work succeeded: the item's news is a success
+        // now, not the last failure (docs/leases.md, "News that is true").
+        give_back(w, g, true).await;
+        return Ok(Outcome::Succeeded);
+    }
+    let body = CompleteBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        status: None,
+    };
+    match w.client.complete(w.ws, &g.item_ref.to_string(), &body).await {
+        Ok(done) => {
+            ran.status = Some(done.item.status);
+            Ok(Outcome::Succeeded)
+        }
+        Err(e) => match CliError::for_item(&g.item_ref, e) {
+            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+                ran.message = Some(format!("{e}; the item was not marked done"));
+                Ok(Outcome::LeaseLost)
+            }
+            e => {
+                release(w, g).await;
+                Err(e)
+            }
+        },
+    }
+}
+
+/// CMD failed or timed out: the attempt counts as a failure (L14), which
+/// ends the lease; `ran.message` is the note left for the next claimant.
+/// `--max-attempts` is the quarantine threshold the server applies.
+async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome) -> Result<Outcome, CliError> {
+    let body = FailBody {
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        holder: Some(g.lease.holder.clone()),
+        note: ran.message.clone(),
+        max_failures: w.max_attempts,
+    };
+    match w.client.fail(w.ws, &g.item_ref.to_string(), &body).await {
+        Ok(answer) => {
+            let item = &answer.item;
+            let mut message = ran.message.take().unwrap_or_default();
+            message += &format!("; failure {}", item.failures);
+            if answer.quarantined {
+                message += ", quarantined (needs-human)";
+            } else if let Some(at) = item.retry_at {
+                message += &format!(", next try after {}", timestamp(at));
+            }
+            ran.message = Some(message);
+            ran.failures = Some(item.failures);
+            ran.quarantined = answer.quarantined;
+            Ok(outcome)
+        }
+        Err(e) => match CliError::for_item(&g.item_ref, e) {
+            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+                ran.message = Some(format!("{e}; the failure was not recorded"));
+                Ok(Outcome::LeaseLost)
+            }
+            e => {
+                release(w, g).await;
+                Err(e)
+            }
+        },
+    }
+}
+
+/// CMD in its own process group, with the lease in its environment.
+fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
+    let (program, args) = w.command.split_first().ok_or_else(|| CliError::usage("no command given after --"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("PAD_REF", g.item_ref.to_string())
+        .env("PAD_LEASE_EPOCH", g.lease.epoch.to_string())
+        .env("PAD_HOLDER", &g.lease.holder)
+        .env("PAD_SESSION_ID", g.lease.session_id.as_deref().unwrap_or_default())
+        // What `pad guard` needs inside CMD (docs/leases.md, "pad guard").
+        .env("PAD_LEASE_ID", g.lease.lease_id.to_string())
+        .env("PAD_LEASE_EXPIRES_AT", g.lease.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .env("PAD_WORKSPACE", w.ws)
+        .env(crate::commands::guard::IN_LEASE_GROUP, "1")
+        .env("PAD_KILL_AFTER", format!("{}s", w.kill_after.as_secs()));
+    if w.json {
+        // pad's JSON lines own stdout; CMD's output goes with the messages.
+        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+        cmd.stdout(std::process::Stdio::from(stderr));
+    }
+    // Several jobs cannot share the terminal: none of them gets it, nor
+    // reads it (a background group reading it would be stopped).
+    let terminal = w.jobs == 1;
+    if !terminal {
+        cmd.stdin(std::process::Stdio::null());
+    }
+    Group::spawn(&mut cmd, w.kill_after, terminal)
+        .map_err(|e| crate::commands::group::cannot_run(&program.to_string_lossy(), &e))
+}
+
+/// Gives the lease back. Failing to is reported, not fatal: the lease
+/// expires on its own within its TTL.
+pub(super) async fn release(w: &Worker<'_>, g: &Granted) {
+    give_back(w, g, false).await;
+}
+
+/// [`release`], saying whether the holder's work `succeeded`.
+async fn give_back(w: &Worker<'_>, g: &Granted, succeeded: bool) {
+    let body = ReleaseBody {
+        holder: Some(g.lease.holder.clone()),
+        epoch: Some(g.lease.epoch),
+        lease_id: Some(g.lease.lease_id),
+        succeeded,
+        ..ReleaseBody::default()
+    };
+    match w.client.release(w.ws, &g.item_ref.to_string(), &body).await {
+        Ok(answer) if answer.released => {}
+        Ok(_) => eprintln!("pad: the lease on {} had already ended", g.item_ref),
+        Err(e) => eprintln!(
+            "pad: could not release the lease on {} (it expires on its own): {}",
+            g.item_ref,
+            CliError::for_item(&g.item_ref, e)
+        ),
+    }
+}
