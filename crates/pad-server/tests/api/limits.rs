@@ -1,7 +1,7 @@
 //! Hostile clients: slow headers, oversized headers, floods. Each is cut off
 //! or refused while well-behaved clients keep being served.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

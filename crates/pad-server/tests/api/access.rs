@@ -2,7 +2,7 @@
 //! "Hostile member: identity"): each test is one finding, run on SQLite and,
 //! when `PAD_TEST_DATABASE_URL` is set, on PostgreSQL.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
