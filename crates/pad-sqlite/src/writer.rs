@@ -258,6 +258,7 @@ impl Drop for Tx {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::sync::atomic::Ordering;
 
     use rusqlite::Connection;
 
@@ -321,8 +322,11 @@ mod tests {
                 })
             })
             .collect();
-        // Let the flows queue on the writer, then end the first one.
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // Wait until every flow is queued on the writer (its own count, not a
+        // guess at how long spawning takes), then end the first one.
+        while w.signals.queued.load(Ordering::Acquire) < 100 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         first.conn().exec("INSERT INTO t (k) VALUES (0)", []).unwrap();
         let first_batch = first.done.clone();
         first.commit().await.unwrap();

@@ -299,7 +299,7 @@ pub async fn l3_refresh_keeps_acquired_at_and_epoch(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
     let first = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap().lease;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    pass(Duration::from_millis(20)).await;
     let out = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 300)).await.unwrap();
     assert!(out.refreshed);
     let l = out.lease;

@@ -316,7 +316,12 @@ fn an_online_backup_holds_every_write_acknowledged_before_it_began() {
                 }
             }));
         }
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Enough acknowledged writes to show anything: counted, not timed.
+        let net = tokio::time::Instant::now() + Duration::from_secs(60);
+        while acked.lock().unwrap().len() <= 10 {
+            assert!(tokio::time::Instant::now() < net, "the writers did not get going");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let before: Vec<String> = acked.lock().unwrap().clone();
         let mut cmd = tokio::process::Command::from(server.pad());
         let out = cmd.args(["db", "backup", backup.to_str().unwrap()]).output().await.unwrap();

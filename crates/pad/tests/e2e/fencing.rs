@@ -206,8 +206,12 @@ fn guard_stops_its_command_when_the_lease_is_lost() {
     let r = create(&s, "deploy");
     let lease = claim(&s, &r, "ci-7", "3s");
     let id = lease["lease"]["lease_id"].as_i64().unwrap().to_string();
-    let flag = s.home.join("term");
-    let script = format!("trap 'echo term > {}; exit 0' TERM; while true; do sleep 0.05; done", flag.display());
+    let (flag, up) = (s.home.join("term"), s.home.join("up"));
+    let script = format!(
+        "trap 'echo term > {}; exit 0' TERM; touch {}; while true; do sleep 0.05; done",
+        flag.display(),
+        up.display()
+    );
     let guard = s
         .pad()
         .args([
@@ -228,7 +232,8 @@ fn guard_stops_its_command_when_the_lease_is_lost() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Break the lease once the command runs (it says so), not after a guess.
+    wait_for("the command to start", Duration::from_secs(30), || up.exists());
     let broke = s.pad_output(["item", "release", &r, "--force", "--reason", "deploy freeze"]);
     assert!(broke.status.success(), "{}", stderr(&broke));
     let out = guard.wait_with_output().unwrap();

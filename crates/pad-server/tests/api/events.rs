@@ -2,7 +2,7 @@
 //! applied by the server, as on `GET …/events`, and only a committed event
 //! wakes the open streams.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! link-local or unspecified address is refused after the name resolves,
 //! in every spelling, without contacting it.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! when `PAD_TEST_DATABASE_URL` is set, on PostgreSQL. The cache is given a
 //! minute-long TTL, so only the invalidation can explain a refusal.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! document states the limits the server enforces (docs/reliability.md,
 //! "Hostile member").
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::Method;

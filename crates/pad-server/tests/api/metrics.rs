@@ -4,7 +4,7 @@
 //! requests bearing that token. And the bearer scheme's case does not matter
 //! on any route (docs/api.md, "Tokens").
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::Method;

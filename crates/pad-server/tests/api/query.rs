@@ -1,7 +1,7 @@
 //! A query parameter that cannot be read is `400 validation_failed` naming
 //! the parameter, in the message and in `details.field` (docs/api.md, Errors).
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 

@@ -6,7 +6,7 @@
 //! a rule here fails the test. Runs on SQLite and, when
 //! `PAD_TEST_DATABASE_URL` is set, on PostgreSQL.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, backends};
 use reqwest::Method;

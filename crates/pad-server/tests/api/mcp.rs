@@ -2,7 +2,7 @@
 //! authenticated: one authentication and one rate unit per tool call, and
 //! the same answers and refusals as the HTTP API.
 
-mod common;
+use crate::common;
 
 use common::{Answer, TestServer};
 use serde_json::{Value, json};

@@ -1,6 +1,6 @@
 //! The HTTP API against a real server on loopback.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::Method;

@@ -1,7 +1,7 @@
 //! The shared conformance suite against the PostgreSQL store, each test on a
 //! fresh database. Skipped (loudly) unless `PAD_TEST_DATABASE_URL` is set.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 //! runs. Skipped (loudly) unless `PAD_TEST_DATABASE_URL` is set; the outage
 //! test runs its own private cluster instead.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

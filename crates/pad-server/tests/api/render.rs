@@ -2,7 +2,7 @@
 //! (docs/api.md). Sanitized like `body.html`, bounded like an item body,
 //! open to any member of the workspace and to no one else.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use serde_json::json;

@@ -1,0 +1,8 @@
+//! The PostgreSQL store's integration tests, in one test binary (one module
+//! per area, linked once): the shared conformance suite and many instances
+//! on one database.
+
+mod common;
+
+mod conformance;
+mod instances;

@@ -1,0 +1,18 @@
+//! pad-server's HTTP API against a real server on loopback (`common/`), in
+//! one test binary: one module per area. Each was once its own binary,
+//! linking the whole server again; one binary builds and links once.
+
+mod common;
+
+mod access;
+mod api;
+mod auth_cache;
+mod authz;
+mod events;
+mod hostile;
+mod limits;
+mod mcp;
+mod metrics;
+mod query;
+mod render;
+mod webhook_targets;
