@@ -8,6 +8,7 @@ mod access;
 mod api;
 mod auth_cache;
 mod authz;
+mod batch;
 mod events;
 mod hostile;
 mod limits;

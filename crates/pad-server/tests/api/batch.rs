@@ -2,7 +2,7 @@
 //! polls"): claim-next with `count` and `wait_seconds`, and
 //! `POST …/leases/renew`, on every backend.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
