@@ -8,6 +8,12 @@ use utoipa::ToSchema;
 
 use crate::{Comment, Kind, Lease, Member, Role, TokenInfo, Version, WorkspaceSettings};
 
+mod import;
+pub use import::{
+    IMPORT_COMMENTS_MAX, IMPORT_ITEMS_MAX, IMPORT_KEY_MAX, IMPORT_KINDS_MAX, ImportItem, ImportRequest, ImportResult,
+    ImportedRef, ValidImportItem,
+};
+
 /// The stable error codes of docs/api.md, with their HTTP status and CLI exit
 /// code: the one table both ends read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]

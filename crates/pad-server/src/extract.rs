@@ -19,11 +19,13 @@ use crate::error::ApiError;
 /// The request body cap (docs/api.md, Limits).
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
-/// A JSON body: `application/json` only, at most [`BODY_LIMIT`], unknown
-/// fields refused with the field named.
-pub struct Json<T>(pub T);
+/// A JSON body: `application/json` only, at most `LIMIT` bytes
+/// ([`BODY_LIMIT`] unless a route says otherwise; the route's
+/// `DefaultBodyLimit` layer must say the same), unknown fields refused with
+/// the field named.
+pub struct Json<T, const LIMIT: usize = BODY_LIMIT>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+impl<T: DeserializeOwned, S: Send + Sync, const LIMIT: usize> FromRequest<S> for Json<T, LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
@@ -38,10 +40,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    ErrorCode::PayloadTooLarge,
-                    format!("request bodies are limited to {} KiB", BODY_LIMIT / 1024),
-                )
+                ApiError::new(ErrorCode::PayloadTooLarge, format!("request bodies are limited to {} KiB", LIMIT / 1024))
             } else {
                 ApiError::bad_request(format!("could not read the request body: {e}"), None)
             }

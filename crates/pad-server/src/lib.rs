@@ -60,6 +60,9 @@ pub struct AppState {
     /// When set (`PAD_METRICS_TOKEN`), `/metrics` answers only requests
     /// bearing it (docs/operations.md, "Metrics").
     pub metrics_token: Option<Arc<str>>,
+    /// Web session cookies carry `Secure`: set when `PAD_PUBLIC_URL` is
+    /// `https` (docs/operations.md, "Public URL").
+    pub secure_cookies: bool,
 }
 
 impl AppState {
@@ -82,6 +85,7 @@ impl AppState {
                 .map(|t| t.trim().to_string())
                 .filter(|t| !t.is_empty())
                 .map(Into::into),
+            secure_cookies: session::secure_cookies_from_env(),
         }
     }
 }
@@ -154,6 +158,10 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/tokens", get(wss::tokens).post(wss::create_token))
         .route("/workspaces/{ws}/tokens/{id}", delete(wss::revoke_token))
         .route("/workspaces/{ws}/items", get(items::list).post(items::create))
+        .route(
+            "/workspaces/{ws}/import",
+            post(routes::import::import).layer(DefaultBodyLimit::max(routes::import::IMPORT_BODY_LIMIT)),
+        )
         .route("/workspaces/{ws}/items/{ref}", get(items::show).patch(items::update).delete(items::delete))
         .route("/workspaces/{ws}/items/{ref}/restore", post(items::restore))
         .route("/workspaces/{ws}/items/{ref}/history", get(items::history))

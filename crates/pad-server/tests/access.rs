@@ -422,3 +422,23 @@ async fn an_account_cannot_invent_users_or_workspaces_without_bound() {
     let over = s.post(&s.owner, "/api/v1/workspaces", json!({"slug": "one-more"})).await;
     assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
 }
+
+/// docs/operations.md, "Public URL": behind https (`PAD_PUBLIC_URL`), the
+/// session and CSRF cookies are `Secure`, on sign-in and on sign-out; on a
+/// plain-http server they are not, or no browser would send them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookies_are_secure_when_the_public_url_is_https() {
+    let set_cookies = |a: &common::Answer| -> Vec<String> {
+        a.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect()
+    };
+    for secure in [true, false] {
+        let s = TestServer::start_with(|st| st.secure_cookies = secure).await;
+        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
+        assert_eq!(signed.status, 204);
+        let cookies = set_cookies(&signed);
+        assert_eq!(cookies.len(), 2, "{cookies:?}");
+        assert!(cookies.iter().all(|c| c.ends_with("; Secure") == secure), "secure={secure}: {cookies:?}");
+        let out = s.call(None, Method::DELETE, "/api/v1/session", None).await;
+        assert!(set_cookies(&out).iter().all(|c| c.ends_with("; Secure") == secure), "sign-out, secure={secure}");
+    }
+}

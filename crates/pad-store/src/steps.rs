@@ -20,6 +20,9 @@ use pad_core::{
 use serde_json::{Map, Value};
 
 use crate::shared::{self, event};
+mod import;
+pub use import::{ImportSteps, import};
+
 use crate::{
     Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, StoreError,
     StoreResult,
@@ -246,6 +249,13 @@ pub trait EventSteps: Send {
 pub async fn create_item<S: Begin>(s: &S, ws: &Workspace, actor: Actor, new: &NewItem) -> StoreResult<Item> {
     let v = new.validate()?;
     let mut tx = s.begin().await?;
+    let item = create_in(&mut tx, ws, actor, &v).await?;
+    tx.commit().await?;
+    Ok(item)
+}
+
+/// An item create inside `tx` (also used by [`import`]).
+async fn create_in<T: WriteTx>(tx: &mut T, ws: &Workspace, actor: Actor, v: &ValidNewItem) -> StoreResult<Item> {
     // The kind's counter stays held until commit, so numbers are distinct;
     // a refused create rolls its number back.
     let (prefix, number, now) = tx.next_number(ws, &v.kind).await?.ok_or_else(|| shared::unknown_kind(&v.kind))?;
@@ -257,13 +267,12 @@ pub async fn create_item<S: Begin>(s: &S, ws: &Workspace, actor: Actor, new: &Ne
         Some(a) => Some(tx.member_id(ws, "assignee", a).await?),
         None => None,
     };
-    let row = NewRow { v: &v, prefix: &prefix, number, parent, assignee, actor, now };
+    let row = NewRow { v, prefix: &prefix, number, parent, assignee, actor, now };
     let id = tx.insert_item(ws, &row).await?;
-    set_blockers(&mut tx, ws, id, &v.blocked_by).await?;
+    set_blockers(tx, ws, id, &v.blocked_by).await?;
     let item = tx.load_item(id, now).await?;
     tx.add_version(id, actor, item.changes_since(None), now).await?;
     tx.event(ws.id, EventKind::ItemCreated, &item.item_ref, Some(actor), now, event::created(&item)).await?;
-    tx.commit().await?;
     Ok(item)
 }
 
@@ -286,6 +295,22 @@ pub async fn update_item<S: Begin>(
 ) -> StoreResult<Item> {
     let p: ValidPatch = patch.validate()?;
     let mut tx = s.begin().await?;
+    let (item, changed) = update_in(&mut tx, ws, actor, r, &p).await?;
+    if changed {
+        tx.commit().await?;
+    }
+    Ok(item)
+}
+
+/// A content change inside `tx` (also used by [`import`]); false when the
+/// patch changed nothing (and nothing was written).
+async fn update_in<T: WriteTx>(
+    tx: &mut T,
+    ws: &Workspace,
+    actor: Actor,
+    r: &ItemRef,
+    p: &ValidPatch,
+) -> StoreResult<(Item, bool)> {
     if p.blocked_by.is_some() || !p.add_blocked_by.is_empty() || !p.remove_blocked_by.is_empty() {
         tx.lock_blockers(ws).await?;
     }
@@ -293,7 +318,7 @@ pub async fn update_item<S: Begin>(
     let now = locked.now;
     // L10: the row is locked until commit, so the fence holds for the write.
     let old = tx.load_item(locked.id, now).await?;
-    let Some((new, changes)) = shared::plan_update(&locked.slot, &old, &p, now)? else { return Ok(old) };
+    let Some((new, changes)) = shared::plan_update(&locked.slot, &old, p, now)? else { return Ok((old, false)) };
     if new.kind != old.kind && !tx.kind_exists(ws, &new.kind).await? {
         return Err(shared::unknown_kind(&new.kind));
     }
@@ -313,7 +338,7 @@ pub async fn update_item<S: Begin>(
         None => None,
     };
     if new.blocked_by != old.blocked_by {
-        set_blockers(&mut tx, ws, locked.id, &new.blocked_by).await?;
+        set_blockers(tx, ws, locked.id, &new.blocked_by).await?;
         // Blocker changes take turns (lock_blockers, or serialized writers),
         // so no other update can close a cycle between this check and commit.
         shared::check_blockers_acyclic(r, &tx.blocker_edges(locked.id).await?)?;
@@ -323,8 +348,7 @@ pub async fn update_item<S: Begin>(
     tx.add_version(locked.id, actor, changes, at).await?;
     tx.event(ws.id, EventKind::ItemUpdated, r, Some(actor), at, data).await?;
     let item = tx.load_item(locked.id, now).await?;
-    tx.commit().await?;
-    Ok(item)
+    Ok((item, true))
 }
 
 /// docs/leases.md, "Requeue".
@@ -354,20 +378,36 @@ pub async fn set_deleted<S: Begin>(
     deleted: bool,
 ) -> StoreResult<Item> {
     let mut tx = s.begin().await?;
+    let (item, changed) = set_deleted_in(&mut tx, ws, actor, r, fence, deleted).await?;
+    if changed {
+        tx.commit().await?;
+    }
+    Ok(item)
+}
+
+/// [`set_deleted`] inside `tx` (also used by [`import`]); false when the
+/// item already was so.
+async fn set_deleted_in<T: WriteTx>(
+    tx: &mut T,
+    ws: &Workspace,
+    actor: Actor,
+    r: &ItemRef,
+    fence: LeaseHandle,
+    deleted: bool,
+) -> StoreResult<(Item, bool)> {
     let locked = tx.lock_item(ws, r).await?;
     let now = locked.now;
     lease::check_fence(&locked.slot, fence, now).map_err(|live| StoreError::lost(live.map(|l| *l), now))?;
     let old = tx.load_item(locked.id, now).await?;
     if locked.deleted == deleted {
-        return Ok(old);
+        return Ok((old, false));
     }
     let at = tx.write_deleted(locked.id, deleted, now).await?;
     let new = tx.load_item(locked.id, now).await?;
     tx.add_version(locked.id, actor, new.changes_since(Some(&old)), at).await?;
     let kind = if deleted { EventKind::ItemDeleted } else { EventKind::ItemRestored };
     tx.event(ws.id, kind, r, Some(actor), at, serde_json::json!({})).await?;
-    tx.commit().await?;
-    Ok(new)
+    Ok((new, true))
 }
 
 pub async fn add_comment<S: Begin>(
@@ -379,11 +419,23 @@ pub async fn add_comment<S: Begin>(
 ) -> StoreResult<pad_core::Comment> {
     pad_core::model::validate_comment(body)?;
     let mut tx = s.begin().await?;
+    let comment = comment_in(&mut tx, ws, actor, r, body).await?;
+    tx.commit().await?;
+    Ok(comment)
+}
+
+/// A comment inside `tx` (also used by [`import`]).
+async fn comment_in<T: WriteTx>(
+    tx: &mut T,
+    ws: &Workspace,
+    actor: Actor,
+    r: &ItemRef,
+    body: &str,
+) -> StoreResult<pad_core::Comment> {
     // Locked so a concurrent delete cannot slip in between check and insert.
     let locked = tx.lock_item(ws, r).await?.live(r)?;
     let (id, author) = tx.insert_comment(locked.id, actor, body, locked.now).await?;
     tx.event(ws.id, EventKind::CommentCreated, r, Some(actor), locked.now, event::commented(id)).await?;
-    tx.commit().await?;
     Ok(pad_core::Comment { id, author, body: body.to_string(), created_at: locked.now })
 }
 
