@@ -327,14 +327,14 @@ mod tests {
         m.count("new", LeaseCount::Claim);
         let text = m.render_at(None, later);
         assert!(text.contains("pad_lease_claims_total{workspace=\"old\"} 2\n"), "not idle yet: {text}");
-        // An hour after its last record, `old` is no label at all; its
-        // figures live on in `other`, so no counter goes down.
+        // An hour after their last records, `old` and `new` are no labels at
+        // all; their figures live on in `other`, so no counter goes down.
         let text = m.render_at(Some(&[("old".into(), 1)]), Instant::now() + WORKSPACE_IDLE + Duration::from_secs(1));
         assert!(!text.contains("workspace=\"old\""), "{text}");
-        assert!(text.contains("pad_lease_claims_total{workspace=\"other\"} 2\n"), "{text}");
+        assert!(text.contains("pad_lease_claims_total{workspace=\"other\"} 3\n"), "{text}");
         assert!(text.contains("pad_lease_hold_seconds_count{workspace=\"other\"} 1\n"), "{text}");
         assert!(text.contains("pad_leases_live{workspace=\"other\"} 1\n"), "{text}");
-        assert!(!text.contains("workspace=\"new\""), "new went idle too: {text}");
+        assert!(!text.contains("workspace=\"new\""), "{text}");
         assert!(m.leases.lock().unwrap().by_workspace.is_empty(), "forgotten workspaces hold no memory");
         // Activity brings a label back, counting afresh.
         m.count("old", LeaseCount::Claim);
