@@ -392,7 +392,7 @@ async fn a_revoked_tokens_stream_sends_nothing_after_the_revoke_answers() {
 #[tokio::test]
 async fn an_account_cannot_invent_users_or_workspaces_without_bound() {
     let s = TestServer::start().await;
-    let invited = pad_server::limits::Budget::InvitedUsers.per_hour();
+    let invited = pad_server::limits::Budget::InvitedUsers.default_bounds().per_hour;
     for i in 0..invited {
         let a = s
             .post(
@@ -415,7 +415,7 @@ async fn an_account_cannot_invent_users_or_workspaces_without_bound() {
     let again =
         s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "u0@example.com", "role": "editor"})).await;
     assert_eq!(again.status, 200, "{:?}", again.body);
-    let made = pad_server::limits::Budget::Workspaces.per_hour();
+    let made = pad_server::limits::Budget::Workspaces.default_bounds().per_hour;
     for i in 0..made {
         assert_eq!(s.post(&s.owner, "/api/v1/workspaces", json!({"slug": format!("ws-{i}")})).await.status, 201, "{i}");
     }
@@ -441,4 +441,50 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
         let out = s.call(None, Method::DELETE, "/api/v1/session", None).await;
         assert!(set_cookies(&out).iter().all(|c| c.ends_with("; Secure") == secure), "sign-out, secure={secure}");
     }
+}
+
+/// docs/api.md, "Limits": the budgets have totals as well as hourly
+/// bounds. With the hourly bound out of the way, the 36th invented user is
+/// refused (429 `rate_limited`, saying "in all") and not created; adding
+/// members, known users included, has a budget of its own, and a role
+/// change does not spend it.
+#[tokio::test]
+async fn the_36th_invented_user_is_refused_and_members_added_are_bounded() {
+    use pad_server::limits::{AccountLimiter, Bounds, Budget};
+    let invite = |s: &TestServer, email: String| {
+        let path = format!("{DEFAULT}/members");
+        let token = s.owner.clone();
+        async move { s.post(&token, &path, json!({"email": email, "role": "viewer"})).await }
+    };
+    let loose = Bounds { per_hour: 1000, total: 1000 };
+    let s = TestServer::start_with(|st| {
+        st.accounts = AccountLimiter::default()
+            .with(Budget::InvitedUsers, Bounds { per_hour: 1000, total: 35 })
+            .with(Budget::MembersAdded, loose)
+    })
+    .await;
+    for i in 0..35 {
+        let a = invite(&s, format!("u{i}@example.com")).await;
+        assert_eq!(a.status, 200, "invite {}: {:?}", i + 1, a.body);
+    }
+    let over = invite(&s, "u35@example.com".into()).await;
+    assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+    let message = over.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 35 new users invited per account in all"), "{message}");
+    assert!(s.store.user_by_email("u35@example.com").await.unwrap().is_none(), "the 36th user was created");
+
+    let s = TestServer::start_with(|st| {
+        st.accounts = AccountLimiter::default()
+            .with(Budget::InvitedUsers, loose)
+            .with(Budget::MembersAdded, Bounds { per_hour: 2, total: 2 })
+    })
+    .await;
+    assert_eq!(invite(&s, "a@example.com".into()).await.status, 200);
+    assert_eq!(invite(&s, "b@example.com".into()).await.status, 200);
+    let role =
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "a@example.com", "role": "editor"})).await;
+    assert_eq!(role.status, 200, "a role change is no member added: {:?}", role.body);
+    let over = invite(&s, "c@example.com".into()).await;
+    assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+    assert!(over.body["error"]["message"].as_str().unwrap().contains("members added"), "{:?}", over.body);
 }
