@@ -38,7 +38,7 @@ use super::lease::filter;
 use super::{Ctx, about};
 use crate::cli::{DrainArgs, ExitCodeMap, RunArgs, WorkerArgs};
 use crate::error::{CliError, EXIT_CONFLICT, EXIT_NOT_FOUND};
-use crate::output::{Format, timestamp};
+use crate::output::{self, Format};
 
 /// `pad run` when `--timeout` stopped CMD (as `timeout(1)` does).
 pub const EXIT_TIMED_OUT: i32 = 124;
@@ -454,7 +454,7 @@ async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome
             if answer.quarantined {
                 message += ", quarantined (needs-human)";
             } else if let Some(at) = item.retry_at {
-                message += &format!(", next try after {}", timestamp(at));
+                message += &format!(", next try after {}", output::at(at, chrono::Utc::now()));
             }
             ran.message = Some(message);
             ran.failures = Some(item.failures);
