@@ -451,11 +451,9 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
 #[tokio::test]
 async fn the_36th_invented_user_is_refused_and_members_added_are_bounded() {
     use pad_server::limits::{AccountLimiter, Bounds, Budget};
-    let invite = |s: &TestServer, email: String| {
-        let path = format!("{DEFAULT}/members");
-        let token = s.owner.clone();
-        async move { s.post(&token, &path, json!({"email": email, "role": "viewer"})).await }
-    };
+    async fn invite(s: &TestServer, email: String) -> common::Answer {
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": email, "role": "viewer"})).await
+    }
     let loose = Bounds { per_hour: 1000, total: 1000 };
     let s = TestServer::start_with(|st| {
         st.accounts = AccountLimiter::default()

@@ -347,8 +347,8 @@ fn report(ctx: &Ctx, ws: &str, result: &ImportResult) -> Result<(), CliError> {
     ctx.emit(&value, |_| {
         let mut out = if result.replayed {
             format!(
-                "already imported into `{ws}` {}: this file's {} items were imported then; nothing written now\n",
-                format!("at {}", output::timestamp(result.created_at)),
+                "already imported into `{ws}` on {}: this file's {} items were imported then; nothing written now\n",
+                output::at(result.created_at, chrono::Utc::now()),
                 result.imported
             )
         } else {
