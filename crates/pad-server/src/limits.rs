@@ -12,33 +12,44 @@ pub struct StreamLimiter {
     open: Arc<Mutex<HashMap<i64, usize>>>,
 }
 
-/// Held by a stream while it is open; closing the stream frees the slot.
+/// Held by a stream while it is open; closing the stream frees the slots.
 pub struct StreamPermit {
     open: Arc<Mutex<HashMap<i64, usize>>>,
-    user_id: i64,
+    users: Vec<i64>,
 }
 
 impl StreamLimiter {
     /// A slot for one more of `user_id`'s streams, or `None` at the cap. The
     /// map holds only users with a stream open.
     pub fn open(&self, user_id: i64) -> Option<StreamPermit> {
+        self.open_charged(user_id, None)
+    }
+
+    /// Like [`StreamLimiter::open`], also taking a slot of `minted_by`, the
+    /// account that minted the caller's token, or `None` when either is at
+    /// the cap.
+    pub fn open_charged(&self, user_id: i64, minted_by: Option<i64>) -> Option<StreamPermit> {
+        let users: Vec<i64> = std::iter::once(user_id).chain(minted_by.filter(|m| *m != user_id)).collect();
         let mut open = self.open.lock().expect("stream limiter lock");
-        let n = open.entry(user_id).or_default();
-        if *n >= STREAMS_PER_USER {
+        if users.iter().any(|u| open.get(u).is_some_and(|n| *n >= STREAMS_PER_USER)) {
             return None;
         }
-        *n += 1;
-        Some(StreamPermit { open: self.open.clone(), user_id })
+        for u in &users {
+            *open.entry(*u).or_default() += 1;
+        }
+        Some(StreamPermit { open: self.open.clone(), users })
     }
 }
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
         let mut open = self.open.lock().expect("stream limiter lock");
-        if let Some(n) = open.get_mut(&self.user_id) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.user_id);
+        for u in &self.users {
+            if let Some(n) = open.get_mut(u) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(u);
+                }
             }
         }
     }
@@ -73,6 +84,12 @@ const SWEEP_MIN: usize = 1024;
 impl RateLimiter {
     pub fn new(per_second: Option<f64>) -> Self {
         RateLimiter { limit: per_second.map(|r| (r, r * 2.0)), buckets: Default::default() }
+    }
+
+    /// A bucket of `burst` requests refilled at `per_second` (for tests that
+    /// need a burst that does not refill while they run).
+    pub fn with_burst(per_second: f64, burst: f64) -> Self {
+        RateLimiter { limit: Some((per_second, burst)), buckets: Default::default() }
     }
 
     pub fn from_env() -> Self {
@@ -248,6 +265,19 @@ mod tests {
         drop(held);
         assert!(l.open(1).is_some());
         assert!(l.open.lock().unwrap().is_empty(), "closed streams leave nothing behind");
+    }
+
+    #[test]
+    fn streams_of_minted_tokens_count_for_the_minter_too() {
+        let l = StreamLimiter::default();
+        // Users 2..=9, each with a token minted by 1: one stream each.
+        let held: Vec<_> = (2..2 + STREAMS_PER_USER as i64).map(|u| l.open_charged(u, Some(1)).unwrap()).collect();
+        assert!(l.open_charged(100, Some(1)).is_none(), "a ninth invented user's stream");
+        assert!(l.open(1).is_none(), "the minter's own stream");
+        assert!(l.open_charged(100, None).is_some(), "an unrelated user");
+        assert!(l.open_charged(5, Some(5)).is_some(), "one's own token charges once");
+        drop(held);
+        assert!(l.open(1).is_some());
     }
 }
 

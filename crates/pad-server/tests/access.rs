@@ -486,3 +486,37 @@ async fn the_36th_invented_user_is_refused_and_members_added_are_bounded() {
     assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
     assert!(over.body["error"]["message"].as_str().unwrap().contains("members added"), "{:?}", over.body);
 }
+
+/// docs/api.md, "Limits": a token an owner mints for another user counts
+/// against the owner's request rate too, so inventing users buys no more
+/// requests. The bucket holds 3 requests and does not refill during the test.
+#[tokio::test]
+async fn requests_with_minted_tokens_count_against_the_minter() {
+    use pad_server::auth::{hash_token, new_token};
+    let s = TestServer::start_with(|st| st.rate = pad_server::limits::RateLimiter::with_burst(0.0001, 3.0)).await;
+    let owner = pad_store::Actor { user_id: s.store.user_by_email("owner@localhost").await.unwrap().unwrap().id };
+    let (ws, _) = s.store.membership(owner, "default").await.unwrap();
+    let mut minted = Vec::new();
+    for email in ["a@example.com", "b@example.com"] {
+        s.store.set_member(&ws, email, pad_core::Role::Editor).await.unwrap();
+        let user = pad_store::Actor { user_id: s.store.user_by_email(email).await.unwrap().unwrap().id };
+        let token = new_token();
+        s.store.create_scoped_token(user, "t", &hash_token(&token), &ws, pad_core::Role::Editor, owner).await.unwrap();
+        minted.push(token);
+    }
+    // a's own token (minted by a) charges a alone.
+    let own = s.unscoped_token("a@example.com").await;
+    for i in 0..3 {
+        assert_eq!(s.get(&minted[0], "/api/v1/me").await.status, 200, "request {}", i + 1);
+    }
+    // b's own bucket is full, the owner's is spent by a's requests.
+    let b = s.get(&minted[1], "/api/v1/me").await;
+    assert_eq!((b.status.as_u16(), b.code()), (429, "rate_limited"), "{:?}", b.body);
+    assert!(
+        b.body["error"]["message"].as_str().unwrap().contains("the account that minted this token"),
+        "{:?}",
+        b.body
+    );
+    assert_eq!(s.get(&s.owner, "/api/v1/me").await.status, 429, "the owner's own requests share the bucket");
+    assert_eq!(s.get(&own, "/api/v1/me").await.status, 429, "a's bucket is spent by its minted token too");
+}
