@@ -323,7 +323,7 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
             &mut out,
             "Last",
             &format!(
-                "{} {} {}, epoch {}, lease {}",
+                "{} {} at {}, epoch {}, lease {}",
                 l.holder,
                 l.ended,
                 output::at(l.ended_at, now),
