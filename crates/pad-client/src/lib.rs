@@ -122,6 +122,11 @@ impl Client {
         self.json(self.request(Method::POST, &["workspaces", ws, "items"]).json(body)).await
     }
 
+    /// A whole import, all or nothing (docs/api.md, "Import").
+    pub async fn import(&self, ws: &str, body: &pad_core::api::ImportRequest) -> Result<pad_core::api::ImportResult> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "import"]).json(body)).await
+    }
+
     pub async fn item(&self, ws: &str, item_ref: &str) -> Result<Item> {
         self.json(self.item_request(Method::GET, ws, item_ref, None)).await
     }

@@ -13,6 +13,11 @@ pub use batch::{
     Batch, CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, Grant, RENEW_LEASES_MAX, RenewEntry, RenewLeasesBody,
     RenewLeasesResponse, RenewResult,
 };
+mod import;
+pub use import::{
+    IMPORT_COMMENTS_MAX, IMPORT_ITEMS_MAX, IMPORT_KEY_MAX, IMPORT_KINDS_MAX, ImportItem, ImportRequest, ImportResult,
+    ImportedRef, ValidImportItem,
+};
 
 /// The stable error codes of docs/api.md, with their HTTP status and CLI exit
 /// code: the one table both ends read.

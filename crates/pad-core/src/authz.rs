@@ -55,6 +55,10 @@ pub struct Principal {
     pub user: crate::User,
     pub token_id: i64,
     pub scope: Option<TokenScope>,
+    /// Who minted the token, when another account did (an owner minting for
+    /// a member): its requests and streams count against that account too
+    /// (docs/api.md, "Limits"). `None` for a user's own token.
+    pub minted_by: Option<i64>,
 }
 
 /// The lesser of two roles (viewer < editor < owner).

@@ -254,9 +254,14 @@ impl Db {
         if present == 0 {
             return Ok(None);
         }
-        let sql = "SELECT CAST(version AS TEXT) FROM _sqlx_migrations WHERE success ORDER BY version";
+        let sql = "SELECT CAST(version AS TEXT) FROM _sqlx_migrations WHERE success";
         let rows = self.strings(sql, None).await?;
-        Ok(Some(rows.into_iter().filter_map(|r| r[0].as_deref().and_then(|v| v.parse().ok())).collect()))
+        // Sorted as numbers here: PostgreSQL would order by the text the
+        // cast makes (1, 12, 2, …), SQLite by the number.
+        let mut versions: Vec<i64> =
+            rows.into_iter().filter_map(|r| r[0].as_deref().and_then(|v| v.parse().ok())).collect();
+        versions.sort_unstable();
+        Ok(Some(versions))
     }
 
     /// A table as the database describes it.

@@ -79,7 +79,7 @@ pub(crate) async fn revoke_token(s: &PgStore, id: i64) -> StoreResult<()> {
 
 pub(crate) async fn authenticate(s: &PgStore, hash: &str) -> StoreResult<Option<Principal>> {
     let row = sqlx::query(
-        "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email,
+        "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email,
                 (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute') AS stale
          FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1 AND t.revoked_at IS NULL",
     )
@@ -131,7 +131,7 @@ pub(crate) async fn create_session(s: &PgStore, token_id: i64, hash: &str, ttl_s
 
 pub(crate) async fn authenticate_session(s: &PgStore, hash: &str) -> StoreResult<Option<Principal>> {
     let row = sqlx::query(
-        "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
+        "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email
          FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
          WHERE s.hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now() AND t.revoked_at IS NULL",
     )

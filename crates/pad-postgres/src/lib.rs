@@ -119,6 +119,7 @@ macro_rules! enqueue_events {
 mod accounts;
 mod broken;
 mod events;
+mod imports;
 mod items;
 mod leases;
 mod ready;
@@ -464,6 +465,15 @@ impl Store for PgStore {
 
     async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
         items::list_comments(self, ws, r).await
+    }
+
+    async fn import(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        req: &pad_core::api::ImportRequest,
+    ) -> StoreResult<pad_core::api::ImportResult> {
+        steps::import(self, ws, actor, req).await
     }
 
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {

@@ -176,7 +176,13 @@ pub fn token_from_row(row: &PgRow) -> StoreResult<TokenInfo> {
 /// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
 pub fn principal_from_row(row: &PgRow) -> StoreResult<Principal> {
     let user = User { id: row.get("user_id"), email: row.get("email") };
-    shared_rows::principal(row.get("token_id"), row.get("workspace_id"), row.get("scope_role"), user)
+    shared_rows::principal(
+        row.get("token_id"),
+        row.get("workspace_id"),
+        row.get("scope_role"),
+        user,
+        row.get("minted_by"),
+    )
 }
 
 /// Emails are identities: compared and stored lower-case. Safe against a

@@ -19,11 +19,13 @@ use crate::error::ApiError;
 /// The request body cap (docs/api.md, Limits).
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
-/// A JSON body: `application/json` only, at most [`BODY_LIMIT`], unknown
-/// fields refused with the field named.
-pub struct Json<T>(pub T);
+/// A JSON body: `application/json` only, at most `LIMIT` bytes
+/// ([`BODY_LIMIT`] unless a route says otherwise; the route's
+/// `DefaultBodyLimit` layer must say the same), unknown fields refused with
+/// the field named.
+pub struct Json<T, const LIMIT: usize = BODY_LIMIT>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+impl<T: DeserializeOwned, S: Send + Sync, const LIMIT: usize> FromRequest<S> for Json<T, LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
@@ -38,10 +40,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    ErrorCode::PayloadTooLarge,
-                    format!("request bodies are limited to {} KiB", BODY_LIMIT / 1024),
-                )
+                ApiError::new(ErrorCode::PayloadTooLarge, format!("request bodies are limited to {} KiB", LIMIT / 1024))
             } else {
                 ApiError::bad_request(format!("could not read the request body: {e}"), None)
             }
@@ -159,6 +158,8 @@ pub struct Caller {
     pub scope: Option<TokenScope>,
     pub token_id: i64,
     pub credential: Credential,
+    /// The account that minted the token, when not the user itself.
+    pub minted_by: Option<i64>,
 }
 
 impl Caller {
@@ -208,12 +209,25 @@ impl FromRequestParts<AppState> for Caller {
         let token_hash = match &credential {
             Credential::Token(h) | Credential::Session(h) => h.clone(),
         };
-        // Per user, so more tokens buy no more requests.
-        state.rate.check(p.user.id).map_err(|wait| ApiError {
+        // Per user, so more tokens buy no more requests; and a token minted
+        // by another account also counts against that account, so users an
+        // owner invents buy it no more either (docs/api.md, "Limits").
+        let too_fast = |wait: u64, whose: &str| ApiError {
             retry_after: Some(wait as i64),
-            ..ApiError::new(ErrorCode::RateLimited, "too many requests for this user; slow down")
-        })?;
-        Ok(Caller { user: p.user, token_hash, scope: p.scope, token_id: p.token_id, credential })
+            ..ApiError::new(ErrorCode::RateLimited, format!("too many requests for {whose}; slow down"))
+        };
+        state.rate.check(p.user.id).map_err(|w| too_fast(w, "this user"))?;
+        if let Some(minter) = p.minted_by {
+            state.rate.check(minter).map_err(|w| too_fast(w, "the account that minted this token"))?;
+        }
+        Ok(Caller {
+            user: p.user,
+            token_hash,
+            scope: p.scope,
+            token_id: p.token_id,
+            credential,
+            minted_by: p.minted_by,
+        })
     }
 }
 

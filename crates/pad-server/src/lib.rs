@@ -65,6 +65,9 @@ pub struct AppState {
     /// (docs/api.md, "Batches and long polls"); tests lengthen it so only
     /// signals can wake one.
     pub relook: std::time::Duration,
+    /// Web session cookies carry `Secure`: set when `PAD_PUBLIC_URL` is
+    /// `https` (docs/operations.md, "Public URL").
+    pub secure_cookies: bool,
 }
 
 impl AppState {
@@ -88,6 +91,7 @@ impl AppState {
                 .filter(|t| !t.is_empty())
                 .map(Into::into),
             relook: ready::RELOOK,
+            secure_cookies: session::secure_cookies_from_env(),
         }
     }
 }
@@ -160,6 +164,10 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/tokens", get(wss::tokens).post(wss::create_token))
         .route("/workspaces/{ws}/tokens/{id}", delete(wss::revoke_token))
         .route("/workspaces/{ws}/items", get(items::list).post(items::create))
+        .route(
+            "/workspaces/{ws}/import",
+            post(routes::import::import).layer(DefaultBodyLimit::max(routes::import::IMPORT_BODY_LIMIT)),
+        )
         .route("/workspaces/{ws}/items/{ref}", get(items::show).patch(items::update).delete(items::delete))
         .route("/workspaces/{ws}/items/{ref}/restore", post(items::restore))
         .route("/workspaces/{ws}/items/{ref}/history", get(items::history))

@@ -12,33 +12,44 @@ pub struct StreamLimiter {
     open: Arc<Mutex<HashMap<i64, usize>>>,
 }
 
-/// Held by a stream while it is open; closing the stream frees the slot.
+/// Held by a stream while it is open; closing the stream frees the slots.
 pub struct StreamPermit {
     open: Arc<Mutex<HashMap<i64, usize>>>,
-    user_id: i64,
+    users: Vec<i64>,
 }
 
 impl StreamLimiter {
     /// A slot for one more of `user_id`'s streams, or `None` at the cap. The
     /// map holds only users with a stream open.
     pub fn open(&self, user_id: i64) -> Option<StreamPermit> {
+        self.open_charged(user_id, None)
+    }
+
+    /// Like [`StreamLimiter::open`], also taking a slot of `minted_by`, the
+    /// account that minted the caller's token, or `None` when either is at
+    /// the cap.
+    pub fn open_charged(&self, user_id: i64, minted_by: Option<i64>) -> Option<StreamPermit> {
+        let users: Vec<i64> = std::iter::once(user_id).chain(minted_by.filter(|m| *m != user_id)).collect();
         let mut open = self.open.lock().expect("stream limiter lock");
-        let n = open.entry(user_id).or_default();
-        if *n >= STREAMS_PER_USER {
+        if users.iter().any(|u| open.get(u).is_some_and(|n| *n >= STREAMS_PER_USER)) {
             return None;
         }
-        *n += 1;
-        Some(StreamPermit { open: self.open.clone(), user_id })
+        for u in &users {
+            *open.entry(*u).or_default() += 1;
+        }
+        Some(StreamPermit { open: self.open.clone(), users })
     }
 }
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
         let mut open = self.open.lock().expect("stream limiter lock");
-        if let Some(n) = open.get_mut(&self.user_id) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.user_id);
+        for u in &self.users {
+            if let Some(n) = open.get_mut(u) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(u);
+                }
             }
         }
     }
@@ -257,25 +268,52 @@ mod tests {
         assert!(l.open(1).is_some());
         assert!(l.open.lock().unwrap().is_empty(), "closed streams leave nothing behind");
     }
+
+    #[test]
+    fn streams_of_minted_tokens_count_for_the_minter_too() {
+        let l = StreamLimiter::default();
+        // Users 2..=9, each with a token minted by 1: one stream each.
+        let held: Vec<_> = (2..2 + STREAMS_PER_USER as i64).map(|u| l.open_charged(u, Some(1)).unwrap()).collect();
+        assert!(l.open_charged(100, Some(1)).is_none(), "a ninth invented user's stream");
+        assert!(l.open(1).is_none(), "the minter's own stream");
+        assert!(l.open_charged(100, None).is_some(), "an unrelated user");
+        assert!(l.open_charged(5, Some(5)).is_some(), "one's own token charges once");
+        drop(held);
+        assert!(l.open(1).is_some());
+    }
 }
 
-/// What one account may do per hour that makes more of what the other
-/// limits count (docs/api.md, "Limits"): workspaces created, and users
-/// created by inviting new emails. Without it, an account could invent
+/// What one account may do that makes more of what the other limits count
+/// (docs/api.md, "Limits"): workspaces created, users created by inviting
+/// new emails, and members added. Each has a budget per hour and a total
+/// (since this instance started). Without them, an account could invent
 /// users (each with its own stream and rate limits) and workspaces faster
 /// than anything else here bounds them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Budget {
     Workspaces,
     InvitedUsers,
+    MembersAdded,
 }
 
 impl Budget {
-    /// Per account and hour.
-    pub fn per_hour(self) -> usize {
+    const ALL: [Budget; 3] = [Budget::Workspaces, Budget::InvitedUsers, Budget::MembersAdded];
+
+    /// The defaults: (per account and hour, per account in all).
+    pub fn default_bounds(self) -> Bounds {
         match self {
-            Budget::Workspaces => 10,
-            Budget::InvitedUsers => 20,
+            Budget::Workspaces => Bounds { per_hour: 10, total: 50 },
+            Budget::InvitedUsers => Bounds { per_hour: 20, total: 35 },
+            Budget::MembersAdded => Bounds { per_hour: 60, total: 500 },
+        }
+    }
+
+    /// The name `PAD_ACCOUNT_LIMITS` uses.
+    fn key(self) -> &'static str {
+        match self {
+            Budget::Workspaces => "workspaces",
+            Budget::InvitedUsers => "invited_users",
+            Budget::MembersAdded => "members_added",
         }
     }
 
@@ -283,26 +321,43 @@ impl Budget {
         match self {
             Budget::Workspaces => "workspaces created",
             Budget::InvitedUsers => "new users invited",
+            Budget::MembersAdded => "members added",
         }
     }
 }
 
+/// One budget's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub per_hour: usize,
+    pub total: usize,
+}
+
 const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// A sliding hour per account and [`Budget`]: the times of the last uses,
-/// at most the budget's size, so memory is bounded by the accounts active
+/// A sliding hour per account and [`Budget`] (the times of the last uses,
+/// at most the hourly bound, so memory is bounded by the accounts active
 /// within the hour; an account whose uses all expired is dropped at its
-/// next charge or by the sweep when the map has doubled.
-#[derive(Default, Clone)]
+/// next charge or by the sweep when the map has doubled), and a running
+/// total per account and budget.
+#[derive(Clone)]
 pub struct AccountLimiter {
     used: Arc<Mutex<AccountUses>>,
+    bounds: [Bounds; 3],
     off: bool,
 }
 
 #[derive(Default)]
 struct AccountUses {
     map: HashMap<(i64, Budget), std::collections::VecDeque<std::time::Instant>>,
+    totals: HashMap<(i64, Budget), usize>,
     swept_at: usize,
+}
+
+impl Default for AccountLimiter {
+    fn default() -> Self {
+        AccountLimiter { used: Default::default(), bounds: Budget::ALL.map(Budget::default_bounds), off: false }
+    }
 }
 
 impl AccountLimiter {
@@ -313,16 +368,48 @@ impl AccountLimiter {
         AccountLimiter { off: true, ..Default::default() }
     }
 
-    /// On unless `PAD_ACCOUNT_LIMITS=off`.
+    /// `PAD_ACCOUNT_LIMITS`: `off`, or bounds to change, as
+    /// `invited_users=20/35,workspaces=5/20` (per hour / in all).
     pub fn from_env() -> Self {
-        match std::env::var("PAD_ACCOUNT_LIMITS").ok().as_deref().map(str::trim) {
-            Some("off") => Self::off(),
-            _ => Self::default(),
+        match std::env::var("PAD_ACCOUNT_LIMITS") {
+            Ok(v) if v.trim() == "off" => Self::off(),
+            Ok(v) => Self::parse(&v).unwrap_or_else(|e| {
+                tracing::warn!(value = v, error = e, "PAD_ACCOUNT_LIMITS is not understood; using the defaults");
+                Self::default()
+            }),
+            Err(_) => Self::default(),
         }
     }
 
+    /// See [`AccountLimiter::from_env`].
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut l = Self::default();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').ok_or_else(|| format!("`{part}` is not name=per_hour/total"))?;
+            let budget = Budget::ALL
+                .into_iter()
+                .find(|b| b.key() == key.trim())
+                .ok_or_else(|| format!("unknown budget `{key}` (workspaces, invited_users, members_added)"))?;
+            let (hour, total) = value.split_once('/').ok_or_else(|| format!("`{value}` is not per_hour/total"))?;
+            let n = |s: &str| s.trim().parse::<usize>().map_err(|_| format!("`{s}` is not a number"));
+            l = l.with(budget, Bounds { per_hour: n(hour)?, total: n(total)? });
+        }
+        Ok(l)
+    }
+
+    /// These bounds for `budget`.
+    pub fn with(mut self, budget: Budget, bounds: Bounds) -> Self {
+        self.bounds[budget as usize] = bounds;
+        self
+    }
+
+    pub fn bounds(&self, budget: Budget) -> Bounds {
+        self.bounds[budget as usize]
+    }
+
     /// Charges one use of `budget` to `user_id`, or refuses: the message
-    /// and the seconds until the oldest use leaves the hour.
+    /// and the seconds until one is possible (an hour when the total is
+    /// spent: only a restart or another instance frees it).
     pub fn charge(&self, user_id: i64, budget: Budget) -> Result<(), (String, u64)> {
         self.charge_at(user_id, budget, std::time::Instant::now())
     }
@@ -331,27 +418,38 @@ impl AccountLimiter {
         if self.off {
             return Ok(());
         }
+        let bounds = self.bounds(budget);
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if used.map.len() >= 2 * used.swept_at.max(64) {
             used.map.retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < HOUR));
             used.swept_at = used.map.len();
         }
+        let total = used.totals.get(&(user_id, budget)).copied().unwrap_or(0);
+        if total >= bounds.total {
+            let msg = format!(
+                "at most {} {} per account in all; ask the server's operator (PAD_ACCOUNT_LIMITS)",
+                bounds.total,
+                budget.what()
+            );
+            return Err((msg, HOUR.as_secs()));
+        }
         let times = used.map.entry((user_id, budget)).or_default();
         while times.front().is_some_and(|t| now.duration_since(*t) >= HOUR) {
             times.pop_front();
         }
-        if times.len() >= budget.per_hour() {
-            let oldest = *times.front().expect("a full window has a first use");
-            let wait = HOUR.saturating_sub(now.duration_since(oldest)).as_secs().max(1);
+        if times.len() >= bounds.per_hour {
+            let wait =
+                times.front().map_or(HOUR, |oldest| HOUR.saturating_sub(now.duration_since(*oldest))).as_secs().max(1);
             let msg = format!(
                 "at most {} {} per account in an hour; the next is possible in {}s",
-                budget.per_hour(),
+                bounds.per_hour,
                 budget.what(),
                 wait
             );
             return Err((msg, wait));
         }
         times.push_back(now);
+        *used.totals.entry((user_id, budget)).or_default() += 1;
         Ok(())
     }
 }
@@ -364,7 +462,8 @@ mod account_tests {
     fn a_budget_refuses_past_its_size_and_frees_after_the_hour() {
         let l = AccountLimiter::default();
         let t0 = std::time::Instant::now();
-        for _ in 0..Budget::InvitedUsers.per_hour() {
+        let per_hour = l.bounds(Budget::InvitedUsers).per_hour;
+        for _ in 0..per_hour {
             l.charge_at(1, Budget::InvitedUsers, t0).unwrap();
         }
         let (msg, wait) = l.charge_at(1, Budget::InvitedUsers, t0).unwrap_err();
@@ -373,6 +472,34 @@ mod account_tests {
         l.charge_at(2, Budget::InvitedUsers, t0).unwrap();
         l.charge_at(1, Budget::Workspaces, t0).unwrap();
         l.charge_at(1, Budget::InvitedUsers, t0 + HOUR).unwrap();
+    }
+
+    #[test]
+    fn the_36th_invented_user_is_refused_whatever_the_hour() {
+        let l = AccountLimiter::default();
+        let t0 = std::time::Instant::now();
+        // 35 users over two hours, each within the hourly budget.
+        for i in 0..35u32 {
+            let at = t0 + HOUR * (i / 20);
+            l.charge_at(7, Budget::InvitedUsers, at).unwrap_or_else(|e| panic!("user {}: {e:?}", i + 1));
+        }
+        let (msg, _) = l.charge_at(7, Budget::InvitedUsers, t0 + HOUR * 5).unwrap_err();
+        assert!(msg.contains("at most 35 new users invited per account in all"), "{msg}");
+        let (msg, _) = l.charge_at(7, Budget::InvitedUsers, t0 + HOUR * 50).unwrap_err();
+        assert!(msg.contains("in all"), "a total does not free with time: {msg}");
+        l.charge_at(8, Budget::InvitedUsers, t0).unwrap();
+    }
+
+    #[test]
+    fn bounds_are_configurable() {
+        let l = AccountLimiter::parse("invited_users=2/3, members_added=100/1000").unwrap();
+        assert_eq!(l.bounds(Budget::InvitedUsers), Bounds { per_hour: 2, total: 3 });
+        assert_eq!(l.bounds(Budget::MembersAdded), Bounds { per_hour: 100, total: 1000 });
+        assert_eq!(l.bounds(Budget::Workspaces), Budget::Workspaces.default_bounds());
+        let refused = |spec: &str| AccountLimiter::parse(spec).err().unwrap_or_default();
+        assert!(refused("users=1/2").contains("unknown budget"));
+        assert!(refused("workspaces=1").contains("per_hour/total"));
+        assert!(refused("workspaces=x/2").contains("not a number"));
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Upper bounds of the request- and claim-latency buckets, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -116,6 +116,8 @@ struct WorkspaceLeases {
     counts: [u64; LeaseCount::ALL.len()],
     hold: Histogram,
     claim_latency: Histogram,
+    /// When this instance last recorded anything for the workspace.
+    last_active: Option<Instant>,
 }
 
 impl WorkspaceLeases {
@@ -128,6 +130,7 @@ impl WorkspaceLeases {
         for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
             *mine += theirs;
         }
+        self.last_active = self.last_active.max(other.last_active);
         self.hold.add(&other.hold);
         self.claim_latency.add(&other.claim_latency);
     }
@@ -141,10 +144,15 @@ pub const MAX_WORKSPACE_LABELS: usize = 50;
 /// The label value of the series that sums the workspaces past
 /// [`MAX_WORKSPACE_LABELS`].
 pub const OTHER_WORKSPACES: &str = "other";
+/// A workspace this instance recorded nothing for in this long is
+/// forgotten: its figures move into `workspace="other"` for good and its
+/// label is gone, so the label set does not only grow (docs/operations.md,
+/// "Metrics").
+pub const WORKSPACE_IDLE: Duration = Duration::from_secs(3600);
 
 #[derive(Default)]
 pub struct Metrics {
-    leases: Mutex<BTreeMap<String, WorkspaceLeases>>,
+    leases: Mutex<Leases>,
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_micros: AtomicU64,
@@ -158,6 +166,30 @@ pub struct Waiting<'a>(&'a AtomicU64);
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Default)]
+struct Leases {
+    by_workspace: BTreeMap<String, WorkspaceLeases>,
+    /// The figures of forgotten workspaces, kept so `other`'s counters
+    /// never go down.
+    forgotten: WorkspaceLeases,
+}
+
+impl Leases {
+    fn forget_idle(&mut self, now: Instant) {
+        let idle: Vec<String> = self
+            .by_workspace
+            .iter()
+            .filter(|(_, w)| w.last_active.is_none_or(|t| now.saturating_duration_since(t) >= WORKSPACE_IDLE))
+            .map(|(ws, _)| ws.clone())
+            .collect();
+        for ws in idle {
+            if let Some(w) = self.by_workspace.remove(&ws) {
+                self.forgotten.add(&w);
+            }
+        }
     }
 }
 
@@ -183,8 +215,10 @@ impl Metrics {
     }
 
     fn with(&self, ws: &str, f: impl FnOnce(&mut WorkspaceLeases)) {
-        let mut map = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-        f(map.entry(ws.to_string()).or_default());
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        let w = leases.by_workspace.entry(ws.to_string()).or_default();
+        w.last_active = Some(Instant::now());
+        f(w);
     }
 
     pub fn count(&self, ws: &str, what: LeaseCount) {
@@ -223,16 +257,24 @@ impl Metrics {
     /// The exposition; `live` is the store's live-lease count per workspace,
     /// `None` when it could not be read (the gauge is then left out).
     pub fn render(&self, live: Option<&[(String, u64)]>) -> String {
+        self.render_at(live, Instant::now())
+    }
+
+    fn render_at(&self, live: Option<&[(String, u64)]>, now: Instant) -> String {
         let mut out = String::new();
-        let map = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-        let mut ranked: Vec<(&String, &WorkspaceLeases)> = map.iter().collect();
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases.forget_idle(now);
+        let mut ranked: Vec<(&String, &WorkspaceLeases)> = leases.by_workspace.iter().collect();
         ranked.sort_by(|a, b| b.1.activity().cmp(&a.1.activity()).then_with(|| a.0.cmp(b.0)));
         let mut shown: BTreeMap<String, WorkspaceLeases> = BTreeMap::new();
         for (i, (ws, w)) in ranked.into_iter().enumerate() {
             let key = if i < MAX_WORKSPACE_LABELS { ws.as_str() } else { OTHER_WORKSPACES };
             shown.entry(key.to_string()).or_default().add(w);
         }
-        drop(map);
+        if leases.forgotten.last_active.is_some() {
+            shown.entry(OTHER_WORKSPACES.to_string()).or_default().add(&leases.forgotten);
+        }
+        drop(leases);
         for what in LeaseCount::ALL {
             let (name, help) = what.name_and_help();
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -298,6 +340,32 @@ mod tests {
         assert!(text.contains("pad_lease_hold_seconds_bucket{workspace=\"acme\",le=\"30\"} 1\n"), "{text}");
         assert!(text.contains("pad_lease_hold_seconds_sum{workspace=\"acme\"} 20\n"), "{text}");
         assert!(!m.render(None).contains("pad_leases_live{"), "no gauge when the store could not be read");
+    }
+
+    #[test]
+    fn idle_workspaces_are_forgotten_into_other() {
+        let m = Metrics::default();
+        m.count("old", LeaseCount::Claim);
+        m.count("old", LeaseCount::Claim);
+        m.held("old", chrono::Duration::seconds(5));
+        let later = Instant::now() + WORKSPACE_IDLE / 2;
+        m.count("new", LeaseCount::Claim);
+        let text = m.render_at(None, later);
+        assert!(text.contains("pad_lease_claims_total{workspace=\"old\"} 2\n"), "not idle yet: {text}");
+        // An hour after their last records, `old` and `new` are no labels at
+        // all; their figures live on in `other`, so no counter goes down.
+        let text = m.render_at(Some(&[("old".into(), 1)]), Instant::now() + WORKSPACE_IDLE + Duration::from_secs(1));
+        assert!(!text.contains("workspace=\"old\""), "{text}");
+        assert!(text.contains("pad_lease_claims_total{workspace=\"other\"} 3\n"), "{text}");
+        assert!(text.contains("pad_lease_hold_seconds_count{workspace=\"other\"} 1\n"), "{text}");
+        assert!(text.contains("pad_leases_live{workspace=\"other\"} 1\n"), "{text}");
+        assert!(!text.contains("workspace=\"new\""), "{text}");
+        assert!(m.leases.lock().unwrap().by_workspace.is_empty(), "forgotten workspaces hold no memory");
+        // Activity brings a label back, counting afresh.
+        m.count("old", LeaseCount::Claim);
+        let text = m.render(None);
+        assert!(text.contains("pad_lease_claims_total{workspace=\"old\"} 1\n"), "{text}");
+        assert!(text.contains("pad_lease_claims_total{workspace=\"other\"} 3\n"), "{text}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use crate::routes::{events, items, leases, render, webhooks, workspaces};
+use crate::routes::{events, import, items, leases, render, webhooks, workspaces};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -15,7 +15,7 @@ use crate::routes::{events, items, leases, render, webhooks, workspaces};
         workspaces::kinds, workspaces::add_kind, workspaces::members, workspaces::set_member,
         workspaces::tokens, workspaces::create_token, workspaces::revoke_token, workspaces::remove_member,
         items::list, items::create, items::show, items::update, items::delete, items::restore,
-        items::history, items::comments, items::comment, render::body_html, render::render,
+        items::history, items::comments, items::comment, import::import, render::body_html, render::render,
         leases::claim, leases::renew, leases::release, leases::complete, leases::fail, leases::requeue, leases::frontier, leases::claim_next, leases::renew_leases,
         events::page, events::stream, crate::session::create, crate::session::delete,
         webhooks::create, webhooks::list, webhooks::delete, webhooks::test, webhooks::deliveries,

@@ -40,10 +40,23 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-fn set_cookies(resp: &mut Response, session: &str, csrf: &str, max_age: u32) {
+/// Whether the cookies carry `Secure`: when the server's public URL
+/// (`PAD_PUBLIC_URL`) is `https`, so a browser never sends the session over
+/// plain HTTP (docs/operations.md, "Public URL"). A local `http` server
+/// keeps them without it, or no browser would send them back at all.
+pub fn secure_cookies_from_env() -> bool {
+    std::env::var("PAD_PUBLIC_URL").is_ok_and(|u| is_https(&u))
+}
+
+fn is_https(url: &str) -> bool {
+    url.trim().get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+}
+
+fn set_cookies(resp: &mut Response, session: &str, csrf: &str, max_age: u32, secure: bool) {
     let h = resp.headers_mut();
-    let session = format!("{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}");
-    let csrf = format!("{CSRF_COOKIE}={csrf}; Path=/; SameSite=Strict; Max-Age={max_age}");
+    let secure = if secure { "; Secure" } else { "" };
+    let session = format!("{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}");
+    let csrf = format!("{CSRF_COOKIE}={csrf}; Path=/; SameSite=Strict; Max-Age={max_age}{secure}");
     for c in [session, csrf] {
         if let Ok(v) = HeaderValue::from_str(&c) {
             h.append(header::SET_COOKIE, v);
@@ -94,7 +107,7 @@ pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> 
     let id = new_session_id();
     s.store.create_session(principal.token_id, &hash_token(&id), SESSION_TTL_SECONDS.into()).await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    set_cookies(&mut resp, &id, &csrf_for(&id), SESSION_TTL_SECONDS);
+    set_cookies(&mut resp, &id, &csrf_for(&id), SESSION_TTL_SECONDS, s.secure_cookies);
     Ok(resp)
 }
 
@@ -113,6 +126,18 @@ pub async fn delete(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<
         s.store.revoke_session(&hash).await?;
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    set_cookies(&mut resp, "", "", 0);
+    set_cookies(&mut resp, "", "", 0, s.secure_cookies);
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_an_https_public_url_makes_cookies_secure() {
+        assert!(super::is_https("https://pad.example.com"));
+        assert!(super::is_https(" HTTPS://pad.example.com/ "));
+        assert!(!super::is_https("http://pad.example.com"));
+        assert!(!super::is_https("pad.example.com"));
+        assert!(!super::is_https(""));
+    }
 }

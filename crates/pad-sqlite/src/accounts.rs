@@ -84,7 +84,8 @@ pub(crate) async fn authenticate(s: &SqliteStore, hash: &str) -> StoreResult<Opt
     let found = s
         .read(move |c| {
             c.opt(
-                "SELECT t.id AS token_id, t.last_used_at, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
+                "SELECT t.id AS token_id, t.last_used_at, t.workspace_id, t.role AS scope_role, t.minted_by,
+                        u.id AS user_id, u.email
                  FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL",
                 [&hash],
                 |r| Ok((rows::principal_from_row(r)?, r.col::<Option<i64>>("last_used_at")?)),
@@ -124,7 +125,7 @@ pub(crate) async fn authenticate_session(s: &SqliteStore, hash: &str) -> StoreRe
     let (hash, now) = (hash.to_owned(), micros(s.clock.read()));
     s.read(move |c| {
         c.opt(
-            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, u.id AS user_id, u.email
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email
              FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
              WHERE s.hash = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND t.revoked_at IS NULL",
             (&hash, now),

@@ -21,6 +21,7 @@ mod broken;
 mod checkpoint;
 mod clock;
 mod events;
+mod imports;
 mod items;
 mod leases;
 mod readers;
@@ -353,6 +354,15 @@ impl Store for SqliteStore {
 
     async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
         items::list_comments(self, ws, r).await
+    }
+
+    async fn import(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        req: &pad_core::api::ImportRequest,
+    ) -> StoreResult<pad_core::api::ImportResult> {
+        steps::import(self, ws, actor, req).await
     }
 
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {

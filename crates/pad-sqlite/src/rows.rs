@@ -145,7 +145,13 @@ pub fn token_from_row(row: &Row<'_>) -> StoreResult<TokenInfo> {
 /// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
 pub fn principal_from_row(row: &Row<'_>) -> StoreResult<Principal> {
     let user = User { id: row.col("user_id")?, email: row.col("email")? };
-    shared_rows::principal(row.col("token_id")?, row.col("workspace_id")?, row.col("scope_role")?, user)
+    shared_rows::principal(
+        row.col("token_id")?,
+        row.col("workspace_id")?,
+        row.col("scope_role")?,
+        user,
+        row.col("minted_by")?,
+    )
 }
 
 /// Emails are identities: compared and stored lower-case.

@@ -162,6 +162,17 @@ pub trait Store: Send + Sync + 'static {
     /// Comments, oldest first.
     async fn list_comments(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Comment>>;
 
+    /// A whole import in one transaction (docs/api.md, "Import"): the kinds,
+    /// items, links, statuses, comments and deletions of `req`, or nothing.
+    /// A key `ws` has imported before writes nothing and answers that
+    /// import's result with `replayed` set.
+    async fn import(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        req: &pad_core::api::ImportRequest,
+    ) -> StoreResult<pad_core::api::ImportResult>;
+
     /// L1-L3, L5, L7-L9.
     async fn claim(&self, ws: &Workspace, item_ref: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome>;
     /// L4.

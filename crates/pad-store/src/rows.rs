@@ -204,11 +204,14 @@ pub fn principal(
     workspace_id: Option<i64>,
     scope_role: Option<String>,
     user: User,
+    minted_by: Option<i64>,
 ) -> StoreResult<Principal> {
     let scope = match (workspace_id, self::scope_role(scope_role)?) {
         (Some(workspace_id), Some(role)) => Some(TokenScope { workspace_id, role }),
         (None, None) => None,
         _ => return Err(corrupt("tokens.role", "a scope needs both a workspace and a role")),
     };
-    Ok(Principal { user, token_id, scope })
+    // One's own token charges no one else.
+    let minted_by = minted_by.filter(|m| *m != user.id);
+    Ok(Principal { user, token_id, scope, minted_by })
 }

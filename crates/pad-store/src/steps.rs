@@ -11,15 +11,18 @@ use async_trait::async_trait;
 use pad_core::lease::{self, LeaseEnd, LeaseHandle, LeaseSlot, Terms};
 use pad_core::model::ValidNewItem;
 use pad_core::model::ValidPatch;
-use pad_core::model::{DEFAULT_KINDS, validate_slug};
-use pad_core::validate::{self, Lines};
 use pad_core::{
-    EventKind, FrontierFilter, Item, ItemPatch, ItemRef, Lease, Member, NEEDS_HUMAN, NewItem, Role, Status, Timestamp,
+    EventKind, FrontierFilter, Item, ItemPatch, ItemRef, Lease, NEEDS_HUMAN, NewItem, Role, Status, Timestamp,
     TokenInfo, User, ValidFrontierFilter, Workspace,
 };
 use serde_json::{Map, Value};
 
 use crate::shared::{self, event};
+mod accounts;
+mod import;
+pub use accounts::{bootstrap, create_workspace, ensure_user, insert_token, remove_member, set_member};
+pub use import::{ImportSteps, import};
+
 use crate::{
     Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, StoreError,
     StoreResult,
@@ -251,6 +254,13 @@ pub trait EventSteps: Send {
 pub async fn create_item<S: Begin>(s: &S, ws: &Workspace, actor: Actor, new: &NewItem) -> StoreResult<Item> {
     let v = new.validate()?;
     let mut tx = s.begin().await?;
+    let item = create_in(&mut tx, ws, actor, &v).await?;
+    tx.commit().await?;
+    Ok(item)
+}
+
+/// An item create inside `tx` (also used by [`import`]).
+async fn create_in<T: WriteTx>(tx: &mut T, ws: &Workspace, actor: Actor, v: &ValidNewItem) -> StoreResult<Item> {
     // The kind's counter stays held until commit, so numbers are distinct;
     // a refused create rolls its number back.
     let (prefix, number, now) = tx.next_number(ws, &v.kind).await?.ok_or_else(|| shared::unknown_kind(&v.kind))?;
@@ -262,13 +272,12 @@ pub async fn create_item<S: Begin>(s: &S, ws: &Workspace, actor: Actor, new: &Ne
         Some(a) => Some(tx.member_id(ws, "assignee", a).await?),
         None => None,
     };
-    let row = NewRow { v: &v, prefix: &prefix, number, parent, assignee, actor, now };
+    let row = NewRow { v, prefix: &prefix, number, parent, assignee, actor, now };
     let id = tx.insert_item(ws, &row).await?;
-    set_blockers(&mut tx, ws, id, &v.blocked_by).await?;
+    set_blockers(tx, ws, id, &v.blocked_by).await?;
     let item = tx.load_item(id, now).await?;
     tx.add_version(id, actor, item.changes_since(None), now).await?;
     tx.event(ws.id, EventKind::ItemCreated, &item.item_ref, Some(actor), now, event::created(&item)).await?;
-    tx.commit().await?;
     Ok(item)
 }
 
@@ -291,6 +300,22 @@ pub async fn update_item<S: Begin>(
 ) -> StoreResult<Item> {
     let p: ValidPatch = patch.validate()?;
     let mut tx = s.begin().await?;
+    let (item, changed) = update_in(&mut tx, ws, actor, r, &p).await?;
+    if changed {
+        tx.commit().await?;
+    }
+    Ok(item)
+}
+
+/// A content change inside `tx` (also used by [`import`]); false when the
+/// patch changed nothing (and nothing was written).
+async fn update_in<T: WriteTx>(
+    tx: &mut T,
+    ws: &Workspace,
+    actor: Actor,
+    r: &ItemRef,
+    p: &ValidPatch,
+) -> StoreResult<(Item, bool)> {
     if p.blocked_by.is_some() || !p.add_blocked_by.is_empty() || !p.remove_blocked_by.is_empty() {
         tx.lock_blockers(ws).await?;
     }
@@ -298,7 +323,7 @@ pub async fn update_item<S: Begin>(
     let now = locked.now;
     // L10: the row is locked until commit, so the fence holds for the write.
     let old = tx.load_item(locked.id, now).await?;
-    let Some((new, changes)) = shared::plan_update(&locked.slot, &old, &p, now)? else { return Ok(old) };
+    let Some((new, changes)) = shared::plan_update(&locked.slot, &old, p, now)? else { return Ok((old, false)) };
     if new.kind != old.kind && !tx.kind_exists(ws, &new.kind).await? {
         return Err(shared::unknown_kind(&new.kind));
     }
@@ -318,7 +343,7 @@ pub async fn update_item<S: Begin>(
         None => None,
     };
     if new.blocked_by != old.blocked_by {
-        set_blockers(&mut tx, ws, locked.id, &new.blocked_by).await?;
+        set_blockers(tx, ws, locked.id, &new.blocked_by).await?;
         // Blocker changes take turns (lock_blockers, or serialized writers),
         // so no other update can close a cycle between this check and commit.
         shared::check_blockers_acyclic(r, &tx.blocker_edges(locked.id).await?)?;
@@ -328,8 +353,7 @@ pub async fn update_item<S: Begin>(
     tx.add_version(locked.id, actor, changes, at).await?;
     tx.event(ws.id, EventKind::ItemUpdated, r, Some(actor), at, data).await?;
     let item = tx.load_item(locked.id, now).await?;
-    tx.commit().await?;
-    Ok(item)
+    Ok((item, true))
 }
 
 /// docs/leases.md, "Requeue".
@@ -359,20 +383,36 @@ pub async fn set_deleted<S: Begin>(
     deleted: bool,
 ) -> StoreResult<Item> {
     let mut tx = s.begin().await?;
+    let (item, changed) = set_deleted_in(&mut tx, ws, actor, r, fence, deleted).await?;
+    if changed {
+        tx.commit().await?;
+    }
+    Ok(item)
+}
+
+/// [`set_deleted`] inside `tx` (also used by [`import`]); false when the
+/// item already was so.
+async fn set_deleted_in<T: WriteTx>(
+    tx: &mut T,
+    ws: &Workspace,
+    actor: Actor,
+    r: &ItemRef,
+    fence: LeaseHandle,
+    deleted: bool,
+) -> StoreResult<(Item, bool)> {
     let locked = tx.lock_item(ws, r).await?;
     let now = locked.now;
     lease::check_fence(&locked.slot, fence, now).map_err(|live| StoreError::lost(live.map(|l| *l), now))?;
     let old = tx.load_item(locked.id, now).await?;
     if locked.deleted == deleted {
-        return Ok(old);
+        return Ok((old, false));
     }
     let at = tx.write_deleted(locked.id, deleted, now).await?;
     let new = tx.load_item(locked.id, now).await?;
     tx.add_version(locked.id, actor, new.changes_since(Some(&old)), at).await?;
     let kind = if deleted { EventKind::ItemDeleted } else { EventKind::ItemRestored };
     tx.event(ws.id, kind, r, Some(actor), at, serde_json::json!({})).await?;
-    tx.commit().await?;
-    Ok(new)
+    Ok((new, true))
 }
 
 pub async fn add_comment<S: Begin>(
@@ -384,11 +424,23 @@ pub async fn add_comment<S: Begin>(
 ) -> StoreResult<pad_core::Comment> {
     pad_core::model::validate_comment(body)?;
     let mut tx = s.begin().await?;
+    let comment = comment_in(&mut tx, ws, actor, r, body).await?;
+    tx.commit().await?;
+    Ok(comment)
+}
+
+/// A comment inside `tx` (also used by [`import`]).
+async fn comment_in<T: WriteTx>(
+    tx: &mut T,
+    ws: &Workspace,
+    actor: Actor,
+    r: &ItemRef,
+    body: &str,
+) -> StoreResult<pad_core::Comment> {
     // Locked so a concurrent delete cannot slip in between check and insert.
     let locked = tx.lock_item(ws, r).await?.live(r)?;
     let (id, author) = tx.insert_comment(locked.id, actor, body, locked.now).await?;
     tx.event(ws.id, EventKind::CommentCreated, r, Some(actor), locked.now, event::commented(id)).await?;
-    tx.commit().await?;
     Ok(pad_core::Comment { id, author, body: body.to_string(), created_at: locked.now })
 }
 
@@ -589,111 +641,4 @@ pub async fn fail<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &FailReques
     let item = tx.load_item(locked.id, now).await?;
     tx.commit().await?;
     Ok(FailOutcome { item, quarantined })
-}
-
-pub async fn ensure_user<S: Begin>(s: &S, email: &str) -> StoreResult<User> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    let user = tx.ensure_user(email).await?;
-    tx.commit().await?;
-    Ok(user)
-}
-
-/// A workspace with its owner and the default kinds.
-async fn new_workspace<T: WriteTx>(tx: &mut T, slug: &str, name: &str, owner: i64) -> StoreResult<Workspace> {
-    let ws = tx
-        .insert_workspace(slug, name)
-        .await?
-        .ok_or_else(|| StoreError::invalid("slug", format!("workspace {slug:?} already exists")))?;
-    tx.put_member(ws.id, owner, Role::Owner).await?;
-    for (kind, prefix) in DEFAULT_KINDS {
-        tx.insert_kind(ws.id, kind, prefix).await?;
-    }
-    Ok(ws)
-}
-
-pub async fn create_workspace<S: Begin>(s: &S, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
-    validate_slug("slug", slug)?;
-    validate::text("name", name, 1, 200, Lines::Single)?;
-    let mut tx = s.begin().await?;
-    let ws = new_workspace(&mut tx, slug, name, owner.user_id).await?;
-    tx.commit().await?;
-    Ok(ws)
-}
-
-/// The first start, in one transaction (docs/reliability.md, "First start").
-pub async fn bootstrap<S: Begin>(s: &S, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
-    validate::email("email", email)?;
-    validate_slug("slug", slug)?;
-    let mut tx = s.begin().await?;
-    // Instances starting at once on an empty store: the first bootstraps,
-    // the others wait and then see its user.
-    tx.lock_first_start().await?;
-    if tx.any_user().await? {
-        return Ok(false);
-    }
-    let user = tx.ensure_user(email).await?;
-    shared::failpoint("bootstrap-user");
-    new_workspace(&mut tx, slug, name, user.id).await?;
-    shared::failpoint("bootstrap-workspace");
-    tx.insert_token(user.id, "bootstrap", hash, None, user.id).await?;
-    shared::failpoint("bootstrap-token");
-    tx.commit().await?;
-    Ok(true)
-}
-
-fn last_owner(field: &str) -> StoreError {
-    StoreError::invalid(field, "a workspace needs at least one owner")
-}
-
-/// Adds a member (creating the user) or changes its role; never demotes the
-/// last owner.
-pub async fn set_member<S: Begin>(s: &S, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    // Two concurrent demotions must not both see "another owner remains".
-    tx.lock_members(ws.id).await?;
-    let user = tx.ensure_user(email).await?;
-    if tx.member_role(ws.id, user.id).await? == Some(Role::Owner) && role != Role::Owner && tx.owners(ws.id).await? <= 1
-    {
-        return Err(last_owner("role"));
-    }
-    let added_at = tx.put_member(ws.id, user.id, role).await?;
-    tx.commit().await?;
-    Ok(Member { email: user.email, role, added_at })
-}
-
-/// Removes a member (never the last owner) and revokes its scoped tokens
-/// and every token it minted for others in the workspace.
-pub async fn remove_member<S: Begin>(s: &S, ws: &Workspace, email: &str) -> StoreResult<()> {
-    validate::email("email", email)?;
-    let mut tx = s.begin().await?;
-    tx.lock_members(ws.id).await?;
-    let (user, role) =
-        tx.member_by_email(ws.id, email).await?.ok_or_else(|| StoreError::not_found(format!("member {email}")))?;
-    if role == Role::Owner && tx.owners(ws.id).await? <= 1 {
-        return Err(last_owner("email"));
-    }
-    tx.delete_member(ws.id, user).await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// One token insert, under the per-user cap (docs/api.md, "Tokens").
-pub async fn insert_token<S: Begin>(
-    s: &S,
-    user: Actor,
-    name: &str,
-    hash: &str,
-    scope: Option<(i64, Role)>,
-    minted_by: Actor,
-) -> StoreResult<TokenInfo> {
-    validate::text("name", name, 1, 200, Lines::Single)?;
-    let mut tx = s.begin().await?;
-    // Concurrent mints of one user take turns, so the cap holds.
-    tx.lock_tokens(user.user_id).await?;
-    shared::too_many_tokens(tx.live_tokens(user.user_id).await?)?;
-    let token = tx.insert_token(user.user_id, name, hash, scope, minted_by.user_id).await?;
-    tx.commit().await?;
-    Ok(token)
 }

@@ -98,19 +98,36 @@ pub fn plain() -> bool {
     PLAIN.get().copied().unwrap_or(false)
 }
 
+/// The two ways the CLI shows a time to people (README.md, "Times"), and
+/// the only ones: JSON output keeps the API's RFC 3339 times untouched.
+///
 /// A time in a table: `5m ago`, `in 3m` (`3d ago`, then the date, for old
 /// ones) for people; RFC 3339 for scripts.
 pub fn when(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     if plain() {
         return timestamp(t);
     }
+    if seconds_until(t, now) <= -7 * 86_400 {
+        return t.format("%Y-%m-%d").to_string();
+    }
+    relative(t, now)
+}
+
+/// A time in a sentence or a detail line, where exactness matters: the UTC
+/// time, then how far it is from now, `2026-12-02T07:00:00Z (in 3m)`,
+/// `… (5m ago)`, `… (just now)`.
+pub fn at(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    format!("{} ({})", timestamp(t), relative(t, now))
+}
+
+/// `in 3m`, `just now`, `5m ago`, `3d ago`.
+fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let ahead = seconds_until(t, now);
     match ahead {
         1.. => format!("in {}", in_words(ahead)),
         _ if -ahead < 60 => "just now".to_string(),
-        _ if -ahead < 7 * 86_400 && -ahead >= 86_400 => format!("{}d ago", -ahead / 86_400),
-        _ if -ahead < 86_400 => format!("{} ago", in_words(-ahead)),
-        _ => t.format("%Y-%m-%d").to_string(),
+        _ if -ahead >= 86_400 => format!("{}d ago", -ahead / 86_400),
+        _ => format!("{} ago", in_words(-ahead)),
     }
 }
 
@@ -267,6 +284,21 @@ pub fn timestamp(t: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_for_people_are_exact_with_the_distance_from_now() {
+        let now: DateTime<Utc> = "2026-12-02T07:00:00Z".parse().unwrap();
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(at(t("2026-12-02T07:03:00Z"), now), "2026-12-02T07:03:00Z (in 3m)");
+        assert_eq!(at(t("2026-12-02T06:55:00Z"), now), "2026-12-02T06:55:00Z (5m ago)");
+        assert_eq!(at(t("2026-12-02T06:59:30Z"), now), "2026-12-02T06:59:30Z (just now)");
+        assert_eq!(at(t("2026-11-20T07:00:00Z"), now), "2026-11-20T07:00:00Z (12d ago)");
+        // A table cell is shorter: relative, then the date once it is old.
+        assert_eq!(when(t("2026-12-02T06:55:00Z"), now), "5m ago");
+        assert_eq!(when(t("2026-11-29T07:00:00Z"), now), "3d ago");
+        assert_eq!(when(t("2026-11-20T07:00:00Z"), now), "2026-11-20");
+        assert_eq!(when(t("2026-12-02T09:00:00Z"), now), "in 2h");
+    }
 
     #[test]
     fn durations_in_words() {

@@ -74,9 +74,14 @@ pub async fn stream(
         }
     };
     let cursor = resume.or(q.after).unwrap_or(0);
-    let permit = s.streams.open(ctx.caller.user.id).ok_or_else(|| ApiError {
+    // Counted for the user and for the account that minted its token, if
+    // another (docs/api.md, "Limits").
+    let permit = s.streams.open_charged(ctx.caller.user.id, ctx.caller.minted_by).ok_or_else(|| ApiError {
         retry_after: Some(5),
-        ..ApiError::new(ErrorCode::RateLimited, "too many open event streams for this user; close one first")
+        ..ApiError::new(
+            ErrorCode::RateLimited,
+            "too many open event streams for this user or the account that minted its token; close one first",
+        )
     })?;
     let state = Tail {
         store: s.store.clone(),

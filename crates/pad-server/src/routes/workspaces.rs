@@ -128,6 +128,10 @@ pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<Se
     if s.store.user_by_email(&body.email).await?.is_none() {
         s.accounts.charge(ctx.actor().user_id, Budget::InvitedUsers).map_err(budget_spent)?;
     }
+    // So is each member added (a role change is not one).
+    if !s.store.list_members(&ctx.ws).await?.iter().any(|m| m.email.eq_ignore_ascii_case(&body.email)) {
+        s.accounts.charge(ctx.actor().user_id, Budget::MembersAdded).map_err(budget_spent)?;
+    }
     let _fresh = s.auth_cache.invalidation();
     Ok(axum::Json(s.store.set_member(&ctx.ws, &body.email, body.role).await?))
 }

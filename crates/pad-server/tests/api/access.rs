@@ -395,7 +395,7 @@ async fn a_revoked_tokens_stream_sends_nothing_after_the_revoke_answers() {
 #[tokio::test]
 async fn an_account_cannot_invent_users_or_workspaces_without_bound() {
     let s = TestServer::start().await;
-    let invited = pad_server::limits::Budget::InvitedUsers.per_hour();
+    let invited = pad_server::limits::Budget::InvitedUsers.default_bounds().per_hour;
     for i in 0..invited {
         let a = s
             .post(
@@ -418,10 +418,108 @@ async fn an_account_cannot_invent_users_or_workspaces_without_bound() {
     let again =
         s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "u0@example.com", "role": "editor"})).await;
     assert_eq!(again.status, 200, "{:?}", again.body);
-    let made = pad_server::limits::Budget::Workspaces.per_hour();
+    let made = pad_server::limits::Budget::Workspaces.default_bounds().per_hour;
     for i in 0..made {
         assert_eq!(s.post(&s.owner, "/api/v1/workspaces", json!({"slug": format!("ws-{i}")})).await.status, 201, "{i}");
     }
     let over = s.post(&s.owner, "/api/v1/workspaces", json!({"slug": "one-more"})).await;
     assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+}
+
+/// docs/operations.md, "Public URL": behind https (`PAD_PUBLIC_URL`), the
+/// session and CSRF cookies are `Secure`, on sign-in and on sign-out; on a
+/// plain-http server they are not, or no browser would send them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookies_are_secure_when_the_public_url_is_https() {
+    let set_cookies = |a: &common::Answer| -> Vec<String> {
+        a.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect()
+    };
+    for secure in [true, false] {
+        let s = TestServer::start_with(|st| st.secure_cookies = secure).await;
+        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
+        assert_eq!(signed.status, 204);
+        let cookies = set_cookies(&signed);
+        assert_eq!(cookies.len(), 2, "{cookies:?}");
+        assert!(cookies.iter().all(|c| c.ends_with("; Secure") == secure), "secure={secure}: {cookies:?}");
+        let out = s.call(None, Method::DELETE, "/api/v1/session", None).await;
+        assert!(set_cookies(&out).iter().all(|c| c.ends_with("; Secure") == secure), "sign-out, secure={secure}");
+    }
+}
+
+/// docs/api.md, "Limits": the budgets have totals as well as hourly
+/// bounds. With the hourly bound out of the way, the 36th invented user is
+/// refused (429 `rate_limited`, saying "in all") and not created; adding
+/// members, known users included, has a budget of its own, and a role
+/// change does not spend it.
+#[tokio::test]
+async fn the_36th_invented_user_is_refused_and_members_added_are_bounded() {
+    use pad_server::limits::{AccountLimiter, Bounds, Budget};
+    async fn invite(s: &TestServer, email: String) -> common::Answer {
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": email, "role": "viewer"})).await
+    }
+    let loose = Bounds { per_hour: 1000, total: 1000 };
+    let s = TestServer::start_with(|st| {
+        st.accounts = AccountLimiter::default()
+            .with(Budget::InvitedUsers, Bounds { per_hour: 1000, total: 35 })
+            .with(Budget::MembersAdded, loose)
+    })
+    .await;
+    for i in 0..35 {
+        let a = invite(&s, format!("u{i}@example.com")).await;
+        assert_eq!(a.status, 200, "invite {}: {:?}", i + 1, a.body);
+    }
+    let over = invite(&s, "u35@example.com".into()).await;
+    assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+    let message = over.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 35 new users invited per account in all"), "{message}");
+    assert!(s.store.user_by_email("u35@example.com").await.unwrap().is_none(), "the 36th user was created");
+
+    let s = TestServer::start_with(|st| {
+        st.accounts = AccountLimiter::default()
+            .with(Budget::InvitedUsers, loose)
+            .with(Budget::MembersAdded, Bounds { per_hour: 2, total: 2 })
+    })
+    .await;
+    assert_eq!(invite(&s, "a@example.com".into()).await.status, 200);
+    assert_eq!(invite(&s, "b@example.com".into()).await.status, 200);
+    let role =
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "a@example.com", "role": "editor"})).await;
+    assert_eq!(role.status, 200, "a role change is no member added: {:?}", role.body);
+    let over = invite(&s, "c@example.com".into()).await;
+    assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+    assert!(over.body["error"]["message"].as_str().unwrap().contains("members added"), "{:?}", over.body);
+}
+
+/// docs/api.md, "Limits": a token an owner mints for another user counts
+/// against the owner's request rate too, so inventing users buys no more
+/// requests. The bucket holds 3 requests and does not refill during the test.
+#[tokio::test]
+async fn requests_with_minted_tokens_count_against_the_minter() {
+    use pad_server::auth::{hash_token, new_token};
+    let s = TestServer::start_with(|st| st.rate = pad_server::limits::RateLimiter::with_burst(0.0001, 3.0)).await;
+    let owner = pad_store::Actor { user_id: s.store.user_by_email("owner@localhost").await.unwrap().unwrap().id };
+    let (ws, _) = s.store.membership(owner, "default").await.unwrap();
+    let mut minted = Vec::new();
+    for email in ["a@example.com", "b@example.com"] {
+        s.store.set_member(&ws, email, pad_core::Role::Editor).await.unwrap();
+        let user = pad_store::Actor { user_id: s.store.user_by_email(email).await.unwrap().unwrap().id };
+        let token = new_token();
+        s.store.create_scoped_token(user, "t", &hash_token(&token), &ws, pad_core::Role::Editor, owner).await.unwrap();
+        minted.push(token);
+    }
+    // a's own token (minted by a) charges a alone.
+    let own = s.unscoped_token("a@example.com").await;
+    for i in 0..3 {
+        assert_eq!(s.get(&minted[0], "/api/v1/me").await.status, 200, "request {}", i + 1);
+    }
+    // b's own bucket is full, the owner's is spent by a's requests.
+    let b = s.get(&minted[1], "/api/v1/me").await;
+    assert_eq!((b.status.as_u16(), b.code()), (429, "rate_limited"), "{:?}", b.body);
+    assert!(
+        b.body["error"]["message"].as_str().unwrap().contains("the account that minted this token"),
+        "{:?}",
+        b.body
+    );
+    assert_eq!(s.get(&s.owner, "/api/v1/me").await.status, 429, "the owner's own requests share the bucket");
+    assert_eq!(s.get(&own, "/api/v1/me").await.status, 429, "a's bucket is spent by its minted token too");
 }

@@ -10,7 +10,7 @@ use pad_core::{Comment, Item, ItemPatch, NewItem, Status, Version};
 use super::{Ctx, about, lease};
 use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, StatusFilter, UpdateArgs};
 use crate::error::CliError;
-use crate::output::{self, colour_enabled, cyan, fit, in_words, seconds_until, table, terminal_width, timestamp};
+use crate::output::{self, colour_enabled, cyan, fit, table, terminal_width, timestamp};
 
 pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
@@ -301,26 +301,18 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
     if !i.labels.is_empty() {
         field_line(&mut out, "Labels", &i.labels.join(", "));
     }
-    field_line(&mut out, "Created", &format!("{} by {}", timestamp(i.created_at), i.created_by));
-    field_line(&mut out, "Updated", &timestamp(i.updated_at));
+    field_line(&mut out, "Created", &format!("{} by {}", output::at(i.created_at, now), i.created_by));
+    field_line(&mut out, "Updated", &output::at(i.updated_at, now));
     if let Some(at) = i.deleted_at {
-        field_line(&mut out, "Deleted", &timestamp(at));
+        field_line(&mut out, "Deleted", &output::at(at, now));
     }
     field_line(&mut out, "Assigned", i.assignee.as_deref().unwrap_or("-"));
     if let Some(l) = &i.lease {
-        field_line(
-            &mut out,
-            "Lease",
-            &format!("{} (expires in {})", l.holder, in_words(seconds_until(l.expires_at, now))),
-        );
+        field_line(&mut out, "Lease", &format!("{}, expires {}", l.holder, output::at(l.expires_at, now)));
         // L19: the cap, which no renewal moves.
         if let Some(cap) = l.hold_until {
             let capped = if l.is_capped() { "; capped: renewals no longer extend it" } else { "" };
-            field_line(
-                &mut out,
-                "Held max",
-                &format!("until {} (in {}{capped})", timestamp(cap), in_words(seconds_until(cap, now))),
-            );
+            field_line(&mut out, "Held max", &format!("until {}{capped}", output::at(cap, now)));
         }
         if let Some(note) = &i.lease_note {
             field_line(&mut out, "Progress", note);
@@ -330,7 +322,14 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
         field_line(
             &mut out,
             "Last",
-            &format!("{} {} at {} (epoch {}, lease {})", l.holder, l.ended, timestamp(l.ended_at), l.epoch, l.lease_id),
+            &format!(
+                "{} {} at {}, epoch {}, lease {}",
+                l.holder,
+                l.ended,
+                output::at(l.ended_at, now),
+                l.epoch,
+                l.lease_id
+            ),
         );
         if let Some(note) = &l.note {
             field_line(&mut out, "Note", note);
@@ -344,11 +343,7 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
     // after failures is the news, the failures its history.
     let succeeded_last = i.last_success_at.is_some_and(|s| i.last_failure_at.is_none_or(|f| s >= f));
     if let Some(at) = i.last_success_at.filter(|_| succeeded_last) {
-        field_line(
-            &mut out,
-            "Outcome",
-            &format!("succeeded {} ({} ago)", timestamp(at), in_words(seconds_until(now, at))),
-        );
+        field_line(&mut out, "Outcome", &format!("succeeded {}", output::at(at, now)));
     }
     if i.failures > 0 {
         let note = i.last_failure_note.as_deref().map(|n| format!(", last: {n}")).unwrap_or_default();
@@ -363,7 +358,7 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
     }
     for (name, at) in [("Retry at", i.retry_at), ("Deferred", i.not_before)] {
         if let Some(at) = at.filter(|at| *at > now) {
-            field_line(&mut out, name, &format!("{} (in {})", timestamp(at), in_words(seconds_until(at, now))));
+            field_line(&mut out, name, &output::at(at, now));
         }
     }
     if !i.body.trim().is_empty() {
@@ -385,7 +380,7 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
     out
 }
 
-/// `Name:` padded so values line up: `Lease:    runner-a (expires in 14m)`.
+/// `Name:` padded so values line up: `Lease:    runner-a, expires 2026-01-01T00:15:00Z (in 14m)`.
 fn field_line(out: &mut String, name: &str, value: &str) {
     let label = format!("{name}:");
     out.push_str(&format!("{label:<10}{value}\n"));
@@ -465,7 +460,9 @@ mod tests {
         let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
         let text = render_show(&item(true), now);
         assert!(
-            text.contains("Assigned: a@example.com\nLease:    runner-a (expires in 14m)\nProgress: 3 of 7 done\n"),
+            text.contains(
+                "Assigned: a@example.com\nLease:    runner-a, expires 2026-01-01T00:15:00Z (in 14m)\nProgress: 3 of 7 done\n"
+            ),
             "{text}"
         );
         assert!(text.contains("Blockers: BUG-2\nComments: 2 (`pad item comment "), "{text}");

@@ -10,7 +10,7 @@ use pad_core::{FrontierFilter, ItemRef, Lease};
 use super::{Ctx, about};
 use crate::cli::{ClaimArgs, ClaimNextArgs, CompleteArgs, FailArgs, FilterArgs, ReleaseArgs, RenewArgs};
 use crate::error::{CliError, EXIT_NOT_FOUND};
-use crate::output::{in_words, seconds_until, timestamp};
+use crate::output;
 
 pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
@@ -129,7 +129,7 @@ pub async fn fail(ctx: &Ctx, client: &Client, a: FailArgs) -> Result<(), CliErro
     ctx.emit(&failed, |f| {
         let mut out = format!("Failed {} (failure {})", f.item_ref, f.item.failures);
         if let Some(at) = f.item.retry_at {
-            out.push_str(&format!("; retry after {} (in {})", timestamp(at), in_words(seconds_until(at, Utc::now()))));
+            out.push_str(&format!("; retry after {}", output::at(at, Utc::now())));
         }
         out.push('\n');
         if f.quarantined {
@@ -210,13 +210,12 @@ pub fn frontier_query(f: &FrontierFilter) -> FrontierQuery {
 /// both handles `complete`, `fail`, `renew` and `release` take (docs/leases.md L17).
 pub fn lease_line(verb: &str, r: &ItemRef, l: &Lease) -> String {
     let session = l.session_id.as_deref().map(|s| format!(", session {s}")).unwrap_or_default();
-    let left = in_words(seconds_until(l.expires_at, Utc::now()));
     format!(
-        "{verb} {r}: {}{session}, epoch {}, lease {}, expires {} (in {left})\n",
+        "{verb} {r}: {}{session}, epoch {}, lease {}, expires {}\n",
         l.holder,
         l.epoch,
         l.lease_id,
-        timestamp(l.expires_at)
+        output::at(l.expires_at, Utc::now())
     )
 }
 

@@ -2,18 +2,19 @@
 //! one workspace as JSON Lines, over the HTTP API, so they work against any
 //! server and any backend.
 //!
-//! Import is all or nothing for live items: everything is read and checked
-//! before the first write, and if a write fails, every item already created
-//! is deleted again before the command fails. Refs are kept when free:
-//! items are created in number order, so in a workspace whose counter for a
-//! kind has not passed the file's first number, each gets its old ref back.
+//! Import is one request, written by the server in one transaction
+//! (`POST …/import`): killed or refused, it wrote nothing, and its key (the
+//! file's SHA-256) makes a re-run of the same file write nothing twice.
+//! Refs are kept when free: items are created in number order, so in a
+//! workspace whose counter for a kind has not passed the file's first
+//! number, each gets its old ref back.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, Write};
 
 use pad_client::{Client, ClientError};
-use pad_core::api::{CreateKind, ListQuery, NewComment};
-use pad_core::{Comment, Item, ItemPatch, NewItem, Priority, Status, Version};
+use pad_core::api::{CreateKind, ImportItem, ImportRequest, ImportResult, ImportedRef, ListQuery};
+use pad_core::{Comment, Item, NewItem, Priority, Status, Version};
 use serde::{Deserialize, Serialize};
 
 use super::Ctx;
@@ -224,30 +225,52 @@ fn from_github(text: &str) -> Result<Vec<Planned>, CliError> {
         .collect())
 }
 
-/// Every check that can be made before writing: fields, links, kinds.
-/// Answers the kinds to create.
-async fn check(client: &Client, ws: &str, plan: &mut [Planned]) -> Result<Vec<CreateKind>, CliError> {
-    let mut seen = HashSet::new();
-    for p in plan.iter() {
-        if !seen.insert(p.old.clone()) {
-            return Err(CliError::usage(format!("{} appears twice in the file", p.old)));
-        }
+/// The request for `plan`, keyed by the file's content: a re-run of the
+/// same file (after a crash, or by mistake) is answered from the first
+/// import and writes nothing (docs/operations.md, "Export and import").
+fn request(text: &str, plan: &[Planned], kinds: Vec<CreateKind>) -> ImportRequest {
+    use sha2::Digest;
+    ImportRequest {
+        import_key: format!("sha256:{}", hex::encode(sha2::Sha256::digest(text.as_bytes()))),
+        kinds,
+        items: plan
+            .iter()
+            .map(|p| ImportItem {
+                file_ref: p.old.clone(),
+                item: p.new.clone(),
+                status: p.status,
+                parent: p.parent.clone(),
+                blocked_by: p.blocked_by.clone(),
+                comments: p.comments.clone(),
+                deleted: p.deleted,
+            })
+            .collect(),
     }
-    for p in plan.iter() {
-        p.new.validate().map_err(|e| CliError::usage(format!("{}: {}: {}", p.old, e.field, e.message)))?;
-        for link in p.parent.iter().chain(&p.blocked_by) {
-            if !seen.contains(link) {
-                return Err(CliError::usage(format!(
-                    "{} links to {link}, which is not in the file: export the whole workspace",
-                    p.old
-                )));
+}
+
+/// The server's checks, made here first so a bad file fails before any
+/// network call, its item named by its ref in the file.
+fn check_file(req: &ImportRequest) -> Result<(), CliError> {
+    req.validate().map(drop).map_err(|e| {
+        let place = e
+            .field
+            .strip_prefix("items[")
+            .and_then(|rest| rest.split_once(']'))
+            .and_then(|(i, rest)| Some((req.items.get(i.parse::<usize>().ok()?)?, rest)));
+        match place {
+            Some((item, rest)) => {
+                let field = rest.trim_start_matches('.').trim_start_matches("item.");
+                CliError::usage(format!("{}: {field}: {}", item.file_ref, e.message))
             }
+            None => CliError::usage(format!("{}: {}", e.field, e.message)),
         }
-        for c in &p.comments {
-            pad_core::validate_comment(c)
-                .map_err(|e| CliError::usage(format!("{}: a comment: {}", p.old, e.message)))?;
-        }
-    }
+    })
+}
+
+/// The checks that need the workspace: kinds to create (refusing a prefix
+/// another kind holds), and assignees who are not members here (left out,
+/// and said).
+async fn check_workspace(client: &Client, ws: &str, plan: &mut [Planned]) -> Result<Vec<CreateKind>, CliError> {
     let existing = client.kinds(ws).await?.kinds;
     let mut create: Vec<CreateKind> = Vec::new();
     for p in plan.iter() {
@@ -264,7 +287,6 @@ async fn check(client: &Client, ws: &str, plan: &mut [Planned]) -> Result<Vec<Cr
         }
         create.push(CreateKind { name: kind, prefix: p.prefix.clone() });
     }
-    // An assignee must be a member here; one who is not is left out, and said.
     let members: HashSet<String> = client.members(ws).await?.members.into_iter().map(|m| m.email).collect();
     for p in plan.iter_mut() {
         if let Some(a) = p.new.assignee.take_if(|a| !members.contains(a.as_str())) {
@@ -292,98 +314,54 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     // Number order per kind: where the numbers are free, the server hands
     // each item its old number back.
     plan.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
+    check_file(&request(&text, &plan, vec![]))?;
     let client = ctx.client()?;
     let ws = ctx.ws();
-    let kinds = check(&client, ws, &mut plan).await?;
+    let kinds = check_workspace(&client, ws, &mut plan).await?;
     if args.dry_run {
         let new_kinds: Vec<&str> = kinds.iter().map(|k| k.name.as_str()).collect();
         return output::print(&dry_run_line(plan.len(), ws, &new_kinds));
     }
-    for k in &kinds {
-        client.create_kind(ws, k).await?;
-    }
-    let mut created: Vec<String> = Vec::new();
-    match write(&client, ws, &plan, &mut created).await {
-        Ok(mapping) => report(ctx, ws, &plan, &mapping),
-        Err((what, e)) => {
-            let mut undone = 0;
-            for r in &created {
-                if client.delete_item(ws, r, &Default::default()).await.is_ok() {
-                    undone += 1;
-                }
-            }
-            let err = CliError::from(e);
-            Err(CliError::new(
-                match &err {
-                    CliError::Failed { code, .. } => *code,
-                    _ => 1,
-                },
-                format!(
-                    "import failed at {what}: {err}; rolled back: deleted the {undone} of {} items it had \
-                     created (their numbers stay used)",
-                    created.len()
-                ),
-            ))
-        }
-    }
-}
-
-type Failure = (String, ClientError);
-
-/// Creates the items, then links them, sets their status, adds comments and
-/// deletes the deleted ones. Answers old ref → new ref.
-async fn write(
-    client: &Client,
-    ws: &str,
-    plan: &[Planned],
-    created: &mut Vec<String>,
-) -> Result<HashMap<String, String>, Failure> {
-    let mut mapping = HashMap::new();
-    for p in plan {
-        let item = client.create_item(ws, &p.new).await.map_err(|e| (p.old.clone(), e))?;
-        let new = item.item_ref.to_string();
-        created.push(new.clone());
-        mapping.insert(p.old.clone(), new);
-    }
-    for p in plan {
-        let new = &mapping[&p.old];
-        let patch = ItemPatch {
-            status: (p.status != Status::Open).then_some(p.status),
-            parent: p.parent.as_ref().map(|r| Some(mapping[r].clone())),
-            blocked_by: (!p.blocked_by.is_empty()).then(|| p.blocked_by.iter().map(|r| mapping[r].clone()).collect()),
-            ..Default::default()
+    // One request, one transaction: killed or refused, it wrote nothing.
+    let result = client.import(ws, &request(&text, &plan, kinds)).await.map_err(|e| {
+        let err = CliError::from(e);
+        let code = match &err {
+            CliError::Failed { code, .. } => *code,
+            _ => 1,
         };
-        if patch != ItemPatch::default() {
-            client.update_item(ws, new, &patch).await.map_err(|e| (p.old.clone(), e))?;
-        }
-        for body in &p.comments {
-            client.add_comment(ws, new, &NewComment { body: body.clone() }).await.map_err(|e| (p.old.clone(), e))?;
-        }
-    }
-    for p in plan.iter().filter(|p| p.deleted) {
-        client.delete_item(ws, &mapping[&p.old], &Default::default()).await.map_err(|e| (p.old.clone(), e))?;
-    }
-    Ok(mapping)
+        CliError::new(code, format!("import failed: {err}; nothing was written"))
+    })?;
+    report(ctx, ws, &result)
 }
 
-fn report(ctx: &Ctx, ws: &str, plan: &[Planned], mapping: &HashMap<String, String>) -> Result<(), CliError> {
-    let moved: Vec<(&str, &str)> =
-        plan.iter().map(|p| (p.old.as_str(), mapping[&p.old].as_str())).filter(|(o, n)| o != n).collect();
+fn report(ctx: &Ctx, ws: &str, result: &ImportResult) -> Result<(), CliError> {
+    let moved: Vec<&ImportedRef> = result.refs.iter().filter(|r| r.from != r.to).collect();
     let value = serde_json::json!({
         "workspace": ws,
-        "imported": plan.len(),
-        "kept": plan.len() - moved.len(),
-        "mapped": moved.iter().map(|(o, n)| serde_json::json!({"from": o, "to": n})).collect::<Vec<_>>(),
+        "imported": result.imported,
+        "kept": result.imported - moved.len(),
+        "mapped": moved.iter().map(|r| serde_json::json!({"from": r.from, "to": r.to})).collect::<Vec<_>>(),
+        "replayed": result.replayed,
+        "import_key": result.import_key,
     });
     ctx.emit(&value, |_| {
-        let mut out = format!(
+        let mut out = if result.replayed {
+            format!(
+                "already imported into `{ws}` on {}: this file's {} items were imported then; nothing written now\n",
+                output::at(result.created_at, chrono::Utc::now()),
+                result.imported
+            )
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
             "imported {} items into `{ws}`: {} kept their refs, {} got new ones\n",
-            plan.len(),
-            plan.len() - moved.len(),
+            result.imported,
+            result.imported - moved.len(),
             moved.len()
-        );
-        for (o, n) in &moved {
-            out.push_str(&format!("{o} -> {n}\n"));
+        ));
+        for r in &moved {
+            out.push_str(&format!("{} -> {}\n", r.from, r.to));
         }
         out
     })

@@ -5,7 +5,7 @@ use pad_core::webhook::{CreateWebhook, WebhookDelivery};
 use super::Ctx;
 use crate::cli::WebhookCommand;
 use crate::error::CliError;
-use crate::output::{table, timestamp};
+use crate::output::{table, when};
 
 pub async fn run(ctx: &Ctx, cmd: WebhookCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
@@ -21,6 +21,7 @@ pub async fn run(ctx: &Ctx, cmd: WebhookCommand) -> Result<(), CliError> {
         }
         WebhookCommand::List => {
             let list = client.webhooks(ctx.ws()).await?;
+            let now = chrono::Utc::now();
             ctx.emit(&list, |l| {
                 let rows: Vec<Vec<String>> = l
                     .webhooks
@@ -31,7 +32,7 @@ pub async fn run(ctx: &Ctx, cmd: WebhookCommand) -> Result<(), CliError> {
                         } else {
                             w.events.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(",")
                         };
-                        vec![w.id.to_string(), w.url.clone(), events, w.pending.to_string(), timestamp(w.created_at)]
+                        vec![w.id.to_string(), w.url.clone(), events, w.pending.to_string(), when(w.created_at, now)]
                     })
                     .collect();
                 table(&["ID", "URL", "EVENTS", "PENDING", "CREATED"], &rows)
@@ -56,7 +57,7 @@ const HEADERS: &[&str] = &["AT", "EVENT", "TYPE", "ATTEMPT", "STATUS", "OUTCOME"
 
 fn row(d: &WebhookDelivery) -> Vec<String> {
     vec![
-        timestamp(d.at),
+        when(d.at, chrono::Utc::now()),
         d.event_id.map_or_else(|| "-".into(), |e| e.to_string()),
         d.event_type.clone(),
         d.attempt.to_string(),

@@ -17,6 +17,7 @@ mod events;
 mod fencing;
 mod first_start;
 mod full_disk;
+mod import_kill;
 mod logs;
 mod mcp;
 mod metrics;

@@ -53,7 +53,10 @@ fn tour_create_claim_contend_show_list_release() {
     let lines: Vec<&str> = show.lines().collect();
     let assigned = lines.iter().position(|l| l.starts_with("Assigned:")).expect("an Assigned line");
     let lease = lines[assigned + 1];
-    assert!(lease.starts_with("Lease:    runner-a (expires in ") && lease.ends_with(')'), "{show}");
+    assert!(
+        lease.starts_with(&format!("Lease:    runner-a, expires {expires} (in ")) && lease.ends_with(')'),
+        "{show}"
+    );
     assert!(!ok(&s.pad_output(["item", "show", "TASK-2"])).contains("Lease:"));
 
     // List: stdout is a pipe, so plain TAB-separated fields (README.md,

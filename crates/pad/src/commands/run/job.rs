@@ -17,7 +17,7 @@ use super::{Granted, Outcome, Ran, Worker, exit_code};
 use crate::commands::group::Group;
 use crate::commands::heartbeat::{Heartbeat, check_room};
 use crate::error::{CliError, EXIT_CONFLICT};
-use crate::output::timestamp;
+use crate::output;
 
 /// Runs CMD under the granted lease, from start to the lease's end.
 ///
@@ -196,7 +196,7 @@ async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome
             if answer.quarantined {
                 message += ", quarantined (needs-human)";
             } else if let Some(at) = item.retry_at {
-                message += &format!(", next try after {}", timestamp(at));
+                message += &format!(", next try after {}", output::at(at, chrono::Utc::now()));
             }
             ran.message = Some(message);
             ran.failures = Some(item.failures);
