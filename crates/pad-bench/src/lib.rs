@@ -45,6 +45,8 @@ pub enum Scenario {
     Scale,
     /// pg-boss, graphile-worker and pgqueuer draining the same backlog (Postgres, --peers)
     Peers,
+    /// item creation beside 20 dead webhook receivers with a queued backlog
+    Webhooks,
 }
 
 /// `pad bench`'s flags. Sizes left out take the defaults (or `--quick`'s).
@@ -108,6 +110,8 @@ pub struct Sizes {
     pub seconds: f64,
     /// Sequential samples per store size in the scale scenario.
     pub scale_samples: usize,
+    /// Webhook deliveries queued behind the dead receivers.
+    pub webhook_queued: u64,
 }
 
 impl Sizes {
@@ -138,6 +142,7 @@ impl Sizes {
             scale_items: or(&o.scale_items, &[100, 1_000], &[1_000, 1_000_000]),
             seconds: o.seconds.unwrap_or(if o.quick { 0.2 } else { 5.0 }),
             scale_samples: pick(20, 2_000) as usize,
+            webhook_queued: pick(2_000, 80_000),
         }
     }
 
@@ -159,6 +164,7 @@ pub async fn run(o: &Options) -> Result<Report> {
             Scenario::Heartbeat,
             Scenario::Drain,
             Scenario::Scale,
+            Scenario::Webhooks,
         ];
         if o.peers {
             scenarios.push(Scenario::Peers);
@@ -200,6 +206,7 @@ async fn run_on(fx: &Fixture, scenarios: &[Scenario], sizes: &Sizes, o: &Options
             Scenario::Heartbeat => scenarios::heartbeat::run(fx, sizes).await?,
             Scenario::Drain => scenarios::drain::run(fx, sizes).await?,
             Scenario::Scale => scenarios::scale::run(fx, sizes).await?,
+            Scenario::Webhooks => scenarios::webhooks::run(fx, sizes).await?,
             Scenario::Peers if fx.backend == Backend::Postgres => {
                 peers::run(fx, sizes, &o.peers_dir, &report.rows).await?
             }

@@ -148,6 +148,7 @@ pub struct Metrics {
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_micros: AtomicU64,
+    webhook_dropped: AtomicU64,
 }
 
 fn inc(c: &AtomicU64) {
@@ -189,6 +190,12 @@ impl Metrics {
     /// How long the store took to answer a claim or claim-next.
     pub fn claim_latency(&self, ws: &str, took: Duration) {
         self.with(ws, |w| w.claim_latency.observe(&BUCKETS, took.as_secs_f64()));
+    }
+
+    /// Queued webhook deliveries this instance dropped at a full queue
+    /// (docs/webhooks.md, "A full queue").
+    pub fn webhook_deliveries_dropped(&self, n: u64) {
+        self.webhook_dropped.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Counts a lease request the store refused as contention.
@@ -250,6 +257,13 @@ impl Metrics {
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
         let sum = self.latency_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+        let name = "pad_webhook_deliveries_dropped_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Queued webhook deliveries dropped because their subscription's queue was full.\n\
+             # TYPE {name} counter\n{name} {}",
+            self.webhook_dropped.load(Ordering::Relaxed)
+        );
         out
     }
 }

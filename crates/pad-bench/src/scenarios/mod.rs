@@ -9,6 +9,7 @@ pub mod floor;
 pub mod heartbeat;
 pub mod instances;
 pub mod scale;
+pub mod webhooks;
 
 use pad_core::api::{ClaimBody, ReleaseBody};
 use pad_store::{Actor, ClaimRequest, ReleaseRequest};
