@@ -287,6 +287,9 @@ mod tests {
         assert!(text.contains("pad_lease_hold_seconds_bucket{workspace=\"acme\",le=\"30\"} 1\n"), "{text}");
         assert!(text.contains("pad_lease_hold_seconds_sum{workspace=\"acme\"} 20\n"), "{text}");
         assert!(!m.render(None).contains("pad_leases_live{"), "no gauge when the store could not be read");
+        assert!(text.contains("pad_webhook_deliveries_dropped_total 0\n"), "{text}");
+        m.webhook_deliveries_dropped(7);
+        assert!(m.render(None).contains("pad_webhook_deliveries_dropped_total 7\n"));
     }
 
     #[test]

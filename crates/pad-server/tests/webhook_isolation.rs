@@ -97,3 +97,44 @@ async fn hanging_receivers_hold_back_only_their_own_queues() {
         assert!(!gave_up_first, "{}: the delivery waited for hanging receivers to time out ({took:?})", b.name);
     }
 }
+
+/// docs/webhooks.md, "Paused subscriptions": the JSON shows a paused
+/// subscription and its dropped count; `POST …/resume` (owners only)
+/// resumes it and answers it; an unknown id is `404`, a bad one `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_subscription_shows_and_resumes() {
+    use pad_store::AttemptResult;
+    let s = TestServer::start().await;
+    let hooks = "/api/v1/workspaces/default/webhooks";
+    let a = s.post(&s.owner, hooks, json!({ "url": "http://127.0.0.1:9/dead", "events": ["item.created"] })).await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    assert_eq!((&a.body["paused"], &a.body["paused_at"], &a.body["dropped"]), (&json!(false), &json!(null), &json!(0)));
+    let id = a.body["id"].as_i64().unwrap();
+    // The server's own loop may be sending it: wait for the store to hand
+    // it out, then give it up as its last attempt would.
+    s.create_item(&s.owner, "default", "lost").await;
+    let due = loop {
+        let mut due = s.store.claim_webhook_deliveries(10, 30).await.unwrap();
+        if let Some(d) = due.pop() {
+            break d;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let last = pad_store::DueDelivery { attempts: pad_core::webhook::WEBHOOK_MAX_ATTEMPTS - 1, ..due };
+    let refused = AttemptResult { status_code: None, error: Some("could not connect".into()), duration_ms: 1 };
+    s.store.finish_webhook_delivery(&last, &refused).await.unwrap();
+    let listed = s.get(&s.owner, hooks).await;
+    assert_eq!(listed.body["webhooks"][0]["paused"], true, "{:?}", listed.body);
+    assert!(listed.body["webhooks"][0]["paused_at"].is_string(), "{:?}", listed.body);
+
+    let editor = s.member("default", "ed@example.com", "editor").await;
+    let refused = s.post(&editor, &format!("{hooks}/{id}/resume"), json!({})).await;
+    assert_eq!((refused.status.as_u16(), refused.code()), (403, "forbidden"));
+    let resumed = s.post(&s.owner, &format!("{hooks}/{id}/resume"), json!({})).await;
+    assert_eq!(resumed.status, 200, "{:?}", resumed.body);
+    assert_eq!((&resumed.body["id"], &resumed.body["paused"]), (&json!(id), &json!(false)));
+    let missing = s.post(&s.owner, &format!("{hooks}/{}/resume", id + 100), json!({})).await;
+    assert_eq!((missing.status.as_u16(), missing.code()), (404, "not_found"));
+    let bad = s.post(&s.owner, &format!("{hooks}/x/resume"), json!({})).await;
+    assert_eq!((bad.status.as_u16(), bad.code()), (400, "bad_request"));
+}
