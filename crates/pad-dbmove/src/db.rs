@@ -256,7 +256,12 @@ impl Db {
         }
         let sql = "SELECT CAST(version AS TEXT) FROM _sqlx_migrations WHERE success ORDER BY version";
         let rows = self.strings(sql, None).await?;
-        Ok(Some(rows.into_iter().filter_map(|r| r[0].as_deref().and_then(|v| v.parse().ok())).collect()))
+        let mut versions: Vec<i64> =
+            rows.into_iter().filter_map(|r| r[0].as_deref().and_then(|v| v.parse().ok())).collect();
+        // Sorted as numbers here: one dialect may order the column as text
+        // (1, 10, 2), and from the tenth migration on the lists would differ.
+        versions.sort_unstable();
+        Ok(Some(versions))
     }
 
     /// A table as the database describes it.
