@@ -37,6 +37,14 @@ impl Samples {
         Samples { micros: all.into_iter().flat_map(|s| s.micros).collect() }
     }
 
+    /// One percentile (`q` in 0..=1) by nearest rank, in milliseconds.
+    pub fn percentile(&self, q: f64) -> Option<f64> {
+        let mut sorted = self.micros.clone();
+        sorted.sort_unstable();
+        let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
+        sorted.get(rank - 1).map(|&m| ms(m))
+    }
+
     /// Percentiles by nearest rank; `None` when nothing was recorded.
     pub fn latency(mut self) -> Option<Latency> {
         if self.micros.is_empty() {

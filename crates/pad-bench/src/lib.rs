@@ -50,6 +50,8 @@ pub enum Scenario {
     Scale,
     /// pg-boss, graphile-worker and pgqueuer draining the same backlog (Postgres, --peers)
     Peers,
+    /// item creation beside 20 dead webhook receivers with a queued backlog
+    Webhooks,
 }
 
 /// `pad bench`'s flags. Sizes left out take the defaults (or `--quick`'s).
@@ -115,6 +117,8 @@ pub struct Sizes {
     pub scale_samples: usize,
     /// Items created one at a time for an idle long-polling worker.
     pub pickup_rounds: u64,
+    /// Webhook deliveries queued behind the dead receivers.
+    pub webhook_queued: u64,
 }
 
 impl Sizes {
@@ -146,6 +150,7 @@ impl Sizes {
             seconds: o.seconds.unwrap_or(if o.quick { 0.2 } else { 5.0 }),
             scale_samples: pick(20, 2_000) as usize,
             pickup_rounds: pick(5, 200),
+            webhook_queued: pick(2_000, 80_000),
         }
     }
 
@@ -169,6 +174,7 @@ pub async fn run(o: &Options) -> Result<Report> {
             Scenario::DrainBatched,
             Scenario::Pickup,
             Scenario::Scale,
+            Scenario::Webhooks,
         ];
         if o.peers {
             scenarios.push(Scenario::Peers);
@@ -212,6 +218,7 @@ async fn run_on(fx: &Fixture, scenarios: &[Scenario], sizes: &Sizes, o: &Options
             Scenario::DrainBatched => scenarios::batch::run(fx, sizes).await?,
             Scenario::Pickup => scenarios::pickup::run(fx, sizes).await?,
             Scenario::Scale => scenarios::scale::run(fx, sizes).await?,
+            Scenario::Webhooks => scenarios::webhooks::run(fx, sizes).await?,
             Scenario::Peers if fx.backend == Backend::Postgres => {
                 peers::run(fx, sizes, &o.peers_dir, &report.rows).await?
             }

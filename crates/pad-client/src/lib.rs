@@ -295,6 +295,11 @@ impl Client {
         self.send(self.request(Method::DELETE, &["workspaces", ws, "webhooks", &id.to_string()])).await.map(drop)
     }
 
+    /// Resumes a paused subscription and answers it.
+    pub async fn resume_webhook(&self, ws: &str, id: i64) -> Result<pad_core::webhook::Webhook> {
+        self.json(self.request(Method::POST, &["workspaces", ws, "webhooks", &id.to_string(), "resume"])).await
+    }
+
     /// Sends a `webhook.test` delivery now and answers how it went.
     pub async fn test_webhook(&self, ws: &str, id: i64) -> Result<pad_core::webhook::WebhookDelivery> {
         self.json(self.request(Method::POST, &["workspaces", ws, "webhooks", &id.to_string(), "test"])).await

@@ -25,6 +25,9 @@ pub const WEBHOOK_BACKOFF_MAX: Duration = Duration::from_secs(3600);
 pub const TEST_EVENT: &str = "webhook.test";
 /// Delivery log entries kept per subscription (older ones are dropped).
 pub const DELIVERIES_KEPT: i64 = 500;
+/// Deliveries one subscription may have queued; past it the oldest are
+/// dropped and counted (docs/webhooks.md, "A full queue").
+pub const WEBHOOK_QUEUE_MAX: i64 = 10_000;
 
 /// A subscription as the API shows it. The secret is never in it: it is
 /// shown once, in [`WebhookCreated`].
@@ -39,6 +42,14 @@ pub struct Webhook {
     pub created_at: DateTime<Utc>,
     /// Events waiting to be delivered to it.
     pub pending: i64,
+    /// Whether deliveries are paused: an event failed for good, and nothing
+    /// is sent until an owner resumes it (docs/webhooks.md, "Paused subscriptions").
+    pub paused: bool,
+    /// When it was paused; `null` while active.
+    pub paused_at: Option<DateTime<Utc>>,
+    /// Queued deliveries dropped, ever, because its queue was full
+    /// (docs/webhooks.md, "A full queue").
+    pub dropped: i64,
 }
 
 /// `POST /api/v1/workspaces/{ws}/webhooks`.

@@ -14,15 +14,17 @@ use sqlx::postgres::{PgConnection, PgRow};
 
 use crate::{PgStore, db};
 
-const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.created_at,
+const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.created_at, w.paused_at, w.dropped,
         (SELECT COUNT(*) FROM webhook_outbox o WHERE o.webhook_id = w.id) AS pending
     FROM webhooks w LEFT JOIN users u ON u.id = w.created_by";
 
 const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_code, error, duration_ms, outcome, at
     FROM webhook_deliveries";
 
-/// Claims the due heads of subscriptions. Only the oldest pending event of a
-/// subscription is eligible (in-order delivery), and only below the event
+/// Claims the due heads of subscriptions. Only the oldest pending event of an
+/// active subscription is eligible (in-order delivery), read from each
+/// subscription through the `(webhook_id, event_id)` index, so the rows
+/// behind a head are never read (docs/webhooks.md, "Isolation"); and only below the event
 /// visibility horizon (the same one as `EVENTS_AFTER` in lib.rs): an event
 /// whose transaction may still commit with a smaller id would otherwise be
 /// overtaken by a later one. $1 limit, $2 hold seconds.
@@ -41,11 +43,14 @@ const CLAIM: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS 
         ) * 65536 AS below
     ),
     due AS (
-        SELECT o.id FROM webhook_outbox o
-        WHERE o.event_id < (SELECT below FROM horizon)
+        SELECT o.id FROM webhooks w
+        CROSS JOIN LATERAL (
+            SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1) head
+        JOIN webhook_outbox o ON o.id = head.id
+        WHERE w.paused_at IS NULL
+          AND o.event_id < (SELECT below FROM horizon)
           AND o.next_attempt_at <= clock_timestamp()
           AND (o.claimed_until IS NULL OR o.claimed_until <= clock_timestamp())
-          AND NOT EXISTS (SELECT 1 FROM webhook_outbox p WHERE p.webhook_id = o.webhook_id AND p.event_id < o.event_id)
         ORDER BY o.next_attempt_at, o.id
         LIMIT $1
         FOR UPDATE OF o SKIP LOCKED
@@ -55,8 +60,41 @@ const CLAIM: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS 
     FROM due WHERE o.id = due.id
     RETURNING o.id";
 
+/// Whether any active subscription's head is due: the claim's question
+/// without its horizon and locks.
+const ANY_DUE: &str = "SELECT EXISTS (
+    SELECT 1 FROM webhooks w
+    CROSS JOIN LATERAL (
+        SELECT h.next_attempt_at, h.claimed_until FROM webhook_outbox h
+        WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1) head
+    WHERE w.paused_at IS NULL AND head.next_attempt_at <= clock_timestamp()
+      AND (head.claimed_until IS NULL OR head.claimed_until <= clock_timestamp()))";
+
+/// Drops, per subscription, the queued rows older than the newest $1, never
+/// one under a running claim, counts them on the subscription, and answers
+/// how many (docs/webhooks.md, "A full queue"). Two instances trimming at
+/// once delete each row once: the second waits for the first's row locks.
+const TRIM: &str = "WITH cut AS (
+        SELECT w.id, (SELECT o.event_id FROM webhook_outbox o WHERE o.webhook_id = w.id
+            ORDER BY o.event_id DESC OFFSET $1 LIMIT 1) AS upto
+        FROM webhooks w
+    ),
+    gone AS (
+        DELETE FROM webhook_outbox o USING cut
+        WHERE cut.upto IS NOT NULL AND o.webhook_id = cut.id AND o.event_id <= cut.upto
+          AND (o.claimed_until IS NULL OR o.claimed_until <= clock_timestamp())
+        RETURNING o.webhook_id
+    ),
+    counted AS (SELECT webhook_id, count(*) AS n FROM gone GROUP BY webhook_id),
+    noted AS (
+        UPDATE webhooks w SET dropped = w.dropped + counted.n FROM counted
+        WHERE w.id = counted.webhook_id RETURNING counted.n
+    )
+    SELECT COALESCE(sum(n), 0)::bigint FROM noted";
+
 fn webhook_from_row(row: &PgRow) -> StoreResult<Webhook> {
     let types: Vec<String> = row.get("event_types");
+    let paused_at: Option<pad_core::Timestamp> = row.get("paused_at");
     Ok(Webhook {
         id: row.get("id"),
         url: row.get("url"),
@@ -64,6 +102,9 @@ fn webhook_from_row(row: &PgRow) -> StoreResult<Webhook> {
         created_by: row.get("email"),
         created_at: row.get("created_at"),
         pending: row.get("pending"),
+        paused: paused_at.is_some(),
+        paused_at,
+        dropped: row.get("dropped"),
     })
 }
 
@@ -142,6 +183,30 @@ pub(crate) async fn delete(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<
     Ok(())
 }
 
+/// Clears the pause (docs/webhooks.md, "Paused subscriptions").
+pub(crate) async fn resume(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<Webhook> {
+    // Two statements: a data-modifying CTE's neighbours read the row as it
+    // was before the update.
+    let found: Option<i64> =
+        sqlx::query_scalar("UPDATE webhooks SET paused_at = NULL WHERE id = $1 AND workspace_id = $2 RETURNING id")
+            .bind(id)
+            .bind(ws.id)
+            .fetch_optional(&s.pool)
+            .await
+            .map_err(db)?;
+    if found.is_none() {
+        return Err(StoreError::not_found(format!("webhook {id}")));
+    }
+    let sql = format!("{WEBHOOK_SELECT} WHERE w.id = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&s.pool).await.map_err(db)?;
+    webhook_from_row(&row)
+}
+
+pub(crate) async fn trim(s: &PgStore, keep: i64) -> StoreResult<u64> {
+    let n: i64 = sqlx::query_scalar(TRIM).bind(keep).fetch_one(&s.pool).await.map_err(db)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 pub(crate) async fn target(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
     let row = sqlx::query("SELECT id, url, secret FROM webhooks WHERE id = $1 AND workspace_id = $2")
         .bind(id)
@@ -167,12 +232,8 @@ pub(crate) async fn deliveries(s: &PgStore, ws: &Workspace, id: i64, limit: u32)
 
 pub(crate) async fn claim(s: &PgStore, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
     // Asked every second by every instance: skip the horizon and the locks
-    // while nothing is due.
-    let any: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM webhook_outbox WHERE next_attempt_at <= clock_timestamp())")
-            .fetch_one(&s.pool)
-            .await
-            .map_err(db)?;
+    // while no head is due (a queue behind a waiting head is not).
+    let any: bool = sqlx::query_scalar(ANY_DUE).fetch_one(&s.pool).await.map_err(db)?;
     if !any {
         return Ok(Vec::new());
     }
@@ -224,12 +285,22 @@ pub(crate) async fn finish(s: &PgStore, due: &DueDelivery, result: &AttemptResul
     let mut tx = pad_store::steps::Begin::begin(s).await?.conn;
     match retry {
         None => {
-            sqlx::query("DELETE FROM webhook_outbox WHERE id = $1 AND claim = $2")
+            let ended = sqlx::query("DELETE FROM webhook_outbox WHERE id = $1 AND claim = $2")
                 .bind(due.outbox_id)
                 .bind(&due.claim)
                 .execute(&mut *tx)
                 .await
-                .map_err(db)?;
+                .map_err(db)?
+                .rows_affected();
+            // Given up while the claim was still ours: the subscription
+            // pauses (docs/webhooks.md, "Paused subscriptions").
+            if ended == 1 && outcome == DeliveryOutcome::Failed {
+                sqlx::query("UPDATE webhooks SET paused_at = clock_timestamp() WHERE id = $1 AND paused_at IS NULL")
+                    .bind(due.webhook_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            }
         }
         Some(delay) => {
             sqlx::query(

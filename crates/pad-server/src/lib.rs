@@ -188,6 +188,7 @@ pub fn app(state: AppState) -> Router {
         .route("/workspaces/{ws}/webhooks", get(routes::webhooks::list).post(routes::webhooks::create))
         .route("/workspaces/{ws}/webhooks/{id}", delete(routes::webhooks::delete))
         .route("/workspaces/{ws}/webhooks/{id}/test", post(routes::webhooks::test))
+        .route("/workspaces/{ws}/webhooks/{id}/resume", post(routes::webhooks::resume))
         .route("/workspaces/{ws}/webhooks/{id}/deliveries", get(routes::webhooks::deliveries));
     // The MCP service reads its body itself, so the body cap is a layer here.
     let mcp = Router::new()

@@ -156,6 +156,7 @@ pub struct Metrics {
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_micros: AtomicU64,
+    webhook_dropped: AtomicU64,
     /// Claim-nexts waiting for work now (long polls).
     waiting: AtomicU64,
 }
@@ -247,6 +248,12 @@ impl Metrics {
         self.waiting.load(Ordering::Relaxed)
     }
 
+    /// Queued webhook deliveries this instance dropped at a full queue
+    /// (docs/webhooks.md, "A full queue").
+    pub fn webhook_deliveries_dropped(&self, n: u64) {
+        self.webhook_dropped.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Counts a lease request the store refused as contention.
     pub fn refused(&self, ws: &str, e: &pad_store::StoreError) {
         if matches!(e, pad_store::StoreError::LeaseHeld { .. } | pad_store::StoreError::LeaseLost { .. }) {
@@ -317,6 +324,13 @@ impl Metrics {
         let name = "pad_claim_next_waiting";
         let _ = writeln!(out, "# HELP {name} Claim-next calls waiting for work now (long polls).\n# TYPE {name} gauge");
         let _ = writeln!(out, "{name} {}", self.waiting.load(Ordering::Relaxed));
+        let name = "pad_webhook_deliveries_dropped_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Queued webhook deliveries dropped because their subscription's queue was full.\n\
+             # TYPE {name} counter\n{name} {}",
+            self.webhook_dropped.load(Ordering::Relaxed)
+        );
         out
     }
 }
@@ -340,6 +354,9 @@ mod tests {
         assert!(text.contains("pad_lease_hold_seconds_bucket{workspace=\"acme\",le=\"30\"} 1\n"), "{text}");
         assert!(text.contains("pad_lease_hold_seconds_sum{workspace=\"acme\"} 20\n"), "{text}");
         assert!(!m.render(None).contains("pad_leases_live{"), "no gauge when the store could not be read");
+        assert!(text.contains("pad_webhook_deliveries_dropped_total 0\n"), "{text}");
+        m.webhook_deliveries_dropped(7);
+        assert!(m.render(None).contains("pad_webhook_deliveries_dropped_total 7\n"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::routes::{events, import, items, leases, render, webhooks, workspaces}
         items::history, items::comments, items::comment, import::import, render::body_html, render::render,
         leases::claim, leases::renew, leases::release, leases::complete, leases::fail, leases::requeue, leases::frontier, leases::claim_next, leases::renew_leases,
         events::page, events::stream, crate::session::create, crate::session::delete,
-        webhooks::create, webhooks::list, webhooks::delete, webhooks::test, webhooks::deliveries,
+        webhooks::create, webhooks::list, webhooks::delete, webhooks::test, webhooks::deliveries, webhooks::resume,
     ),
     modifiers(&Bearer),
     security(("bearer" = [])),

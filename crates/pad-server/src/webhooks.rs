@@ -2,7 +2,9 @@
 //! which claims due outbox rows from the store (each row goes to exactly one
 //! instance), POSTs each event signed with its subscription's secret, and
 //! reports the attempt back; the store logs it and decides delivered, retry
-//! later or failed (`pad_core::webhook::after_attempt`).
+//! later or failed (`pad_core::webhook::after_attempt`). Sends run as tasks
+//! of their own, so a receiver that hangs holds only its own queue
+//! (docs/webhooks.md, "Isolation").
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -23,8 +25,16 @@ pub const CLAIM_HOLD_SECONDS: i64 = 30;
 /// How often each instance looks for due deliveries besides after the events
 /// it commits: retries come due, and other instances' events arrive, this way.
 pub const POLL_PERIOD: Duration = Duration::from_secs(1);
-/// Deliveries claimed (and sent concurrently) per round.
-const CLAIM_BATCH: u32 = 32;
+/// Deliveries claimed per look (a full one looks again at once).
+const CLAIM_BATCH: usize = 32;
+/// Deliveries in flight at once on this instance. Each subscription has at
+/// most one, and a workspace at most 20 subscriptions, so one workspace's
+/// hanging receivers cannot take them all (docs/webhooks.md, "Isolation").
+pub const MAX_IN_FLIGHT: usize = 256;
+/// How often the queues are trimmed to `WEBHOOK_QUEUE_MAX` (docs/webhooks.md,
+/// "A full queue"): each look reads up to that many rows per subscription,
+/// so not after every write.
+pub const TRIM_PERIOD: Duration = Duration::from_secs(10);
 /// Events committed within this of a round share the next one: a wake-up
 /// says "something may be due", not how much, and under load one look per
 /// event would cost a store read per event.
@@ -222,50 +232,79 @@ fn describe(e: &reqwest::Error) -> String {
     if detail.is_empty() { what.to_string() } else { format!("{what}: {detail}") }
 }
 
-/// Delivers until the server stops: after events committed through this instance (one
-/// round per [`WRITE_COALESCE`] at most)
-/// and every [`POLL_PERIOD`], claims what is due and sends it.
+/// Delivers until the server stops (dropping it aborts the sends in flight;
+/// their claims run out and the rows are sent again: at least once). Looks
+/// for due deliveries after events committed through this instance and
+/// after each of its sends ends (one look per [`WRITE_COALESCE`] at most),
+/// and every [`POLL_PERIOD`]; starts each claimed send as a task and never
+/// waits for one before claiming more. Trims the queues every [`TRIM_PERIOD`].
 pub async fn deliver_loop(s: AppState) {
     let mut wakes = s.wakes.subscribe();
     let mut tick = tokio::time::interval(POLL_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_round = tokio::time::Instant::now();
+    let mut trim = tokio::time::interval(TRIM_PERIOD);
+    trim.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sending = tokio::task::JoinSet::new();
+    let mut last_look = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = wakes.recv() => {
-                tokio::time::sleep_until(last_round + WRITE_COALESCE).await;
+            _ = trim.tick() => {
+                trim_queues(&s).await;
+                continue;
+            }
+            _ = wakes.recv() => tokio::time::sleep_until(last_look + WRITE_COALESCE).await,
+            Some(_) = sending.join_next(), if !sending.is_empty() => {
+                tokio::time::sleep_until(last_look + WRITE_COALESCE).await;
             }
         }
-        // The events so far are all covered by this round.
+        // The events and ended sends so far are all covered by this look.
         while !matches!(
             wakes.try_recv(),
             Err(tokio::sync::broadcast::error::TryRecvError::Empty
                 | tokio::sync::broadcast::error::TryRecvError::Closed)
         ) {}
-        last_round = tokio::time::Instant::now();
-        // A full batch may mean more is due: go again at once.
-        while let Ok(n) = round(&s).await
-            && n == CLAIM_BATCH as usize
-        {}
+        while sending.try_join_next().is_some() {}
+        last_look = tokio::time::Instant::now();
+        // A full claim may mean more is due: go again at once, while there is room.
+        loop {
+            let room = MAX_IN_FLIGHT.saturating_sub(sending.len()).min(CLAIM_BATCH);
+            if room == 0 {
+                break;
+            }
+            let due = match s.store.claim_webhook_deliveries(room as u32, CLAIM_HOLD_SECONDS).await {
+                Ok(due) => due,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not claim webhook deliveries");
+                    break;
+                }
+            };
+            let claimed = due.len();
+            for d in due {
+                // Each is a different subscription's oldest event, so order
+                // per subscription holds however they interleave.
+                sending.spawn(deliver(s.clone(), d));
+            }
+            if claimed < room {
+                break;
+            }
+        }
     }
 }
 
-/// One claim and its deliveries, concurrently (each is a different
-/// subscription's oldest event, so order per subscription holds).
-async fn round(s: &AppState) -> Result<usize, ()> {
-    let due = s
-        .store
-        .claim_webhook_deliveries(CLAIM_BATCH, CLAIM_HOLD_SECONDS)
-        .await
-        .map_err(|e| tracing::warn!(error = %e, "could not claim webhook deliveries"))?;
-    let n = due.len();
-    let sends = due.into_iter().map(|d| deliver(s, d));
-    futures::future::join_all(sends).await;
-    Ok(n)
+/// Drops what is past each queue's cap, counted in `/metrics`.
+async fn trim_queues(s: &AppState) {
+    match s.store.trim_webhook_queues(pad_core::webhook::WEBHOOK_QUEUE_MAX).await {
+        Ok(0) => {}
+        Ok(n) => {
+            s.metrics.webhook_deliveries_dropped(n);
+            tracing::warn!(dropped = n, "webhook queues were full: their oldest deliveries were dropped");
+        }
+        Err(e) => tracing::warn!(error = %e, "could not trim webhook queues"),
+    }
 }
 
-async fn deliver(s: &AppState, due: DueDelivery) {
+async fn deliver(s: AppState, due: DueDelivery) {
     let attempt = due.attempts + 1;
     let result = send(s.webhook_targets, &due.url, &due.secret, &due.workspace, &due.event, attempt).await;
     tracing::debug!(webhook = due.webhook_id, event = due.event.id, attempt, status = ?result.status_code, "webhook delivery");

@@ -467,6 +467,12 @@ impl Store for SqliteStore {
     ) -> StoreResult<()> {
         webhooks::finish(self, due, result).await
     }
+    async fn resume_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<pad_core::webhook::Webhook> {
+        webhooks::resume(self, ws, id).await
+    }
+    async fn trim_webhook_queues(&self, keep: i64) -> StoreResult<u64> {
+        webhooks::trim(self, keep).await
+    }
     async fn log_webhook_test(
         &self,
         ws: &Workspace,

@@ -12,9 +12,28 @@ use crate::SqliteStore;
 use crate::events::event_from_row;
 use crate::sql::{Col, Db, micros};
 
-const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.created_at,
+const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.created_at, w.paused_at, w.dropped,
         (SELECT COUNT(*) FROM webhook_outbox o WHERE o.webhook_id = w.id) AS pending
     FROM webhooks w LEFT JOIN users u ON u.id = w.created_by";
+
+/// The due heads (docs/webhooks.md, "Isolation"): each active subscription's
+/// oldest row, found through the `(webhook_id, event_id)` index, when its
+/// attempt is due and no claim on it runs. The rows behind a head are never
+/// read, so the cost follows the subscriptions, not the queue. ?1 now, ?2 limit.
+const DUE_HEADS: &str = "SELECT o.id FROM webhooks w
+    JOIN webhook_outbox o ON o.id = (
+        SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1)
+    WHERE w.paused_at IS NULL
+      AND o.next_attempt_at <= ?1 AND (o.claimed_until IS NULL OR o.claimed_until <= ?1)
+    ORDER BY o.next_attempt_at, o.id LIMIT ?2";
+
+/// Per subscription, the newest event past the cap (?1 rows kept), if its
+/// queue is over it: that event and older ones are dropped.
+const OVER_CAP: &str = "SELECT id FROM (
+        SELECT w.id, (SELECT o.event_id FROM webhook_outbox o WHERE o.webhook_id = w.id
+            ORDER BY o.event_id DESC LIMIT 1 OFFSET ?1) AS cut
+        FROM webhooks w)
+    WHERE cut IS NOT NULL";
 
 const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_code, error, duration_ms, outcome, at
     FROM webhook_deliveries";
@@ -41,6 +60,9 @@ fn webhook_from_row(row: &Row<'_>) -> StoreResult<Webhook> {
         created_by: row.col("email")?,
         created_at: row.ts("created_at")?,
         pending: row.col("pending")?,
+        paused: row.opt_ts("paused_at")?.is_some(),
+        paused_at: row.opt_ts("paused_at")?,
+        dropped: row.col("dropped")?,
     })
 }
 
@@ -96,6 +118,54 @@ pub(crate) async fn delete(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreRes
     tx.commit().await
 }
 
+/// Clears the pause (docs/webhooks.md, "Paused subscriptions"); the queued
+/// events are due again at once, as they never stopped being.
+pub(crate) async fn resume(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<Webhook> {
+    let tx = s.begin().await?;
+    let conn = tx.conn();
+    let found = conn.exec("UPDATE webhooks SET paused_at = NULL WHERE id = ? AND workspace_id = ?", (id, ws.id))?;
+    if found == 0 {
+        return Err(StoreError::not_found(format!("webhook {id}")));
+    }
+    let resumed = conn.one(&format!("{WEBHOOK_SELECT} WHERE w.id = ?"), [id], webhook_from_row)?;
+    tx.commit().await?;
+    Ok(resumed)
+}
+
+/// Drops the oldest queued deliveries past `keep` per subscription, never
+/// one under a running claim, and counts them on the subscription
+/// (docs/webhooks.md, "A full queue"). Looks on a reader first: the writer
+/// is taken only when a queue is over the cap.
+pub(crate) async fn trim(s: &SqliteStore, keep: i64) -> StoreResult<u64> {
+    let over = s.read(move |c| c.all(OVER_CAP, [keep], |r| r.col::<i64>("id"))).await?;
+    if over.is_empty() {
+        return Ok(0);
+    }
+    let tx = s.begin().await?;
+    let conn = tx.conn();
+    let now = micros(tx.now);
+    let mut dropped = 0u64;
+    for id in over {
+        let Some(cut) = conn.opt(
+            "SELECT event_id FROM webhook_outbox WHERE webhook_id = ? ORDER BY event_id DESC LIMIT 1 OFFSET ?",
+            (id, keep),
+            |r| r.col::<i64>(0),
+        )?
+        else {
+            continue;
+        };
+        let n = conn.exec(
+            "DELETE FROM webhook_outbox WHERE webhook_id = ?1 AND event_id <= ?2
+               AND (claimed_until IS NULL OR claimed_until <= ?3)",
+            (id, cut, now),
+        )?;
+        conn.exec("UPDATE webhooks SET dropped = dropped + ? WHERE id = ?", (n as i64, id))?;
+        dropped += n as u64;
+    }
+    tx.commit().await?;
+    Ok(dropped)
+}
+
 pub(crate) async fn target(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
     let ws_id = ws.id;
     s.read(move |c| {
@@ -119,12 +189,12 @@ pub(crate) async fn deliveries(
 }
 
 pub(crate) async fn claim(s: &SqliteStore, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
-    // Asked every second: look on a reader first, so an idle outbox never
-    // takes the write lock.
+    // Asked after writes and every second: look on a reader first, so
+    // while nothing is due (an idle outbox, or only queues behind heads
+    // waiting for their retry) the writer is never taken (docs/webhooks.md,
+    // "Isolation").
     let now = micros(s.clock.read());
-    let any = s
-        .read(move |c| c.opt("SELECT id FROM webhook_outbox WHERE next_attempt_at <= ? LIMIT 1", [now], |_| Ok(())))
-        .await?;
+    let any = s.read(move |c| c.opt(DUE_HEADS, (now, 1), |_| Ok(()))).await?;
     if any.is_none() {
         return Ok(Vec::new());
     }
@@ -132,14 +202,11 @@ pub(crate) async fn claim(s: &SqliteStore, limit: u32, hold_seconds: i64) -> Sto
     let conn = tx.conn();
     let now = micros(tx.now);
     let claimed: Vec<i64> = conn.all(
-        "UPDATE webhook_outbox SET claim = lower(hex(randomblob(16))), claimed_until = ?1
-         WHERE id IN (
-            SELECT o.id FROM webhook_outbox o
-            WHERE o.next_attempt_at <= ?2 AND (o.claimed_until IS NULL OR o.claimed_until <= ?2)
-              AND NOT EXISTS (SELECT 1 FROM webhook_outbox p WHERE p.webhook_id = o.webhook_id AND p.event_id < o.event_id)
-            ORDER BY o.next_attempt_at, o.id LIMIT ?3)
-         RETURNING id",
-        (now + hold_seconds * 1_000_000, now, i64::from(limit)),
+        &format!(
+            "UPDATE webhook_outbox SET claim = lower(hex(randomblob(16))), claimed_until = ?3
+             WHERE id IN ({DUE_HEADS}) RETURNING id"
+        ),
+        (now, i64::from(limit), now + hold_seconds * 1_000_000),
         |r| r.col(0),
     )?;
     let mut due = Vec::with_capacity(claimed.len());
@@ -177,7 +244,16 @@ pub(crate) async fn finish(s: &SqliteStore, due: &DueDelivery, result: &AttemptR
     let now = micros(tx.now);
     match retry {
         None => {
-            conn.exec("DELETE FROM webhook_outbox WHERE id = ? AND claim = ?", (due.outbox_id, &due.claim))?;
+            let ended =
+                conn.exec("DELETE FROM webhook_outbox WHERE id = ? AND claim = ?", (due.outbox_id, &due.claim))?;
+            // Given up while the claim was still ours: the subscription
+            // pauses (docs/webhooks.md, "Paused subscriptions").
+            if ended == 1 && outcome == DeliveryOutcome::Failed {
+                conn.exec(
+                    "UPDATE webhooks SET paused_at = ? WHERE id = ? AND paused_at IS NULL",
+                    (now, due.webhook_id),
+                )?;
+            }
         }
         Some(delay) => {
             let micros_delay = i64::try_from(delay.as_micros()).unwrap_or(i64::MAX);
@@ -248,4 +324,59 @@ fn log(
         (webhook_id, webhook::DELIVERIES_KEPT),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use pad_core::NewItem;
+    use pad_core::webhook::CreateWebhook;
+    use pad_store::steps::Begin;
+    use pad_store::{Actor, AttemptResult, Store};
+
+    use crate::SqliteStore;
+    use crate::sql::{Col, Db};
+
+    /// docs/webhooks.md, "Isolation": due heads are read from the
+    /// subscriptions, each through the `(webhook_id, event_id)` index, so
+    /// the look costs the same with 0 or 100 000 rows queued: no step of it
+    /// walks the outbox.
+    #[tokio::test]
+    async fn the_look_for_due_heads_never_walks_the_outbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("pad.db")).await.unwrap();
+        let sql = format!("EXPLAIN QUERY PLAN {}", super::DUE_HEADS);
+        let plan: Vec<String> = store.read(move |c| c.all(&sql, (0, 1), |r| r.col::<String>(3))).await.unwrap();
+        assert!(plan.iter().all(|step| !step.starts_with("SCAN o") && !step.starts_with("SCAN h")), "{plan:?}");
+        assert!(plan.iter().any(|step| step.contains("INDEX sqlite_autoindex_webhook_outbox_1")), "{plan:?}");
+    }
+
+    /// docs/webhooks.md, "Isolation": events queued behind a subscription's
+    /// head that waits for its retry are not due, so looking for due
+    /// deliveries reads only and never waits for the writer (finding: a dead
+    /// receiver's backlog made every look take the write lock).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queue_behind_a_waiting_head_costs_no_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("pad.db")).await.unwrap();
+        let owner = Actor { user_id: store.ensure_user("o@example.com").await.unwrap().id };
+        let ws = store.create_workspace("dead", "Dead", owner).await.unwrap();
+        let hook = CreateWebhook { url: "http://127.0.0.1:9/".into(), events: vec![] };
+        store.create_webhook(&ws, owner, &hook, "s").await.unwrap();
+        for title in ["one", "two", "three"] {
+            store.create_item(&ws, owner, &NewItem { title: title.into(), ..Default::default() }).await.unwrap();
+        }
+        let mut head = store.claim_webhook_deliveries(10, 30).await.unwrap().remove(0);
+        // The eleventh failure: the next attempt is 1024 s away.
+        head.attempts = 10;
+        let refused = AttemptResult { status_code: None, error: Some("could not connect".into()), duration_ms: 1 };
+        store.finish_webhook_delivery(&head, &refused).await.unwrap();
+
+        let held = store.begin().await.unwrap();
+        let look = tokio::time::timeout(Duration::from_secs(60), store.claim_webhook_deliveries(10, 30)).await;
+        drop(held);
+        let due = look.expect("the look for due deliveries waited for the writer").unwrap();
+        assert!(due.is_empty(), "{due:?}");
+    }
 }

@@ -280,9 +280,16 @@ pub trait Store: Send + Sync + 'static {
     /// claimed by another instance.
     async fn claim_webhook_deliveries(&self, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>>;
     /// Logs the attempt and applies `pad_core::webhook::after_attempt`:
-    /// delivered or given up ends the row, else it waits for its retry.
-    /// A claim that ran out and passed on only logs.
+    /// delivered or given up ends the row, else it waits for its retry; a
+    /// given-up row pauses its subscription. A claim that ran out and passed
+    /// on only logs.
     async fn finish_webhook_delivery(&self, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()>;
+    /// Clears a subscription's pause, so its queue is claimable again.
+    async fn resume_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<pad_core::webhook::Webhook>;
+    /// Drops every subscription's queued deliveries older than its newest
+    /// `keep` (none under a running claim), adds them to its `dropped`, and
+    /// answers how many went.
+    async fn trim_webhook_queues(&self, keep: i64) -> StoreResult<u64>;
     /// Logs a `webhook.test` delivery.
     async fn log_webhook_test(
         &self,

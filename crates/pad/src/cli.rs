@@ -988,6 +988,12 @@ pub enum WebhookCommand {
         #[arg(value_parser = webhook_id)]
         id: i64,
     },
+    /// Resume a paused webhook: its queued events are sent again, oldest first
+    Resume {
+        /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
+        id: i64,
+    },
     /// Send a webhook.test delivery now and show how it went
     Test {
         /// The webhook's id (`pad webhook list`)

@@ -11,6 +11,7 @@ pub mod heartbeat;
 pub mod instances;
 pub mod pickup;
 pub mod scale;
+pub mod webhooks;
 
 use pad_core::api::{ClaimBody, ReleaseBody};
 use pad_store::{Actor, ClaimRequest, ReleaseRequest};

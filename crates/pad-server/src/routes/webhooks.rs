@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use pad_core::Action;
 use pad_core::api::ErrorEnvelope;
 use pad_core::webhook::{
-    CreateWebhook, DeliveriesQuery, DeliveryList, TEST_EVENT, WebhookCreated, WebhookDelivery, WebhookList,
+    CreateWebhook, DeliveriesQuery, DeliveryList, TEST_EVENT, Webhook, WebhookCreated, WebhookDelivery, WebhookList,
 };
 
 use crate::AppState;
@@ -69,6 +69,18 @@ pub async fn test(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<W
     };
     let result = webhooks::send(s.webhook_targets, &target.url, &target.secret, &ctx.ws.slug, &event, 1).await;
     Ok(axum::Json(s.store.log_webhook_test(&ctx.ws, target.id, &result).await?))
+}
+
+/// Resume a paused subscription: its queued events are sent again, oldest
+/// first (docs/webhooks.md, "Paused subscriptions"). Not paused: no change.
+#[utoipa::path(post, path = "/api/v1/workspaces/{ws}/webhooks/{id}/resume", tag = "webhooks",
+    params(("ws" = String, Path), ("id" = i64, Path)),
+    responses((status = 200, body = Webhook), (status = "default", body = ErrorEnvelope)))]
+pub async fn resume(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<Webhook>> {
+    ctx.require(Action::Administer)?;
+    // No event is written, so nothing is woken: the delivery loop's next
+    // look (within a second) finds the queue due.
+    Ok(axum::Json(s.store.resume_webhook(&ctx.ws, id(&ctx)?).await?))
 }
 
 /// The delivery log: every attempt with its status code, newest first.

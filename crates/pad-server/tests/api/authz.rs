@@ -74,6 +74,7 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         ("POST", p) if p == format!("{ws}/webhooks") => (Owner, Some(json!({"url": "http://127.0.0.1:9/matrix"}))),
         ("DELETE", p) if p == format!("{ws}/webhooks/{{id}}") => (Owner, None),
         ("POST", p) if p == format!("{ws}/webhooks/{{id}}/test") => (Owner, None),
+        ("POST", p) if p == format!("{ws}/webhooks/{{id}}/resume") => (Owner, None),
         // docs/api.md, "Workspace settings".
         ("PATCH", p) if p == ws => (Owner, Some(json!({"quarantine_after_expiries": 4}))),
         _ => return None,

@@ -16,4 +16,5 @@ mod mcp;
 mod metrics;
 mod query;
 mod render;
+mod webhook_isolation;
 mod webhook_targets;

@@ -1,6 +1,6 @@
-//! `pad webhook add|list|remove|test|deliveries` (docs/webhooks.md).
+//! `pad webhook add|list|remove|resume|test|deliveries` (docs/webhooks.md).
 
-use pad_core::webhook::{CreateWebhook, WebhookDelivery};
+use pad_core::webhook::{CreateWebhook, Webhook, WebhookDelivery};
 
 use super::Ctx;
 use crate::cli::WebhookCommand;
@@ -21,22 +21,11 @@ pub async fn run(ctx: &Ctx, cmd: WebhookCommand) -> Result<(), CliError> {
         }
         WebhookCommand::List => {
             let list = client.webhooks(ctx.ws()).await?;
-            let now = chrono::Utc::now();
-            ctx.emit(&list, |l| {
-                let rows: Vec<Vec<String>> = l
-                    .webhooks
-                    .iter()
-                    .map(|w| {
-                        let events = if w.events.is_empty() {
-                            "all".to_string()
-                        } else {
-                            w.events.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(",")
-                        };
-                        vec![w.id.to_string(), w.url.clone(), events, w.pending.to_string(), when(w.created_at, now)]
-                    })
-                    .collect();
-                table(&["ID", "URL", "EVENTS", "PENDING", "CREATED"], &rows)
-            })
+            ctx.emit(&list, |l| table(LIST_HEADERS, &l.webhooks.iter().map(list_row).collect::<Vec<_>>()))
+        }
+        WebhookCommand::Resume { id } => {
+            let w = client.resume_webhook(ctx.ws(), id).await?;
+            ctx.emit(&w, |w| table(LIST_HEADERS, &[list_row(w)]))
         }
         WebhookCommand::Remove { id } => {
             client.delete_webhook(ctx.ws(), id).await?;
@@ -51,6 +40,26 @@ pub async fn run(ctx: &Ctx, cmd: WebhookCommand) -> Result<(), CliError> {
             ctx.emit(&list, |l| table(HEADERS, &l.deliveries.iter().map(row).collect::<Vec<_>>()))
         }
     }
+}
+
+const LIST_HEADERS: &[&str] = &["ID", "URL", "EVENTS", "STATE", "PENDING", "DROPPED", "CREATED"];
+
+fn list_row(w: &Webhook) -> Vec<String> {
+    let events = if w.events.is_empty() {
+        "all".to_string()
+    } else {
+        w.events.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(",")
+    };
+    let state = if w.paused { "paused" } else { "active" };
+    vec![
+        w.id.to_string(),
+        w.url.clone(),
+        events,
+        state.to_string(),
+        w.pending.to_string(),
+        w.dropped.to_string(),
+        when(w.created_at, chrono::Utc::now()),
+    ]
 }
 
 const HEADERS: &[&str] = &["AT", "EVENT", "TYPE", "ATTEMPT", "STATUS", "OUTCOME", "MS", "ERROR"];

@@ -322,7 +322,7 @@ fn non_http_urls_and_non_owners_are_refused() {
     }
 }
 
-/// `pad webhook add|list|test|deliveries|remove`, in text and `--format json`.
+/// `pad webhook add|list|test|deliveries|resume|remove`, in text and `--format json`.
 #[test]
 fn cli_manages_webhooks() {
     let server = TestServer::start();
@@ -359,6 +359,13 @@ fn cli_manages_webhooks() {
     let id = hook["id"].as_i64().unwrap().to_string();
     let (_, out, _) = run(&["webhook", "list"]);
     assert!(out.contains("item.created,lease.claimed") && out.contains(&receiver.url), "{out}");
+    assert!(out.contains("\tactive\t0\t0\t"), "state, pending, dropped: {out}");
+    assert_eq!((hook["paused"].as_bool(), hook["dropped"].as_i64()), (Some(false), Some(0)), "{hook}");
+    let (code, out, err) = run(&["webhook", "resume", &id]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("active") && out.contains(&receiver.url), "{out}");
+    let (code, _, err) = run(&["webhook", "resume", "999"]);
+    assert_eq!(code, Some(5), "not_found exits 5: {err}");
 
     let (code, out, err) = run(&["webhook", "test", &id, "--format", "json"]);
     assert_eq!(code, Some(0), "{err}");
