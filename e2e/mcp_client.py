@@ -16,7 +16,7 @@ VIEWER = os.environ["PAD_VIEWER_TOKEN"]
 TOOLS = {
     "pad_item_list", "pad_item_show", "pad_item_create", "pad_item_update", "pad_item_comment",
     "pad_frontier", "pad_item_claim", "pad_item_renew", "pad_item_release", "pad_claim_next",
-    "pad_item_complete", "pad_item_fail", "pad_prime",
+    "pad_item_complete", "pad_item_fail", "pad_prime", "pad_leases_renew",
 }
 
 
@@ -75,6 +75,11 @@ async def main():
         assert renewed["lease"]["ttl_seconds"] == 300, renewed
         lost = err(await a.call_tool("pad_item_renew", {"ref": ref, "epoch": 7, "holder": "agent-a"}))
         assert lost["code"] == "lease_lost", lost
+        # One heartbeat for many leases: each answered on its own.
+        many = ok(await a.call_tool("pad_leases_renew", {"holder": "agent-a", "leases": [
+            {"ref": ref, "epoch": 1, "ttl_seconds": 300}, {"ref": ref, "epoch": 7}]}))
+        assert many["results"][0]["lease"]["ttl_seconds"] == 300, many
+        assert many["results"][1]["error"]["code"] == "lease_lost", many
 
         shown = ok(await b.call_tool("pad_item_show", {"ref": ref.lower()}))
         assert shown["lease"]["holder"] == "agent-a", shown
