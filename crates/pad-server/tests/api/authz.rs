@@ -58,6 +58,13 @@ fn rule(method: &str, path: &str) -> Option<(Min, Option<Value>)> {
         ("POST", p) if p == format!("{item}/fail") => (Editor, Some(json!({"epoch": 1, "holder": "matrix"}))),
         ("POST", p) if p == format!("{item}/requeue") => (Owner, None),
         ("POST", p) if p == format!("{ws}/claim-next") => (Editor, Some(json!({"holder": "matrix", "ttl_seconds": 5}))),
+        // docs/api.md, "Import": editors into existing kinds.
+        ("POST", p) if p == format!("{ws}/import") => (
+            Editor,
+            Some(
+                json!({"import_key": "matrix", "items": [{"ref": "OLD-1", "item": {"title": "imported by the matrix"}}]}),
+            ),
+        ),
         ("POST", p) if p == format!("{ws}/leases/renew") => {
             (Editor, Some(json!({"leases": [{"ref": "TASK-1", "epoch": 1, "holder": "matrix"}]})))
         }
