@@ -6,43 +6,12 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cli::{code, create, show, stderr, stdout, wait_for};
 use common::server::TestServer;
 use serde_json::Value;
-
-fn create(s: &TestServer, title: &str) -> String {
-    let out = s.pad_output(["item", "create", title]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stdout(&out).trim().to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited, not killed")
-}
-
-fn show(s: &TestServer, r: &str) -> Value {
-    let out = s.pad_output(["item", "show", r, "--format", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// Whether `pid` is a live process (a zombie is dead: it runs nothing).
 fn alive(pid: u32) -> bool {

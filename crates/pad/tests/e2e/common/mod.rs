@@ -2,6 +2,7 @@
 //! with `mod common;`; not every binary uses every helper.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod history;
 pub mod load;
 pub mod pg;
