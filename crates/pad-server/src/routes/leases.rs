@@ -248,8 +248,9 @@ pub async fn claim_next(
     let req =
         claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
     // Subscribed before the first look, so a change committed between the
-    // look and the wait still wakes it.
-    let mut wake = s.ready_signals();
+    // look and the wait still wakes it; only by a call that may wait, so a
+    // plain claim-next subscribes to nothing (and starts no listener).
+    let mut wake = (!batch.wait.is_zero()).then(|| s.ready_signals());
     let deadline = tokio::time::Instant::now() + s.wait_bound(batch.wait);
     let grants = loop {
         let started = std::time::Instant::now();
@@ -259,6 +260,7 @@ pub async fn claim_next(
         if !grants.is_empty() {
             break grants;
         }
+        let Some(wake) = wake.as_mut() else { break grants };
         let _waiting = s.metrics.waiting();
         if !wake.wait_until(deadline).await {
             break grants;
