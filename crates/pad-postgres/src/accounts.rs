@@ -3,194 +3,200 @@
 use async_trait::async_trait;
 use pad_core::model::{validate_kind_name, validate_prefix, validate_slug};
 use pad_core::validate;
-use pad_core::{Kind, Member, Principal, Role, Timestamp, TokenInfo, User, Workspace};
+use pad_core::{Kind, Member, Principal, Role, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings};
 use pad_store::steps::AccountSteps;
-use pad_store::{Actor, StoreError, StoreResult};
+use pad_store::{AccountOps, Actor, StoreError, StoreResult};
 use sqlx::Row;
 
 use crate::rows;
 use crate::{PgStore, Tx, db};
 
-pub(crate) async fn has_users(s: &PgStore) -> StoreResult<bool> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users)").fetch_one(&s.pool).await.map_err(db)
-}
-
-pub(crate) async fn list_workspaces(s: &PgStore, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
-    let rows = sqlx::query("SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id WHERE m.user_id = $1 ORDER BY w.slug")
-        .bind(user.user_id)
-        .fetch_all(&s.pool)
-        .await
-        .map_err(db)?;
-    rows.iter().map(|r| Ok((rows::workspace_from_row(r)?, rows::role(r)?))).collect()
-}
-
-pub(crate) async fn membership(s: &PgStore, user: Actor, slug: &str) -> StoreResult<(Workspace, Role)> {
-    validate_slug("workspace", slug)?;
-    let row = sqlx::query("SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id WHERE m.user_id = $1 AND w.slug = $2")
-        .bind(user.user_id)
-        .bind(slug)
-        .fetch_optional(&s.pool)
-        .await
-        .map_err(db)?
-        .ok_or_else(|| StoreError::not_found(format!("workspace {slug}")))?;
-    Ok((rows::workspace_from_row(&row)?, rows::role(&row)?))
-}
-
-pub(crate) async fn list_members(s: &PgStore, ws: &Workspace) -> StoreResult<Vec<Member>> {
-    let rows = sqlx::query("SELECT u.email, m.role, m.added_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 ORDER BY m.added_at, u.id")
-        .bind(ws.id)
-        .fetch_all(&s.pool)
-        .await
-        .map_err(db)?;
-    rows.iter()
-        .map(|r| Ok(Member { email: r.get("email"), role: rows::role(r)?, added_at: r.get("added_at") }))
-        .collect()
-}
-
-pub(crate) async fn list_tokens(s: &PgStore, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
-    let sql = format!(
-        "{} WHERE t.revoked_at IS NULL AND (t.workspace_id = $1 OR t.user_id = $2) ORDER BY t.id",
-        rows::TOKEN_SELECT
-    );
-    let rows =
-        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(ws.id).bind(user.user_id).fetch_all(&s.pool).await.map_err(db)?;
-    rows.iter().map(rows::token_from_row).collect()
-}
-
-pub(crate) async fn get_token(s: &PgStore, id: i64) -> StoreResult<TokenInfo> {
-    let sql = format!("{} WHERE t.revoked_at IS NULL AND t.id = $1", rows::TOKEN_SELECT);
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .fetch_optional(&s.pool)
-        .await
-        .map_err(db)?
-        .ok_or_else(|| StoreError::not_found(format!("token {id}")))?;
-    rows::token_from_row(&row)
-}
-
-pub(crate) async fn revoke_token(s: &PgStore, id: i64) -> StoreResult<()> {
-    sqlx::query("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
-        .bind(id)
-        .execute(&s.pool)
-        .await
-        .map_err(db)?;
-    Ok(())
-}
-
-pub(crate) async fn authenticate(s: &PgStore, hash: &str) -> StoreResult<Option<Principal>> {
-    let row = sqlx::query(
-        "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email,
-                (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute') AS stale
-         FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1 AND t.revoked_at IS NULL",
-    )
-    .bind(hash)
-    .fetch_optional(&s.pool)
-    .await
-    .map_err(db)?;
-    let Some(row) = row else { return Ok(None) };
-    // Record use at most once a minute, so authentication stays off the
-    // write path; the repeated condition makes concurrent first uses
-    // (one token, many instances) write once.
-    if row.get::<bool, _>("stale") {
-        sqlx::query(
-            "UPDATE tokens SET last_used_at = now()
-             WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
-        )
-        .bind(row.get::<i64, _>("token_id"))
-        .execute(&s.pool)
-        .await
-        .map_err(db)?;
+#[async_trait]
+impl AccountOps for PgStore {
+    async fn has_users(&self) -> StoreResult<bool> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM users)").fetch_one(&self.pool).await.map_err(db)
     }
-    Ok(Some(rows::principal_from_row(&row)?))
-}
 
-pub(crate) async fn user_by_email(s: &PgStore, email: &str) -> StoreResult<Option<User>> {
-    validate::email("email", email)?;
-    let email = email.to_lowercase();
-    let id: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
-        .bind(&email)
-        .fetch_optional(&s.pool)
-        .await
-        .map_err(db)?;
-    Ok(id.map(|id| User { id, email }))
-}
+    async fn list_workspaces(&self, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
+        let rows = sqlx::query("SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id WHERE m.user_id = $1 ORDER BY w.slug")
+            .bind(user.user_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        rows.iter().map(|r| Ok((rows::workspace_from_row(r)?, rows::role(r)?))).collect()
+    }
 
-pub(crate) async fn create_session(s: &PgStore, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO sessions (hash, token_id, created_at, expires_at)
-         VALUES ($1, $2, now(), now() + make_interval(secs => $3))",
-    )
-    .bind(hash)
-    .bind(token_id)
-    .bind(ttl_seconds as f64)
-    .execute(&s.pool)
-    .await
-    .map_err(db)?;
-    Ok(())
-}
-
-pub(crate) async fn authenticate_session(s: &PgStore, hash: &str) -> StoreResult<Option<Principal>> {
-    let row = sqlx::query(
-        "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email
-         FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
-         WHERE s.hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now() AND t.revoked_at IS NULL",
-    )
-    .bind(hash)
-    .fetch_optional(&s.pool)
-    .await
-    .map_err(db)?;
-    row.as_ref().map(rows::principal_from_row).transpose()
-}
-
-pub(crate) async fn revoke_session(s: &PgStore, hash: &str) -> StoreResult<()> {
-    sqlx::query("UPDATE sessions SET revoked_at = now() WHERE hash = $1 AND revoked_at IS NULL")
-        .bind(hash)
-        .execute(&s.pool)
-        .await
-        .map_err(db)?;
-    Ok(())
-}
-
-pub(crate) async fn list_kinds(s: &PgStore, ws: &Workspace) -> StoreResult<Vec<Kind>> {
-    let rows = sqlx::query("SELECT name, prefix FROM kinds WHERE workspace_id = $1 ORDER BY position")
-        .bind(ws.id)
-        .fetch_all(&s.pool)
-        .await
-        .map_err(db)?;
-    Ok(rows.iter().map(|r| Kind { name: r.get("name"), prefix: r.get("prefix") }).collect())
-}
-
-pub(crate) async fn add_kind(s: &PgStore, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind> {
-    validate_kind_name("name", name)?;
-    validate_prefix("prefix", prefix)?;
-    // Insert first and explain afterwards: a clash check before the insert
-    // could pass for two concurrent adds of the same kind.
-    let added =
-        sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
-            .bind(ws.id)
-            .bind(name)
-            .bind(prefix)
-            .execute(&s.pool)
+    async fn membership(&self, user: Actor, slug: &str) -> StoreResult<(Workspace, Role)> {
+        validate_slug("workspace", slug)?;
+        let row = sqlx::query("SELECT w.*, m.role FROM workspaces w JOIN members m ON m.workspace_id = w.id WHERE m.user_id = $1 AND w.slug = $2")
+            .bind(user.user_id)
+            .bind(slug)
+            .fetch_optional(&self.pool)
             .await
             .map_err(db)?
-            .rows_affected();
-    if added == 0 {
-        let existing: String =
-            sqlx::query_scalar("SELECT name FROM kinds WHERE workspace_id = $1 AND (name = $2 OR prefix = $3)")
+            .ok_or_else(|| StoreError::not_found(format!("workspace {slug}")))?;
+        Ok((rows::workspace_from_row(&row)?, rows::role(&row)?))
+    }
+
+    async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>> {
+        let rows = sqlx::query("SELECT u.email, m.role, m.added_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 ORDER BY m.added_at, u.id")
+            .bind(ws.id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|r| Ok(Member { email: r.get("email"), role: rows::role(r)?, added_at: r.get("added_at") }))
+            .collect()
+    }
+
+    async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
+        let sql = format!(
+            "{} WHERE t.revoked_at IS NULL AND (t.workspace_id = $1 OR t.user_id = $2) ORDER BY t.id",
+            rows::TOKEN_SELECT
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ws.id)
+            .bind(user.user_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        rows.iter().map(rows::token_from_row).collect()
+    }
+
+    async fn get_token(&self, id: i64) -> StoreResult<TokenInfo> {
+        let sql = format!("{} WHERE t.revoked_at IS NULL AND t.id = $1", rows::TOKEN_SELECT);
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::not_found(format!("token {id}")))?;
+        rows::token_from_row(&row)
+    }
+
+    async fn revoke_token(&self, id: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn authenticate(&self, hash: &str) -> StoreResult<Option<Principal>> {
+        let row = sqlx::query(
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email,
+                    (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute') AS stale
+             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1 AND t.revoked_at IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        let Some(row) = row else { return Ok(None) };
+        // Record use at most once a minute, so authentication stays off the
+        // write path; the repeated condition makes concurrent first uses
+        // (one token, many instances) write once.
+        if row.get::<bool, _>("stale") {
+            sqlx::query(
+                "UPDATE tokens SET last_used_at = now()
+                 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+            )
+            .bind(row.get::<i64, _>("token_id"))
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        }
+        Ok(Some(rows::principal_from_row(&row)?))
+    }
+
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
+        validate::email("email", email)?;
+        let email = email.to_lowercase();
+        let id: Option<i64> = sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
+            .bind(&email)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(id.map(|id| User { id, email }))
+    }
+
+    async fn create_session(&self, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO sessions (hash, token_id, created_at, expires_at)
+             VALUES ($1, $2, now(), now() + make_interval(secs => $3))",
+        )
+        .bind(hash)
+        .bind(token_id)
+        .bind(ttl_seconds as f64)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>> {
+        let row = sqlx::query(
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email
+             FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
+             WHERE s.hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now() AND t.revoked_at IS NULL",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
+        row.as_ref().map(rows::principal_from_row).transpose()
+    }
+
+    async fn revoke_session(&self, hash: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE sessions SET revoked_at = now() WHERE hash = $1 AND revoked_at IS NULL")
+            .bind(hash)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {
+        let rows = sqlx::query("SELECT name, prefix FROM kinds WHERE workspace_id = $1 ORDER BY position")
+            .bind(ws.id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(rows.iter().map(|r| Kind { name: r.get("name"), prefix: r.get("prefix") }).collect())
+    }
+
+    async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind> {
+        validate_kind_name("name", name)?;
+        validate_prefix("prefix", prefix)?;
+        // Insert first and explain afterwards: a clash check before the insert
+        // could pass for two concurrent adds of the same kind.
+        let added =
+            sqlx::query("INSERT INTO kinds (workspace_id, name, prefix) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
                 .bind(ws.id)
                 .bind(name)
                 .bind(prefix)
-                .fetch_one(&s.pool)
+                .execute(&self.pool)
                 .await
-                .map_err(db)?;
-        return Err(StoreError::invalid(
-            if existing == name { "name" } else { "prefix" },
-            format!("clashes with kind {existing:?}"),
-        ));
+                .map_err(db)?
+                .rows_affected();
+        if added == 0 {
+            let existing: String =
+                sqlx::query_scalar("SELECT name FROM kinds WHERE workspace_id = $1 AND (name = $2 OR prefix = $3)")
+                    .bind(ws.id)
+                    .bind(name)
+                    .bind(prefix)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db)?;
+            return Err(StoreError::invalid(
+                if existing == name { "name" } else { "prefix" },
+                format!("clashes with kind {existing:?}"),
+            ));
+        }
+        Ok(Kind { name: name.into(), prefix: prefix.into() })
     }
-    Ok(Kind { name: name.into(), prefix: prefix.into() })
 }
-
 #[async_trait]
 impl AccountSteps for Tx {
     async fn lock_first_start(&mut self) -> StoreResult<()> {
@@ -321,6 +327,34 @@ impl AccountSteps for Tx {
             .fetch_one(&mut *self.conn)
             .await
             .map_err(db)
+    }
+
+    async fn lock_settings(&mut self, ws: i64) -> StoreResult<WorkspaceSettings> {
+        let row = sqlx::query("SELECT * FROM workspaces WHERE id = $1 FOR UPDATE")
+            .bind(ws)
+            .fetch_one(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        Ok(rows::workspace_from_row(&row)?.settings)
+    }
+
+    async fn write_settings(&mut self, ws: i64, next: &WorkspaceSettings) -> StoreResult<Workspace> {
+        let n = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+        let row = sqlx::query(
+            "UPDATE workspaces SET default_ttl_seconds = $1, max_ttl_seconds = $2, quarantine_after_expiries = $3,
+                    quarantine_after_failures = $4, max_hold_seconds = $6
+             WHERE id = $5 RETURNING *",
+        )
+        .bind(n(next.default_ttl_seconds))
+        .bind(n(next.max_ttl_seconds))
+        .bind(n(next.quarantine_after_expiries))
+        .bind(n(next.quarantine_after_failures))
+        .bind(ws)
+        .bind(next.max_hold_seconds.map(n))
+        .fetch_one(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        rows::workspace_from_row(&row)
     }
 
     async fn insert_token(

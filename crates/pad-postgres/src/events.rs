@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use pad_core::{Event, EventFilter, EventKind, ItemRef, Timestamp, Workspace};
 use pad_store::steps::EventSteps;
-use pad_store::{Actor, StoreError, StoreResult};
+use pad_store::{Actor, EventOps, StoreError, StoreResult};
 use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder, Row};
 
@@ -98,33 +98,36 @@ pub(crate) fn too_many_events() -> StoreError {
     StoreError::Internal(format!("more than {EVENTS_PER_TRANSACTION} events in one transaction"))
 }
 
-pub(crate) async fn events_where(
-    s: &PgStore,
-    ws: &Workspace,
-    after: i64,
-    limit: u32,
-    filter: &EventFilter,
-) -> StoreResult<Vec<Event>> {
-    let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(EVENTS_AFTER);
-    qb.push_bind(ws.id).push(" AND e.id > ").push_bind(after);
-    if let Some(r) = &filter.item_ref {
-        qb.push(" AND e.item_ref = ").push_bind(r.to_string());
+#[async_trait]
+impl EventOps for PgStore {
+    async fn events_where(
+        &self,
+        ws: &Workspace,
+        after: i64,
+        limit: u32,
+        filter: &EventFilter,
+    ) -> StoreResult<Vec<Event>> {
+        let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(EVENTS_AFTER);
+        qb.push_bind(ws.id).push(" AND e.id > ").push_bind(after);
+        if let Some(r) = &filter.item_ref {
+            qb.push(" AND e.item_ref = ").push_bind(r.to_string());
+        }
+        if !filter.kinds.is_empty() {
+            let kinds: Vec<&str> = filter.kinds.iter().map(|k| k.as_str()).collect();
+            qb.push(" AND e.type = ANY(").push_bind(kinds).push(")");
+        }
+        qb.push(" ORDER BY e.id LIMIT ").push_bind(i64::from(limit.clamp(1, 1000)));
+        let rows = qb.build().fetch_all(&self.pool).await.map_err(db)?;
+        Ok(rows
+            .iter()
+            .map(|row| Event {
+                id: row.get("id"),
+                kind: row.get("type"),
+                item_ref: row.get("item_ref"),
+                actor: row.get("email"),
+                at: row.get("at"),
+                data: row.get("data"),
+            })
+            .collect())
     }
-    if !filter.kinds.is_empty() {
-        let kinds: Vec<&str> = filter.kinds.iter().map(|k| k.as_str()).collect();
-        qb.push(" AND e.type = ANY(").push_bind(kinds).push(")");
-    }
-    qb.push(" ORDER BY e.id LIMIT ").push_bind(i64::from(limit.clamp(1, 1000)));
-    let rows = qb.build().fetch_all(&s.pool).await.map_err(db)?;
-    Ok(rows
-        .iter()
-        .map(|row| Event {
-            id: row.get("id"),
-            kind: row.get("type"),
-            item_ref: row.get("item_ref"),
-            actor: row.get("email"),
-            at: row.get("at"),
-            data: row.get("data"),
-        })
-        .collect())
 }

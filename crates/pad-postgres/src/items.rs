@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use pad_core::{Comment, Item, ItemFilter, ItemRef, Page, Status, Timestamp, Version, Workspace};
 use pad_store::steps::{ItemSteps, Locked, NewRow};
-use pad_store::{Actor, StoreError, StoreResult, shared};
+use pad_store::{Actor, ItemOps, StoreError, StoreResult, shared};
 use serde_json::{Map, Value};
 use sqlx::{Postgres, QueryBuilder, Row};
 
@@ -18,113 +18,115 @@ const LOCK_ITEM: &str = concat!(locked_item!(), " SELECT * FROM cur");
 /// (two-key form, which does not overlap the one-key space).
 const BLOCKERS_LOCK_CLASS: i32 = 0x7061_6462; // "padb"
 
-pub(crate) async fn get_item(s: &PgStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Item> {
-    let sql = format!("{ITEM_SELECT} WHERE i.workspace_id = $1 AND i.prefix = $2 AND i.number = $3");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(ws.id)
-        .bind(&r.prefix)
-        .bind(r.number)
-        .fetch_optional(&s.pool)
-        .await
-        .map_err(db)?
-        .ok_or_else(|| StoreError::not_found(format!("item {r}")))?;
-    item_from_row(&row, row.get("db_now"))
-}
+#[async_trait]
+impl ItemOps for PgStore {
+    async fn get_item(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Item> {
+        let sql = format!("{ITEM_SELECT} WHERE i.workspace_id = $1 AND i.prefix = $2 AND i.number = $3");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::not_found(format!("item {r}")))?;
+        item_from_row(&row, row.get("db_now"))
+    }
 
-pub(crate) async fn list_items(
-    s: &PgStore,
-    ws: &Workspace,
-    filter: &ItemFilter,
-    limit: u32,
-    cursor: Option<&str>,
-) -> StoreResult<Page<Item>> {
-    let (after, limit) = shared::list_window(filter, limit, cursor)?;
-    let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(ITEM_SELECT);
-    qb.push(" WHERE i.workspace_id = ").push_bind(ws.id).push(" AND i.id > ").push_bind(after);
-    if !filter.include_deleted {
-        qb.push(" AND i.deleted_at IS NULL");
-    }
-    if !filter.status.is_empty() {
-        let status: Vec<&str> = filter.status.iter().map(|s| s.as_str()).collect();
-        qb.push(" AND i.status = ANY(").push_bind(status).push(")");
-    }
-    if !filter.kind.is_empty() {
-        let kinds: Vec<String> = filter.kind.iter().map(|k| k.to_ascii_lowercase()).collect();
-        qb.push(" AND i.kind = ANY(").push_bind(kinds).push(")");
-    }
-    if !filter.priority.is_empty() {
-        let ranks: Vec<i64> = filter.priority.iter().map(|p| p.rank()).collect();
-        qb.push(" AND i.priority = ANY(").push_bind(ranks).push(")");
-    }
-    if !filter.labels.is_empty() {
-        qb.push(" AND i.labels @> ").push_bind(filter.labels.clone());
-    }
-    if let Some(a) = &filter.assignee {
-        qb.push(" AND a.email = ").push_bind(a.to_lowercase());
-    }
-    if let Some(p) = &filter.parent {
-        push_parent(&mut qb, ws, p);
-    }
-    // The same statement's now() as `db_now`, so the filter and each
-    // item's `lease` agree (L5).
-    match filter.leased {
-        Some(true) => {
-            qb.push(" AND i.lease_holder IS NOT NULL AND i.lease_expires_at > now()");
+    async fn list_items(
+        &self,
+        ws: &Workspace,
+        filter: &ItemFilter,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<Item>> {
+        let (after, limit) = shared::list_window(filter, limit, cursor)?;
+        let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(ITEM_SELECT);
+        qb.push(" WHERE i.workspace_id = ").push_bind(ws.id).push(" AND i.id > ").push_bind(after);
+        if !filter.include_deleted {
+            qb.push(" AND i.deleted_at IS NULL");
         }
-        Some(false) => {
-            qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= now())");
+        if !filter.status.is_empty() {
+            let status: Vec<&str> = filter.status.iter().map(|s| s.as_str()).collect();
+            qb.push(" AND i.status = ANY(").push_bind(status).push(")");
         }
-        None => {}
+        if !filter.kind.is_empty() {
+            let kinds: Vec<String> = filter.kind.iter().map(|k| k.to_ascii_lowercase()).collect();
+            qb.push(" AND i.kind = ANY(").push_bind(kinds).push(")");
+        }
+        if !filter.priority.is_empty() {
+            let ranks: Vec<i64> = filter.priority.iter().map(|p| p.rank()).collect();
+            qb.push(" AND i.priority = ANY(").push_bind(ranks).push(")");
+        }
+        if !filter.labels.is_empty() {
+            qb.push(" AND i.labels @> ").push_bind(filter.labels.clone());
+        }
+        if let Some(a) = &filter.assignee {
+            qb.push(" AND a.email = ").push_bind(a.to_lowercase());
+        }
+        if let Some(p) = &filter.parent {
+            push_parent(&mut qb, ws, p);
+        }
+        // The same statement's now() as `db_now`, so the filter and each
+        // item's `lease` agree (L5).
+        match filter.leased {
+            Some(true) => {
+                qb.push(" AND i.lease_holder IS NOT NULL AND i.lease_expires_at > now()");
+            }
+            Some(false) => {
+                qb.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= now())");
+            }
+            None => {}
+        }
+        if let Some(q) = &filter.q {
+            let q = q.to_lowercase();
+            qb.push(" AND (strpos(lower(i.title), ")
+                .push_bind(q.clone())
+                .push(") > 0 OR strpos(lower(i.body), ")
+                .push_bind(q)
+                .push(") > 0)");
+        }
+        qb.push(" ORDER BY i.id LIMIT ").push_bind(i64::from(limit) + 1);
+        let rows = qb.build().fetch_all(&self.pool).await.map_err(db)?;
+        shared::page(&rows, limit, |row| Ok((row.get("id"), item_from_row(row, row.get("db_now"))?)))
     }
-    if let Some(q) = &filter.q {
-        let q = q.to_lowercase();
-        qb.push(" AND (strpos(lower(i.title), ")
-            .push_bind(q.clone())
-            .push(") > 0 OR strpos(lower(i.body), ")
-            .push_bind(q)
-            .push(") > 0)");
+
+    async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
+        let id = find_id(self, ws, r).await?;
+        let rows = sqlx::query("SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id WHERE v.item_id = $1 ORDER BY v.version DESC")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(rows
+            .iter()
+            .map(|row| Version {
+                version: row.get("version"),
+                actor: row.get("email"),
+                at: row.get("at"),
+                changes: row.get("changes"),
+            })
+            .collect())
     }
-    qb.push(" ORDER BY i.id LIMIT ").push_bind(i64::from(limit) + 1);
-    let rows = qb.build().fetch_all(&s.pool).await.map_err(db)?;
-    shared::page(&rows, limit, |row| Ok((row.get("id"), item_from_row(row, row.get("db_now"))?)))
-}
 
-pub(crate) async fn history(s: &PgStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
-    let id = find_id(s, ws, r).await?;
-    let rows = sqlx::query("SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id WHERE v.item_id = $1 ORDER BY v.version DESC")
-        .bind(id)
-        .fetch_all(&s.pool)
-        .await
-        .map_err(db)?;
-    Ok(rows
-        .iter()
-        .map(|row| Version {
-            version: row.get("version"),
-            actor: row.get("email"),
-            at: row.get("at"),
-            changes: row.get("changes"),
-        })
-        .collect())
+    async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
+        let id = find_id(self, ws, r).await?;
+        let rows = sqlx::query("SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id WHERE c.item_id = $1 ORDER BY c.id")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(rows
+            .iter()
+            .map(|row| Comment {
+                id: row.get("id"),
+                author: row.get("email"),
+                body: row.get("body"),
+                created_at: row.get("created_at"),
+            })
+            .collect())
+    }
 }
-
-pub(crate) async fn list_comments(s: &PgStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
-    let id = find_id(s, ws, r).await?;
-    let rows = sqlx::query("SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id WHERE c.item_id = $1 ORDER BY c.id")
-        .bind(id)
-        .fetch_all(&s.pool)
-        .await
-        .map_err(db)?;
-    Ok(rows
-        .iter()
-        .map(|row| Comment {
-            id: row.get("id"),
-            author: row.get("email"),
-            body: row.get("body"),
-            created_at: row.get("created_at"),
-        })
-        .collect())
-}
-
 async fn find_id(s: &PgStore, ws: &Workspace, r: &ItemRef) -> StoreResult<i64> {
     sqlx::query_scalar("SELECT id FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3")
         .bind(ws.id)

@@ -9,8 +9,8 @@ use pad_core::{
 };
 use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, LeaseSteps, WriteTx};
 use pad_store::{
-    ClaimOutcome, ClaimRequest, CompleteRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult,
-    shared,
+    ClaimOutcome, ClaimRequest, CompleteRequest, LeaseOps, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError,
+    StoreResult, shared,
 };
 use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder, Row};
@@ -372,181 +372,175 @@ fn disagree(wrote: impl std::fmt::Debug, decided: impl std::fmt::Debug) -> Store
     StoreError::Internal(format!("lease statement and lease rule disagree: wrote {wrote:?}, rule decided {decided:?}"))
 }
 
-pub(crate) async fn renew(s: &PgStore, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
-    let ttl = req.validate(&ws.settings)?;
-    let claimant = req.claimant();
-    // One statement, so no transaction: it commits or does nothing.
-    let row = sqlx::query(RENEW)
-        .bind(ws.id)
-        .bind(&r.prefix)
-        .bind(r.number)
-        .bind(req.actor.user_id)
-        .bind(&req.holder)
-        .bind(req.handle.epoch)
-        .bind(ttl.map(ttl_param))
-        .bind(&req.note)
-        .bind(req.handle.lease_id)
-        .fetch_optional(&s.pool)
-        .await
-        .map_err(db)?;
-    let locked = rows::locked(row.as_ref(), r)?.live(r)?;
-    let wrote = rows::written_lease(row.as_ref().expect("Locked::from_row refuses a missing row"))?;
-    let now = locked.now;
-    match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
-        RenewDecision::Renewed(l) => {
-            agree(wrote.as_ref(), Some(&l))?;
-            Ok(l)
-        }
-        RenewDecision::Lost(live) => {
-            agree(wrote.as_ref(), None)?;
-            // Told why (L7): read how the caller's lease ended, then let go.
-            let mut tx = s.begin().await?;
-            let e = steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await;
-            tx.rollback().await;
-            Err(e)
-        }
-        RenewDecision::Held(l) => {
-            agree(wrote.as_ref(), None)?;
-            Err(StoreError::held(l, now))
-        }
-    }
-}
-
-pub(crate) async fn release(
-    s: &PgStore,
-    ws: &Workspace,
-    r: &ItemRef,
-    req: &ReleaseRequest,
-) -> StoreResult<ReleaseOutcome> {
-    req.validate()?;
-    let claimant = req.claimant();
-    let mut tx = s.begin().await?;
-    let row = sqlx::query(RELEASE)
-        .bind(ws.id)
-        .bind(&r.prefix)
-        .bind(r.number)
-        .bind(req.actor.user_id)
-        .bind(&req.holder)
-        .bind(req.handle.epoch)
-        .bind(req.force)
-        .bind(req.handle.lease_id)
-        .fetch_optional(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    let locked = rows::locked(row.as_ref(), r)?;
-    let cleared: bool = row.as_ref().expect("Locked::from_row refuses a missing row").get("cleared");
-    let now = locked.now;
-    let decision = lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now);
-    let ends = matches!(decision, ReleaseDecision::Released(_) | ReleaseDecision::Broken(_));
-    if cleared != ends {
-        return Err(disagree(cleared, &decision));
-    }
-    let (lease, kind, reason) = match decision {
-        ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
-        ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
-        refused => {
-            // L5/L13: a recorded but expired lease is observed here, once.
-            if let (ReleaseDecision::NoLiveLease, Some(old)) = (&refused, &locked.slot.current) {
-                steps::expire(&mut tx, ws, locked.id, r, old.clone(), now).await?;
+#[async_trait]
+impl LeaseOps for PgStore {
+    async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
+        let ttl = req.validate(&ws.settings)?;
+        let claimant = req.claimant();
+        // One statement, so no transaction: it commits or does nothing.
+        let row = sqlx::query(RENEW)
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .bind(req.actor.user_id)
+            .bind(&req.holder)
+            .bind(req.handle.epoch)
+            .bind(ttl.map(ttl_param))
+            .bind(&req.note)
+            .bind(req.handle.lease_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        let locked = rows::locked(row.as_ref(), r)?.live(r)?;
+        let wrote = rows::written_lease(row.as_ref().expect("Locked::from_row refuses a missing row"))?;
+        let now = locked.now;
+        match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
+            RenewDecision::Renewed(l) => {
+                agree(wrote.as_ref(), Some(&l))?;
+                Ok(l)
             }
-            // Committing also drops the row lock now.
-            tx.commit().await?;
-            return match refused {
-                ReleaseDecision::Held(l) => Err(StoreError::held(l, now)),
-                ReleaseDecision::Lost(l) => Err(StoreError::lost(Some(l), now)),
-                _ => Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None }),
-            };
+            RenewDecision::Lost(live) => {
+                agree(wrote.as_ref(), None)?;
+                // Told why (L7): read how the caller's lease ended, then let go.
+                let mut tx = self.begin().await?;
+                let e = steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await;
+                tx.rollback().await;
+                Err(e)
+            }
+            RenewDecision::Held(l) => {
+                agree(wrote.as_ref(), None)?;
+                Err(StoreError::held(l, now))
+            }
         }
-    };
-    if kind == LeaseEnd::Broken {
-        PgStore::record_break(&mut tx.conn, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
     }
-    if kind == LeaseEnd::Released && req.succeeded {
-        tx.record_success(locked.id, now).await?;
-    }
-    let data = shared::event::ended(&lease, kind, req.reason.as_deref());
-    let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
-    tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
-    tx.commit().await?;
-    Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
-}
 
-/// L15 as `pad_store::steps::complete` decides it, in two statements and
-/// their transaction: the lock with the item, then every write with the item
-/// as left (docs/benchmarks.md, "Round trips on PostgreSQL").
-pub(crate) async fn complete(s: &PgStore, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
-    req.validate()?;
-    let claimant = req.claimant();
-    let mut tx = s.begin().await?;
-    // The row stays locked until commit, so the lease decided on is the one ended.
-    let row = sqlx::query(LOCK_FOR_COMPLETE)
-        .bind(ws.id)
-        .bind(&r.prefix)
-        .bind(r.number)
-        .fetch_optional(&mut *tx.conn)
+    async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
+        req.validate()?;
+        let claimant = req.claimant();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(RELEASE)
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .bind(req.actor.user_id)
+            .bind(&req.holder)
+            .bind(req.handle.epoch)
+            .bind(req.force)
+            .bind(req.handle.lease_id)
+            .fetch_optional(&mut *tx.conn)
+            .await
+            .map_err(db)?;
+        let locked = rows::locked(row.as_ref(), r)?;
+        let cleared: bool = row.as_ref().expect("Locked::from_row refuses a missing row").get("cleared");
+        let now = locked.now;
+        let decision = lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now);
+        let ends = matches!(decision, ReleaseDecision::Released(_) | ReleaseDecision::Broken(_));
+        if cleared != ends {
+            return Err(disagree(cleared, &decision));
+        }
+        let (lease, kind, reason) = match decision {
+            ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
+            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
+            refused => {
+                // L5/L13: a recorded but expired lease is observed here, once.
+                if let (ReleaseDecision::NoLiveLease, Some(old)) = (&refused, &locked.slot.current) {
+                    steps::expire(&mut tx, ws, locked.id, r, old.clone(), now).await?;
+                }
+                // Committing also drops the row lock now.
+                tx.commit().await?;
+                return match refused {
+                    ReleaseDecision::Held(l) => Err(StoreError::held(l, now)),
+                    ReleaseDecision::Lost(l) => Err(StoreError::lost(Some(l), now)),
+                    _ => Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None }),
+                };
+            }
+        };
+        if kind == LeaseEnd::Broken {
+            PgStore::record_break(&mut tx.conn, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
+        }
+        if kind == LeaseEnd::Released && req.succeeded {
+            tx.record_success(locked.id, now).await?;
+        }
+        let data = shared::event::ended(&lease, kind, req.reason.as_deref());
+        let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
+        tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
+        tx.commit().await?;
+        Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
+    }
+
+    /// L15 as `pad_store::steps::complete` decides it, in two statements and
+    /// their transaction: the lock with the item, then every write with the item
+    /// as left (docs/benchmarks.md, "Round trips on PostgreSQL").
+    async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
+        req.validate()?;
+        let claimant = req.claimant();
+        let mut tx = self.begin().await?;
+        // The row stays locked until commit, so the lease decided on is the one ended.
+        let row = sqlx::query(LOCK_FOR_COMPLETE)
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .fetch_optional(&mut *tx.conn)
+            .await
+            .map_err(db)?;
+        let locked = rows::locked(row.as_ref(), r)?.live(r)?;
+        let now = locked.now;
+        let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
+            Ok(l) => l,
+            Err(e) => {
+                return Err(steps::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await);
+            }
+        };
+        // Only its status is compared, which the locked row holds.
+        let old = item_from_row(&row.expect("rows::locked refuses a missing row"), now)?;
+        let changed = (old.status != req.status).then(|| {
+            // A content change like any update: one version, `updated_at` moves.
+            let new = Item { status: req.status, ..old.clone() };
+            new.changes_since(Some(&old))
+        });
+        let row = sqlx::query(COMPLETE)
+            .bind(locked.id)
+            .bind(changed.as_ref().map(|_| req.status.as_str()))
+            .bind(now)
+            .bind(req.actor.user_id)
+            .bind(changed.as_ref().map(|c| Value::Object(c.clone())))
+            .bind(ws.id)
+            .bind(r.to_string())
+            .bind(changed.as_ref().map(|_| EventKind::ItemUpdated.as_str()))
+            .bind(changed.as_ref().map(shared::event::updated))
+            .bind(EventKind::LeaseReleased.as_str())
+            .bind(shared::event::ended(&lease, LeaseEnd::Completed, None))
+            .bind(LeaseEnd::Completed.as_str())
+            .fetch_one(&mut *tx.conn)
+            .await
+            .map_err(db)?;
+        if row.get::<i64, _>("events_written") != 1 + i64::from(changed.is_some()) {
+            return Err(crate::events::too_many_events());
+        }
+        let item = item_from_row(&row, now)?;
+        tx.commit().await?;
+        Ok(item)
+    }
+
+    async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
+        let f = filter.validate()?;
+        let mut qb = QueryBuilder::new(ITEM_SELECT);
+        push_frontier(&mut qb, ws, &f, limit);
+        let rows = qb.build().fetch_all(&self.pool).await.map_err(db)?;
+        rows.iter().map(|r| item_from_row(r, r.get("db_now"))).collect()
+    }
+
+    async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>> {
+        let rows = sqlx::query(
+            "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
+             WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > now() GROUP BY w.slug ORDER BY w.slug",
+        )
+        .fetch_all(&self.pool)
         .await
         .map_err(db)?;
-    let locked = rows::locked(row.as_ref(), r)?.live(r)?;
-    let now = locked.now;
-    let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
-        Ok(l) => l,
-        Err(e) => return Err(steps::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
-    };
-    // Only its status is compared, which the locked row holds.
-    let old = item_from_row(&row.expect("rows::locked refuses a missing row"), now)?;
-    let changed = (old.status != req.status).then(|| {
-        // A content change like any update: one version, `updated_at` moves.
-        let new = Item { status: req.status, ..old.clone() };
-        new.changes_since(Some(&old))
-    });
-    let row = sqlx::query(COMPLETE)
-        .bind(locked.id)
-        .bind(changed.as_ref().map(|_| req.status.as_str()))
-        .bind(now)
-        .bind(req.actor.user_id)
-        .bind(changed.as_ref().map(|c| Value::Object(c.clone())))
-        .bind(ws.id)
-        .bind(r.to_string())
-        .bind(changed.as_ref().map(|_| EventKind::ItemUpdated.as_str()))
-        .bind(changed.as_ref().map(shared::event::updated))
-        .bind(EventKind::LeaseReleased.as_str())
-        .bind(shared::event::ended(&lease, LeaseEnd::Completed, None))
-        .bind(LeaseEnd::Completed.as_str())
-        .fetch_one(&mut *tx.conn)
-        .await
-        .map_err(db)?;
-    if row.get::<i64, _>("events_written") != 1 + i64::from(changed.is_some()) {
-        return Err(crate::events::too_many_events());
+        Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
     }
-    let item = item_from_row(&row, now)?;
-    tx.commit().await?;
-    Ok(item)
 }
-
-pub(crate) async fn frontier(
-    s: &PgStore,
-    ws: &Workspace,
-    filter: &FrontierFilter,
-    limit: u32,
-) -> StoreResult<Vec<Item>> {
-    let f = filter.validate()?;
-    let mut qb = QueryBuilder::new(ITEM_SELECT);
-    push_frontier(&mut qb, ws, &f, limit);
-    let rows = qb.build().fetch_all(&s.pool).await.map_err(db)?;
-    rows.iter().map(|r| item_from_row(r, r.get("db_now"))).collect()
-}
-
-pub(crate) async fn live_leases(s: &PgStore) -> StoreResult<Vec<(String, u64)>> {
-    let rows = sqlx::query(
-        "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
-         WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > now() GROUP BY w.slug ORDER BY w.slug",
-    )
-    .fetch_all(&s.pool)
-    .await
-    .map_err(db)?;
-    Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
-}
-
 #[async_trait]
 impl LeaseSteps for Tx {
     /// L1-L3, L12, L13: the CLAIM statement, its reading through

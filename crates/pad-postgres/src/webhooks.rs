@@ -6,9 +6,10 @@
 //! claimed until a deadline, so exactly one instance delivers each attempt
 //! and a crashed instance's claim passes on when it runs out.
 
+use async_trait::async_trait;
 use pad_core::webhook::{self, CreateWebhook, DeliveryOutcome, Webhook, WebhookDelivery};
 use pad_core::{Event, Workspace};
-use pad_store::{Actor, AttemptResult, DueDelivery, StoreError, StoreResult, WebhookTarget};
+use pad_store::{Actor, AttemptResult, DueDelivery, StoreError, StoreResult, WebhookOps, WebhookTarget};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
@@ -123,229 +124,228 @@ fn delivery_from_row(row: &PgRow) -> StoreResult<WebhookDelivery> {
     })
 }
 
-pub(crate) async fn create(
-    s: &PgStore,
-    ws: &Workspace,
-    actor: Actor,
-    new: &CreateWebhook,
-    secret: &str,
-) -> StoreResult<Webhook> {
-    webhook::validate_url(&new.url)?;
-    let events: Vec<&str> = webhook::normalize_events(&new.events).iter().map(|k| k.as_str()).collect();
-    let mut tx = pad_store::steps::Begin::begin(s).await?.conn;
-    // Serializes creates per workspace, so the cap holds under concurrency.
-    sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
+#[async_trait]
+impl WebhookOps for PgStore {
+    async fn create_webhook(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        new: &CreateWebhook,
+        secret: &str,
+    ) -> StoreResult<Webhook> {
+        webhook::validate_url(&new.url)?;
+        let events: Vec<&str> = webhook::normalize_events(&new.events).iter().map(|k| k.as_str()).collect();
+        let mut tx = pad_store::steps::Begin::begin(self).await?.conn;
+        // Serializes creates per workspace, so the cap holds under concurrency.
+        sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR UPDATE")
+            .bind(ws.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhooks WHERE workspace_id = $1")
+            .bind(ws.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        pad_store::check_webhook_cap(n)?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO webhooks (workspace_id, url, event_types, secret, created_by, created_at)
+             VALUES ($1, $2, $3, $4, $5, clock_timestamp()) RETURNING id",
+        )
         .bind(ws.id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhooks WHERE workspace_id = $1")
-        .bind(ws.id)
+        .bind(&new.url)
+        .bind(events)
+        .bind(secret)
+        .bind(actor.user_id)
         .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
-    pad_store::check_webhook_cap(n)?;
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO webhooks (workspace_id, url, event_types, secret, created_by, created_at)
-         VALUES ($1, $2, $3, $4, $5, clock_timestamp()) RETURNING id",
-    )
-    .bind(ws.id)
-    .bind(&new.url)
-    .bind(events)
-    .bind(secret)
-    .bind(actor.user_id)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db)?;
-    let sql = format!("{WEBHOOK_SELECT} WHERE w.id = $1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    webhook_from_row(&row)
-}
-
-pub(crate) async fn list(s: &PgStore, ws: &Workspace) -> StoreResult<Vec<Webhook>> {
-    let sql = format!("{WEBHOOK_SELECT} WHERE w.workspace_id = $1 ORDER BY w.id");
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(ws.id).fetch_all(&s.pool).await.map_err(db)?;
-    rows.iter().map(webhook_from_row).collect()
-}
-
-pub(crate) async fn delete(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<()> {
-    let gone = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND workspace_id = $2")
-        .bind(id)
-        .bind(ws.id)
-        .execute(&s.pool)
-        .await
-        .map_err(db)?
-        .rows_affected();
-    if gone == 0 {
-        return Err(StoreError::not_found(format!("webhook {id}")));
+        let sql = format!("{WEBHOOK_SELECT} WHERE w.id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        webhook_from_row(&row)
     }
-    Ok(())
-}
 
-/// Clears the pause (docs/webhooks.md, "Paused subscriptions").
-pub(crate) async fn resume(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<Webhook> {
-    // Two statements: a data-modifying CTE's neighbours read the row as it
-    // was before the update.
-    let found: Option<i64> =
-        sqlx::query_scalar("UPDATE webhooks SET paused_at = NULL WHERE id = $1 AND workspace_id = $2 RETURNING id")
+    async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<Webhook>> {
+        let sql = format!("{WEBHOOK_SELECT} WHERE w.workspace_id = $1 ORDER BY w.id");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(ws.id).fetch_all(&self.pool).await.map_err(db)?;
+        rows.iter().map(webhook_from_row).collect()
+    }
+
+    async fn delete_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<()> {
+        let gone = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND workspace_id = $2")
             .bind(id)
             .bind(ws.id)
-            .fetch_optional(&s.pool)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?
+            .rows_affected();
+        if gone == 0 {
+            return Err(StoreError::not_found(format!("webhook {id}")));
+        }
+        Ok(())
+    }
+
+    /// Clears the pause (docs/webhooks.md, "Paused subscriptions").
+    async fn resume_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<Webhook> {
+        // Two statements: a data-modifying CTE's neighbours read the row as it
+        // was before the update.
+        let found: Option<i64> =
+            sqlx::query_scalar("UPDATE webhooks SET paused_at = NULL WHERE id = $1 AND workspace_id = $2 RETURNING id")
+                .bind(id)
+                .bind(ws.id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db)?;
+        if found.is_none() {
+            return Err(StoreError::not_found(format!("webhook {id}")));
+        }
+        let sql = format!("{WEBHOOK_SELECT} WHERE w.id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&self.pool).await.map_err(db)?;
+        webhook_from_row(&row)
+    }
+
+    async fn trim_webhook_queues(&self, keep: i64) -> StoreResult<u64> {
+        let n: i64 = sqlx::query_scalar(TRIM).bind(keep).fetch_one(&self.pool).await.map_err(db)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn webhook_target(&self, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
+        let row = sqlx::query("SELECT id, url, secret FROM webhooks WHERE id = $1 AND workspace_id = $2")
+            .bind(id)
+            .bind(ws.id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?
+            .ok_or_else(|| StoreError::not_found(format!("webhook {id}")))?;
+        Ok(WebhookTarget { id: row.get("id"), url: row.get("url"), secret: row.get("secret") })
+    }
+
+    async fn webhook_deliveries(&self, ws: &Workspace, id: i64, limit: u32) -> StoreResult<Vec<WebhookDelivery>> {
+        self.webhook_target(ws, id).await?;
+        let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(i64::from(limit.clamp(1, 500)))
+            .fetch_all(&self.pool)
             .await
             .map_err(db)?;
-    if found.is_none() {
-        return Err(StoreError::not_found(format!("webhook {id}")));
+        rows.iter().map(delivery_from_row).collect()
     }
-    let sql = format!("{WEBHOOK_SELECT} WHERE w.id = $1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&s.pool).await.map_err(db)?;
-    webhook_from_row(&row)
-}
 
-pub(crate) async fn trim(s: &PgStore, keep: i64) -> StoreResult<u64> {
-    let n: i64 = sqlx::query_scalar(TRIM).bind(keep).fetch_one(&s.pool).await.map_err(db)?;
-    Ok(u64::try_from(n).unwrap_or(0))
-}
-
-pub(crate) async fn target(s: &PgStore, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
-    let row = sqlx::query("SELECT id, url, secret FROM webhooks WHERE id = $1 AND workspace_id = $2")
-        .bind(id)
-        .bind(ws.id)
-        .fetch_optional(&s.pool)
-        .await
-        .map_err(db)?
-        .ok_or_else(|| StoreError::not_found(format!("webhook {id}")))?;
-    Ok(WebhookTarget { id: row.get("id"), url: row.get("url"), secret: row.get("secret") })
-}
-
-pub(crate) async fn deliveries(s: &PgStore, ws: &Workspace, id: i64, limit: u32) -> StoreResult<Vec<WebhookDelivery>> {
-    target(s, ws, id).await?;
-    let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2");
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .bind(i64::from(limit.clamp(1, 500)))
-        .fetch_all(&s.pool)
+    async fn claim_webhook_deliveries(&self, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
+        // Asked every second by every instance: skip the horizon and the locks
+        // while no head is due (a queue behind a waiting head is not).
+        let any: bool = sqlx::query_scalar(ANY_DUE).fetch_one(&self.pool).await.map_err(db)?;
+        if !any {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = sqlx::query_scalar(CLAIM)
+            .bind(i64::from(limit))
+            .bind(hold_seconds as f64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT o.id, o.claim, o.webhook_id, o.attempts, w.url, w.secret, ws.slug,
+                    e.id AS event_id, e.type, e.item_ref, u.email, e.at, e.data
+             FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id JOIN workspaces ws ON ws.id = w.workspace_id
+             JOIN events e ON e.id = o.event_id LEFT JOIN users u ON u.id = e.actor_id
+             WHERE o.id = ANY($1) ORDER BY o.next_attempt_at, o.id",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
         .await
         .map_err(db)?;
-    rows.iter().map(delivery_from_row).collect()
-}
-
-pub(crate) async fn claim(s: &PgStore, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
-    // Asked every second by every instance: skip the horizon and the locks
-    // while no head is due (a queue behind a waiting head is not).
-    let any: bool = sqlx::query_scalar(ANY_DUE).fetch_one(&s.pool).await.map_err(db)?;
-    if !any {
-        return Ok(Vec::new());
+        Ok(rows
+            .iter()
+            .map(|row| DueDelivery {
+                outbox_id: row.get("id"),
+                claim: row.get("claim"),
+                webhook_id: row.get("webhook_id"),
+                workspace: row.get("slug"),
+                url: row.get("url"),
+                secret: row.get("secret"),
+                attempts: u32::try_from(row.get::<i32, _>("attempts")).unwrap_or(0),
+                event: Event {
+                    id: row.get("event_id"),
+                    kind: row.get("type"),
+                    item_ref: row.get("item_ref"),
+                    actor: row.get("email"),
+                    at: row.get("at"),
+                    data: row.get("data"),
+                },
+            })
+            .collect())
     }
-    let ids: Vec<i64> = sqlx::query_scalar(CLAIM)
-        .bind(i64::from(limit))
-        .bind(hold_seconds as f64)
-        .fetch_all(&s.pool)
-        .await
-        .map_err(db)?;
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let rows = sqlx::query(
-        "SELECT o.id, o.claim, o.webhook_id, o.attempts, w.url, w.secret, ws.slug,
-                e.id AS event_id, e.type, e.item_ref, u.email, e.at, e.data
-         FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id JOIN workspaces ws ON ws.id = w.workspace_id
-         JOIN events e ON e.id = o.event_id LEFT JOIN users u ON u.id = e.actor_id
-         WHERE o.id = ANY($1) ORDER BY o.next_attempt_at, o.id",
-    )
-    .bind(&ids)
-    .fetch_all(&s.pool)
-    .await
-    .map_err(db)?;
-    Ok(rows
-        .iter()
-        .map(|row| DueDelivery {
-            outbox_id: row.get("id"),
-            claim: row.get("claim"),
-            webhook_id: row.get("webhook_id"),
-            workspace: row.get("slug"),
-            url: row.get("url"),
-            secret: row.get("secret"),
-            attempts: u32::try_from(row.get::<i32, _>("attempts")).unwrap_or(0),
-            event: Event {
-                id: row.get("event_id"),
-                kind: row.get("type"),
-                item_ref: row.get("item_ref"),
-                actor: row.get("email"),
-                at: row.get("at"),
-                data: row.get("data"),
-            },
-        })
-        .collect())
-}
 
-pub(crate) async fn finish(s: &PgStore, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
-    let attempt = due.attempts + 1;
-    let (outcome, retry) = webhook::after_attempt(attempt, result.status_code);
-    let mut tx = pad_store::steps::Begin::begin(s).await?.conn;
-    match retry {
-        None => {
-            let ended = sqlx::query("DELETE FROM webhook_outbox WHERE id = $1 AND claim = $2")
-                .bind(due.outbox_id)
-                .bind(&due.claim)
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?
-                .rows_affected();
-            // Given up while the claim was still ours: the subscription
-            // pauses (docs/webhooks.md, "Paused subscriptions").
-            if ended == 1 && outcome == DeliveryOutcome::Failed {
-                sqlx::query("UPDATE webhooks SET paused_at = clock_timestamp() WHERE id = $1 AND paused_at IS NULL")
+    async fn finish_webhook_delivery(&self, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
+        let attempt = due.attempts + 1;
+        let (outcome, retry) = webhook::after_attempt(attempt, result.status_code);
+        let mut tx = pad_store::steps::Begin::begin(self).await?.conn;
+        match retry {
+            None => {
+                let ended = sqlx::query("DELETE FROM webhook_outbox WHERE id = $1 AND claim = $2")
+                    .bind(due.outbox_id)
+                    .bind(&due.claim)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?
+                    .rows_affected();
+                // Given up while the claim was still ours: the subscription
+                // pauses (docs/webhooks.md, "Paused subscriptions").
+                if ended == 1 && outcome == DeliveryOutcome::Failed {
+                    sqlx::query(
+                        "UPDATE webhooks SET paused_at = clock_timestamp() WHERE id = $1 AND paused_at IS NULL",
+                    )
                     .bind(due.webhook_id)
                     .execute(&mut *tx)
                     .await
                     .map_err(db)?;
+                }
+            }
+            Some(delay) => {
+                sqlx::query(
+                    "UPDATE webhook_outbox SET attempts = $1, next_attempt_at = clock_timestamp() + make_interval(secs => $2),
+                            claim = NULL, claimed_until = NULL
+                     WHERE id = $3 AND claim = $4",
+                )
+                .bind(i32::try_from(attempt).unwrap_or(i32::MAX))
+                .bind(delay.as_secs_f64())
+                .bind(due.outbox_id)
+                .bind(&due.claim)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
             }
         }
-        Some(delay) => {
-            sqlx::query(
-                "UPDATE webhook_outbox SET attempts = $1, next_attempt_at = clock_timestamp() + make_interval(secs => $2),
-                        claim = NULL, claimed_until = NULL
-                 WHERE id = $3 AND claim = $4",
-            )
-            .bind(i32::try_from(attempt).unwrap_or(i32::MAX))
-            .bind(delay.as_secs_f64())
-            .bind(due.outbox_id)
-            .bind(&due.claim)
-            .execute(&mut *tx)
+        log(&mut tx, due.webhook_id, Some(due.event.id), &due.event.kind, attempt, result, outcome).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    async fn log_webhook_test(&self, ws: &Workspace, id: i64, result: &AttemptResult) -> StoreResult<WebhookDelivery> {
+        let outcome =
+            if webhook::accepted(result.status_code) { DeliveryOutcome::Delivered } else { DeliveryOutcome::Failed };
+        let mut tx = pad_store::steps::Begin::begin(self).await?.conn;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM webhooks WHERE id = $1 AND workspace_id = $2")
+            .bind(id)
+            .bind(ws.id)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(db)?;
+        if exists.is_none() {
+            return Err(StoreError::not_found(format!("webhook {id}")));
         }
+        log(&mut tx, id, None, webhook::TEST_EVENT, 1, result, outcome).await?;
+        let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        delivery_from_row(&row)
     }
-    log(&mut tx, due.webhook_id, Some(due.event.id), &due.event.kind, attempt, result, outcome).await?;
-    tx.commit().await.map_err(db)
 }
-
-pub(crate) async fn log_test(
-    s: &PgStore,
-    ws: &Workspace,
-    id: i64,
-    result: &AttemptResult,
-) -> StoreResult<WebhookDelivery> {
-    let outcome =
-        if webhook::accepted(result.status_code) { DeliveryOutcome::Delivered } else { DeliveryOutcome::Failed };
-    let mut tx = pad_store::steps::Begin::begin(s).await?.conn;
-    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM webhooks WHERE id = $1 AND workspace_id = $2")
-        .bind(id)
-        .bind(ws.id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db)?;
-    if exists.is_none() {
-        return Err(StoreError::not_found(format!("webhook {id}")));
-    }
-    log(&mut tx, id, None, webhook::TEST_EVENT, 1, result, outcome).await?;
-    let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *tx).await.map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    delivery_from_row(&row)
-}
-
 /// One delivery log row (skipped if the subscription was deleted meanwhile),
 /// keeping the newest `DELIVERIES_KEPT` of the subscription.
 async fn log(

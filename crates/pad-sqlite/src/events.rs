@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use pad_core::{Event, EventFilter, EventKind, ItemRef, Timestamp, Workspace};
 use pad_store::steps::EventSteps;
-use pad_store::{Actor, StoreResult};
+use pad_store::{Actor, EventOps, StoreResult};
 use rusqlite::Row;
 use serde_json::Value;
 
@@ -32,26 +32,28 @@ impl EventSteps for Tx {
     }
 }
 
-pub(crate) async fn events_where(
-    s: &SqliteStore,
-    ws: &Workspace,
-    after: i64,
-    limit: u32,
-    filter: &EventFilter,
-) -> StoreResult<Vec<Event>> {
-    let mut q = Sql::new(
-        "SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data FROM events e LEFT JOIN users u ON u.id = e.actor_id
-         WHERE e.workspace_id = ",
-    );
-    q.bind(ws.id).push(" AND e.id > ").bind(after);
-    if let Some(r) = &filter.item_ref {
-        q.push(" AND e.item_ref = ").bind(r.to_string());
+#[async_trait]
+impl EventOps for SqliteStore {
+    async fn events_where(
+        &self,
+        ws: &Workspace,
+        after: i64,
+        limit: u32,
+        filter: &EventFilter,
+    ) -> StoreResult<Vec<Event>> {
+        let mut q = Sql::new(
+            "SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data FROM events e LEFT JOIN users u ON u.id = e.actor_id
+             WHERE e.workspace_id = ",
+        );
+        q.bind(ws.id).push(" AND e.id > ").bind(after);
+        if let Some(r) = &filter.item_ref {
+            q.push(" AND e.item_ref = ").bind(r.to_string());
+        }
+        q.bind_in("e.type", filter.kinds.iter().map(|k| k.as_str().to_string()));
+        q.push(" ORDER BY e.id LIMIT ").bind(i64::from(limit.clamp(1, 1000)));
+        self.read(move |c| c.all_built(&q, event_from_row)).await
     }
-    q.bind_in("e.type", filter.kinds.iter().map(|k| k.as_str().to_string()));
-    q.push(" ORDER BY e.id LIMIT ").bind(i64::from(limit.clamp(1, 1000)));
-    s.read(move |c| c.all_built(&q, event_from_row)).await
 }
-
 /// A row of `events` joined with its actor's `email`.
 pub(crate) fn event_from_row(row: &Row<'_>) -> StoreResult<Event> {
     Ok(Event {

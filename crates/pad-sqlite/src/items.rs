@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use pad_core::{Comment, Item, ItemFilter, ItemRef, Page, Status, Timestamp, Version, Workspace};
 use pad_store::steps::{ItemSteps, Locked, NewRow};
-use pad_store::{Actor, StoreError, StoreResult, shared};
+use pad_store::{Actor, ItemOps, StoreError, StoreResult, shared};
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
@@ -20,104 +20,107 @@ static ITEM_BY_REF: LazyLock<String> =
     LazyLock::new(|| format!("{ITEM_SELECT} WHERE i.workspace_id = ? AND i.prefix = ? AND i.number = ?"));
 static ITEM_BY_ID: LazyLock<String> = LazyLock::new(|| format!("{ITEM_SELECT} WHERE i.id = ?"));
 
-pub(crate) async fn get_item(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Item> {
-    let now = s.clock.read();
-    let key = (ws.id, r.prefix.clone(), r.number);
-    s.read(move |c| c.opt(&ITEM_BY_REF, key, |row| item_from_row(row, now)))
-        .await?
-        .ok_or_else(|| StoreError::not_found(format!("item {r}")))
-}
+#[async_trait]
+impl ItemOps for SqliteStore {
+    async fn get_item(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Item> {
+        let now = self.clock.read();
+        let key = (ws.id, r.prefix.clone(), r.number);
+        self.read(move |c| c.opt(&ITEM_BY_REF, key, |row| item_from_row(row, now)))
+            .await?
+            .ok_or_else(|| StoreError::not_found(format!("item {r}")))
+    }
 
-pub(crate) async fn list_items(
-    s: &SqliteStore,
-    ws: &Workspace,
-    filter: &ItemFilter,
-    limit: u32,
-    cursor: Option<&str>,
-) -> StoreResult<Page<Item>> {
-    let (after, limit) = shared::list_window(filter, limit, cursor)?;
-    let now = s.clock.read();
-    let mut q = Sql::new(ITEM_SELECT);
-    q.push(" WHERE i.workspace_id = ").bind(ws.id).push(" AND i.id > ").bind(after);
-    if !filter.include_deleted {
-        q.push(" AND i.deleted_at IS NULL");
-    }
-    q.bind_in("i.status", filter.status.iter().map(|s| s.as_str().to_string()));
-    q.bind_in("i.kind", filter.kind.iter().map(|k| k.to_ascii_lowercase()));
-    q.bind_in("i.priority", filter.priority.iter().map(|p| p.rank()));
-    for l in &filter.labels {
-        q.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").bind(l.clone()).push(")");
-    }
-    if let Some(a) = &filter.assignee {
-        q.push(" AND a.email = ").bind(a.to_lowercase());
-    }
-    if let Some(p) = &filter.parent {
-        push_parent(&mut q, ws, p);
-    }
-    match filter.leased {
-        Some(true) => {
-            q.push(" AND i.lease_holder IS NOT NULL AND i.lease_expires_at > ").bind(micros(now));
+    async fn list_items(
+        &self,
+        ws: &Workspace,
+        filter: &ItemFilter,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<Item>> {
+        let (after, limit) = shared::list_window(filter, limit, cursor)?;
+        let now = self.clock.read();
+        let mut q = Sql::new(ITEM_SELECT);
+        q.push(" WHERE i.workspace_id = ").bind(ws.id).push(" AND i.id > ").bind(after);
+        if !filter.include_deleted {
+            q.push(" AND i.deleted_at IS NULL");
         }
-        Some(false) => {
-            q.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= ").bind(micros(now)).push(")");
+        q.bind_in("i.status", filter.status.iter().map(|s| s.as_str().to_string()));
+        q.bind_in("i.kind", filter.kind.iter().map(|k| k.to_ascii_lowercase()));
+        q.bind_in("i.priority", filter.priority.iter().map(|p| p.rank()));
+        for l in &filter.labels {
+            q.push(" AND EXISTS (SELECT 1 FROM json_each(i.labels) WHERE value = ").bind(l.clone()).push(")");
         }
-        None => {}
+        if let Some(a) = &filter.assignee {
+            q.push(" AND a.email = ").bind(a.to_lowercase());
+        }
+        if let Some(p) = &filter.parent {
+            push_parent(&mut q, ws, p);
+        }
+        match filter.leased {
+            Some(true) => {
+                q.push(" AND i.lease_holder IS NOT NULL AND i.lease_expires_at > ").bind(micros(now));
+            }
+            Some(false) => {
+                q.push(" AND (i.lease_holder IS NULL OR i.lease_expires_at <= ").bind(micros(now)).push(")");
+            }
+            None => {}
+        }
+        if let Some(text) = &filter.q {
+            let text = text.to_lowercase();
+            q.push(" AND (instr(lower(i.title), ")
+                .bind(text.clone())
+                .push(") > 0 OR instr(lower(i.body), ")
+                .bind(text)
+                .push(") > 0)");
+        }
+        q.push(" ORDER BY i.id LIMIT ").bind(i64::from(limit) + 1);
+        let rows =
+            self.read(move |c| c.all_built(&q, |row| Ok((row.col::<i64>("id")?, item_from_row(row, now)?)))).await?;
+        shared::page(&rows, limit, |(id, item)| Ok((*id, item.clone())))
     }
-    if let Some(text) = &filter.q {
-        let text = text.to_lowercase();
-        q.push(" AND (instr(lower(i.title), ")
-            .bind(text.clone())
-            .push(") > 0 OR instr(lower(i.body), ")
-            .bind(text)
-            .push(") > 0)");
+
+    async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
+        let (ws_id, r) = (ws.id, r.clone());
+        self.read(move |c| {
+            let id = find_id(c, ws_id, &r)?;
+            c.all(
+                "SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id
+                 WHERE v.item_id = ? ORDER BY v.version DESC",
+                [id],
+                |row| {
+                    Ok(Version {
+                        version: row.col("version")?,
+                        actor: row.col("email")?,
+                        at: row.ts("at")?,
+                        changes: row.json("changes")?,
+                    })
+                },
+            )
+        })
+        .await
     }
-    q.push(" ORDER BY i.id LIMIT ").bind(i64::from(limit) + 1);
-    let rows = s.read(move |c| c.all_built(&q, |row| Ok((row.col::<i64>("id")?, item_from_row(row, now)?)))).await?;
-    shared::page(&rows, limit, |(id, item)| Ok((*id, item.clone())))
-}
 
-pub(crate) async fn history(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
-    let (ws_id, r) = (ws.id, r.clone());
-    s.read(move |c| {
-        let id = find_id(c, ws_id, &r)?;
-        c.all(
-            "SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id
-             WHERE v.item_id = ? ORDER BY v.version DESC",
-            [id],
-            |row| {
-                Ok(Version {
-                    version: row.col("version")?,
-                    actor: row.col("email")?,
-                    at: row.ts("at")?,
-                    changes: row.json("changes")?,
-                })
-            },
-        )
-    })
-    .await
+    async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
+        let (ws_id, r) = (ws.id, r.clone());
+        self.read(move |c| {
+            let id = find_id(c, ws_id, &r)?;
+            c.all(
+                "SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id
+                 WHERE c.item_id = ? ORDER BY c.id",
+                [id],
+                |row| {
+                    Ok(Comment {
+                        id: row.col("id")?,
+                        author: row.col("email")?,
+                        body: row.col("body")?,
+                        created_at: row.ts("created_at")?,
+                    })
+                },
+            )
+        })
+        .await
+    }
 }
-
-pub(crate) async fn list_comments(s: &SqliteStore, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
-    let (ws_id, r) = (ws.id, r.clone());
-    s.read(move |c| {
-        let id = find_id(c, ws_id, &r)?;
-        c.all(
-            "SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id
-             WHERE c.item_id = ? ORDER BY c.id",
-            [id],
-            |row| {
-                Ok(Comment {
-                    id: row.col("id")?,
-                    author: row.col("email")?,
-                    body: row.col("body")?,
-                    created_at: row.ts("created_at")?,
-                })
-            },
-        )
-    })
-    .await
-}
-
 fn find_id(c: &Connection, ws_id: i64, r: &ItemRef) -> StoreResult<i64> {
     c.opt(
         "SELECT id FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?",

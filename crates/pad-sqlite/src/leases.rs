@@ -7,7 +7,7 @@ use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecis
 use pad_core::{FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace};
 use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, ItemSteps, LeaseSteps, Locked};
 use pad_store::{
-    ClaimOutcome, ClaimRequest, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
+    ClaimOutcome, ClaimRequest, LeaseOps, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
 };
 use rusqlite::Connection;
 
@@ -16,90 +16,82 @@ use crate::rows::{self, ITEM_SELECT, item_from_row};
 use crate::sql::{Col, Db, Sql, micros};
 use crate::{SqliteStore, Tx};
 
-pub(crate) async fn renew(s: &SqliteStore, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
-    let ttl = req.validate(&ws.settings)?;
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let locked = tx.lock_item(ws, r).await?.live(r)?;
-    let claimant = req.claimant();
-    match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
-        RenewDecision::Renewed(l) => {
-            write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
-            tx.commit().await?;
-            Ok(l)
-        }
-        RenewDecision::Lost(live) => {
-            Err(steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await)
-        }
-        RenewDecision::Held(l) => Err(StoreError::held(l, now)),
-    }
-}
-
-pub(crate) async fn release(
-    s: &SqliteStore,
-    ws: &Workspace,
-    r: &ItemRef,
-    req: &ReleaseRequest,
-) -> StoreResult<ReleaseOutcome> {
-    req.validate()?;
-    let mut tx = s.begin().await?;
-    let now = tx.now;
-    let locked = tx.lock_item(ws, r).await?;
-    let claimant = req.claimant();
-    let (lease, kind, reason) = match lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now) {
-        ReleaseDecision::NoLiveLease => {
-            // L5/L13: a recorded but expired lease is observed here, once.
-            if let Some(old) = locked.slot.current {
-                steps::expire(&mut tx, ws, locked.id, r, old, now).await?;
+#[async_trait]
+impl LeaseOps for SqliteStore {
+    async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
+        let ttl = req.validate(&ws.settings)?;
+        let mut tx = self.begin().await?;
+        let now = tx.now;
+        let locked = tx.lock_item(ws, r).await?.live(r)?;
+        let claimant = req.claimant();
+        match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
+            RenewDecision::Renewed(l) => {
+                write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
                 tx.commit().await?;
+                Ok(l)
             }
-            return Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None });
+            RenewDecision::Lost(live) => {
+                Err(steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await)
+            }
+            RenewDecision::Held(l) => Err(StoreError::held(l, now)),
         }
-        ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
-        ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
-        ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
-        ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
-    };
-    tx.end_lease(locked.id, kind, now).await?;
-    if kind == LeaseEnd::Released && req.succeeded {
-        tx.record_success(locked.id, now).await?;
     }
-    if kind == LeaseEnd::Broken {
-        SqliteStore::record_break(tx.conn(), locked.id, &lease, req.reason.as_deref(), req.actor)?;
+
+    async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
+        req.validate()?;
+        let mut tx = self.begin().await?;
+        let now = tx.now;
+        let locked = tx.lock_item(ws, r).await?;
+        let claimant = req.claimant();
+        let (lease, kind, reason) = match lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now) {
+            ReleaseDecision::NoLiveLease => {
+                // L5/L13: a recorded but expired lease is observed here, once.
+                if let Some(old) = locked.slot.current {
+                    steps::expire(&mut tx, ws, locked.id, r, old, now).await?;
+                    tx.commit().await?;
+                }
+                return Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None });
+            }
+            ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
+            ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
+            ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
+            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
+        };
+        tx.end_lease(locked.id, kind, now).await?;
+        if kind == LeaseEnd::Released && req.succeeded {
+            tx.record_success(locked.id, now).await?;
+        }
+        if kind == LeaseEnd::Broken {
+            SqliteStore::record_break(tx.conn(), locked.id, &lease, req.reason.as_deref(), req.actor)?;
+        }
+        let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
+        let data = shared::event::ended(&lease, kind, req.reason.as_deref());
+        tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
+        tx.commit().await?;
+        Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
     }
-    let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
-    let data = shared::event::ended(&lease, kind, req.reason.as_deref());
-    tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
-    tx.commit().await?;
-    Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
-}
 
-pub(crate) async fn frontier(
-    s: &SqliteStore,
-    ws: &Workspace,
-    filter: &FrontierFilter,
-    limit: u32,
-) -> StoreResult<Vec<Item>> {
-    let f = filter.validate()?;
-    let now = s.clock.read();
-    let mut q = Sql::new(ITEM_SELECT);
-    push_frontier(&mut q, ws, &f, now, limit);
-    s.read(move |c| c.all_built(&q, |row| item_from_row(row, now))).await
-}
+    async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
+        let f = filter.validate()?;
+        let now = self.clock.read();
+        let mut q = Sql::new(ITEM_SELECT);
+        push_frontier(&mut q, ws, &f, now, limit);
+        self.read(move |c| c.all_built(&q, |row| item_from_row(row, now))).await
+    }
 
-pub(crate) async fn live_leases(s: &SqliteStore) -> StoreResult<Vec<(String, u64)>> {
-    let now = micros(s.clock.read());
-    s.read(move |c| {
-        c.all(
-            "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
-             WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > ? GROUP BY w.slug ORDER BY w.slug",
-            [now],
-            |r| Ok((r.col("slug")?, u64::try_from(r.col::<i64>("n")?).unwrap_or(0))),
-        )
-    })
-    .await
+    async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>> {
+        let now = micros(self.clock.read());
+        self.read(move |c| {
+            c.all(
+                "SELECT w.slug, COUNT(*) AS n FROM items i JOIN workspaces w ON w.id = i.workspace_id
+                 WHERE i.lease_holder IS NOT NULL AND i.lease_expires_at > ? GROUP BY w.slug ORDER BY w.slug",
+                [now],
+                |r| Ok((r.col("slug")?, u64::try_from(r.col::<i64>("n")?).unwrap_or(0))),
+            )
+        })
+        .await
+    }
 }
-
 #[async_trait]
 impl LeaseSteps for Tx {
     async fn claim_item(

@@ -26,7 +26,6 @@ mod items;
 mod leases;
 mod readers;
 mod rows;
-mod settings;
 mod sql;
 mod webhooks;
 mod writer;
@@ -36,17 +35,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pad_core::lease::LeaseHandle;
-use pad_core::{
-    Comment, Event, EventFilter, FrontierFilter, Item, ItemFilter, ItemPatch, ItemRef, Kind, Lease, Member, NewItem,
-    Page, Principal, Role, Timestamp, TokenInfo, User, Version, Workspace,
-};
+use pad_core::Timestamp;
 use pad_store::clock::{SystemWall, Wall};
-use pad_store::steps::{self, Begin, WriteTx};
-use pad_store::{
-    Actor, ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, ReleaseOutcome,
-    ReleaseRequest, RenewRequest, Store, StoreError, StoreResult,
-};
+use pad_store::steps::{Begin, WriteTx};
+use pad_store::{Backend, StoreError, StoreResult};
 use rusqlite::{Connection, OpenFlags};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
@@ -202,284 +194,13 @@ fn open_conn(path: &Path, mode: OpenFlags) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-/// Each method is one line: the module that holds it, or the shared flow in
-/// `pad_store::steps`. `pad-postgres/src/lib.rs` reads the same.
+/// The store's own parts (`pad_store::Backend`); the rest of `Store` is
+/// `pad_store`'s, over the steps and operations this crate's modules
+/// implement.
 #[async_trait]
-impl Store for SqliteStore {
+impl Backend for SqliteStore {
     async fn now(&self) -> StoreResult<Timestamp> {
         Ok(self.clock.read())
-    }
-
-    async fn has_users(&self) -> StoreResult<bool> {
-        accounts::has_users(self).await
-    }
-
-    async fn ensure_user(&self, email: &str) -> StoreResult<User> {
-        steps::ensure_user(self, email).await
-    }
-
-    async fn create_workspace(&self, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
-        steps::create_workspace(self, slug, name, owner).await
-    }
-
-    async fn list_workspaces(&self, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
-        accounts::list_workspaces(self, user).await
-    }
-
-    async fn membership(&self, user: Actor, slug: &str) -> StoreResult<(Workspace, Role)> {
-        accounts::membership(self, user, slug).await
-    }
-
-    async fn set_member(&self, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
-        steps::set_member(self, ws, email, role).await
-    }
-
-    async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>> {
-        accounts::list_members(self, ws).await
-    }
-
-    async fn remove_member(&self, ws: &Workspace, email: &str) -> StoreResult<()> {
-        steps::remove_member(self, ws, email).await
-    }
-
-    async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, None, user).await
-    }
-
-    async fn create_scoped_token(
-        &self,
-        user: Actor,
-        name: &str,
-        hash: &str,
-        ws: &Workspace,
-        role: Role,
-        minted_by: Actor,
-    ) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, Some((ws.id, role)), minted_by).await
-    }
-
-    async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
-        accounts::list_tokens(self, ws, user).await
-    }
-
-    async fn get_token(&self, id: i64) -> StoreResult<TokenInfo> {
-        accounts::get_token(self, id).await
-    }
-
-    async fn revoke_token(&self, id: i64) -> StoreResult<()> {
-        accounts::revoke_token(self, id).await
-    }
-
-    async fn authenticate(&self, hash: &str) -> StoreResult<Option<Principal>> {
-        accounts::authenticate(self, hash).await
-    }
-
-    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
-        accounts::user_by_email(self, email).await
-    }
-
-    async fn bootstrap(&self, email: &str, slug: &str, name: &str, hash: &str) -> StoreResult<bool> {
-        steps::bootstrap(self, email, slug, name, hash).await
-    }
-
-    async fn create_session(&self, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()> {
-        accounts::create_session(self, token_id, hash, ttl_seconds).await
-    }
-
-    async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>> {
-        accounts::authenticate_session(self, hash).await
-    }
-
-    async fn revoke_session(&self, hash: &str) -> StoreResult<()> {
-        accounts::revoke_session(self, hash).await
-    }
-
-    async fn update_settings(
-        &self,
-        ws: &Workspace,
-        patch: &pad_core::settings::SettingsPatch,
-    ) -> StoreResult<Workspace> {
-        self.update_settings_tx(ws, patch).await
-    }
-
-    async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {
-        accounts::list_kinds(self, ws).await
-    }
-
-    async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind> {
-        accounts::add_kind(self, ws, name, prefix).await
-    }
-
-    async fn create_item(&self, ws: &Workspace, actor: Actor, new: &NewItem) -> StoreResult<Item> {
-        steps::create_item(self, ws, actor, new).await
-    }
-
-    async fn get_item(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Item> {
-        items::get_item(self, ws, r).await
-    }
-
-    async fn list_items(
-        &self,
-        ws: &Workspace,
-        filter: &ItemFilter,
-        limit: u32,
-        cursor: Option<&str>,
-    ) -> StoreResult<Page<Item>> {
-        items::list_items(self, ws, filter, limit, cursor).await
-    }
-
-    async fn update_item(&self, ws: &Workspace, actor: Actor, r: &ItemRef, patch: &ItemPatch) -> StoreResult<Item> {
-        steps::update_item(self, ws, actor, r, patch).await
-    }
-
-    async fn delete_item(&self, ws: &Workspace, actor: Actor, r: &ItemRef, fence: LeaseHandle) -> StoreResult<Item> {
-        steps::set_deleted(self, ws, actor, r, fence, true).await
-    }
-
-    async fn restore_item(&self, ws: &Workspace, actor: Actor, r: &ItemRef) -> StoreResult<Item> {
-        steps::set_deleted(self, ws, actor, r, LeaseHandle::default(), false).await
-    }
-
-    async fn requeue(&self, ws: &Workspace, actor: Actor, r: &ItemRef) -> StoreResult<Item> {
-        steps::requeue(self, ws, actor, r).await
-    }
-
-    async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
-        items::history(self, ws, r).await
-    }
-
-    async fn add_comment(&self, ws: &Workspace, actor: Actor, r: &ItemRef, body: &str) -> StoreResult<Comment> {
-        steps::add_comment(self, ws, actor, r, body).await
-    }
-
-    async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
-        items::list_comments(self, ws, r).await
-    }
-
-    async fn import(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        req: &pad_core::api::ImportRequest,
-    ) -> StoreResult<pad_core::api::ImportResult> {
-        steps::import(self, ws, actor, req).await
-    }
-
-    async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
-        steps::claim(self, ws, r, req).await
-    }
-
-    async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
-        leases::renew(self, ws, r, req).await
-    }
-
-    async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
-        leases::release(self, ws, r, req).await
-    }
-
-    async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
-        steps::complete(self, ws, r, req).await
-    }
-
-    async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
-        steps::fail(self, ws, r, req).await
-    }
-
-    async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
-        leases::frontier(self, ws, filter, limit).await
-    }
-
-    async fn claim_next(
-        &self,
-        ws: &Workspace,
-        filter: &FrontierFilter,
-        req: &ClaimRequest,
-    ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
-        steps::claim_next(self, ws, filter, req).await
-    }
-
-    async fn claim_next_many(
-        &self,
-        ws: &Workspace,
-        filter: &FrontierFilter,
-        req: &ClaimRequest,
-        count: u32,
-    ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
-        steps::claim_next_many(self, ws, filter, req, count).await
-    }
-
-    async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {
-        steps::observe_expiries(self).await
-    }
-
-    async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>> {
-        leases::live_leases(self).await
-    }
-
-    async fn events_where(
-        &self,
-        ws: &Workspace,
-        after: i64,
-        limit: u32,
-        filter: &EventFilter,
-    ) -> StoreResult<Vec<Event>> {
-        events::events_where(self, ws, after, limit, filter).await
-    }
-
-    // Webhooks: all in webhooks.rs (docs/webhooks.md).
-    async fn create_webhook(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        new: &pad_core::webhook::CreateWebhook,
-        secret: &str,
-    ) -> StoreResult<pad_core::webhook::Webhook> {
-        webhooks::create(self, ws, actor, new, secret).await
-    }
-    async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<pad_core::webhook::Webhook>> {
-        webhooks::list(self, ws).await
-    }
-    async fn delete_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<()> {
-        webhooks::delete(self, ws, id).await
-    }
-    async fn webhook_target(&self, ws: &Workspace, id: i64) -> StoreResult<pad_store::WebhookTarget> {
-        webhooks::target(self, ws, id).await
-    }
-    async fn webhook_deliveries(
-        &self,
-        ws: &Workspace,
-        id: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<pad_core::webhook::WebhookDelivery>> {
-        webhooks::deliveries(self, ws, id, limit).await
-    }
-    async fn claim_webhook_deliveries(
-        &self,
-        limit: u32,
-        hold_seconds: i64,
-    ) -> StoreResult<Vec<pad_store::DueDelivery>> {
-        webhooks::claim(self, limit, hold_seconds).await
-    }
-    async fn finish_webhook_delivery(
-        &self,
-        due: &pad_store::DueDelivery,
-        result: &pad_store::AttemptResult,
-    ) -> StoreResult<()> {
-        webhooks::finish(self, due, result).await
-    }
-    async fn resume_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<pad_core::webhook::Webhook> {
-        webhooks::resume(self, ws, id).await
-    }
-    async fn trim_webhook_queues(&self, keep: i64) -> StoreResult<u64> {
-        webhooks::trim(self, keep).await
-    }
-    async fn log_webhook_test(
-        &self,
-        ws: &Workspace,
-        id: i64,
-        result: &pad_store::AttemptResult,
-    ) -> StoreResult<pad_core::webhook::WebhookDelivery> {
-        webhooks::log_test(self, ws, id, result).await
     }
 }
 

@@ -2,10 +2,11 @@
 //! (docs/webhooks.md). Mirrors `pad-postgres/src/webhooks.rs` function by
 //! function. Writes run on the one writer connection, so claims never race.
 
+use async_trait::async_trait;
 use pad_core::webhook::{self, CreateWebhook, DeliveryOutcome, Webhook, WebhookDelivery};
 use pad_core::{EventKind, Workspace};
 use pad_store::steps::Begin;
-use pad_store::{Actor, AttemptResult, DueDelivery, StoreError, StoreResult, WebhookTarget};
+use pad_store::{Actor, AttemptResult, DueDelivery, StoreError, StoreResult, WebhookOps, WebhookTarget};
 use rusqlite::{Connection, Row};
 
 use crate::SqliteStore;
@@ -80,215 +81,210 @@ fn delivery_from_row(row: &Row<'_>) -> StoreResult<WebhookDelivery> {
     })
 }
 
-pub(crate) async fn create(
-    s: &SqliteStore,
-    ws: &Workspace,
-    actor: Actor,
-    new: &CreateWebhook,
-    secret: &str,
-) -> StoreResult<Webhook> {
-    webhook::validate_url(&new.url)?;
-    let events = serde_json::to_string(&webhook::normalize_events(&new.events))
-        .map_err(|e| StoreError::Internal(e.to_string()))?;
-    let tx = s.begin().await?;
-    let conn = tx.conn();
-    pad_store::check_webhook_cap(conn.scalar("SELECT COUNT(*) FROM webhooks WHERE workspace_id = ?", [ws.id])?)?;
-    let id: i64 = conn.scalar(
-        "INSERT INTO webhooks (workspace_id, url, event_types, secret, created_by, created_at)
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-        (ws.id, &new.url, events, secret, actor.user_id, micros(tx.now)),
-    )?;
-    let created = conn.one(&format!("{WEBHOOK_SELECT} WHERE w.id = ?"), [id], webhook_from_row)?;
-    tx.commit().await?;
-    Ok(created)
-}
-
-pub(crate) async fn list(s: &SqliteStore, ws: &Workspace) -> StoreResult<Vec<Webhook>> {
-    let sql = format!("{WEBHOOK_SELECT} WHERE w.workspace_id = ? ORDER BY w.id");
-    let ws_id = ws.id;
-    s.read(move |c| c.all(&sql, [ws_id], webhook_from_row)).await
-}
-
-pub(crate) async fn delete(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<()> {
-    let tx = s.begin().await?;
-    let gone = tx.conn().exec("DELETE FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws.id))?;
-    if gone == 0 {
-        return Err(StoreError::not_found(format!("webhook {id}")));
-    }
-    tx.commit().await
-}
-
-/// Clears the pause (docs/webhooks.md, "Paused subscriptions"); the queued
-/// events are due again at once, as they never stopped being.
-pub(crate) async fn resume(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<Webhook> {
-    let tx = s.begin().await?;
-    let conn = tx.conn();
-    let found = conn.exec("UPDATE webhooks SET paused_at = NULL WHERE id = ? AND workspace_id = ?", (id, ws.id))?;
-    if found == 0 {
-        return Err(StoreError::not_found(format!("webhook {id}")));
-    }
-    let resumed = conn.one(&format!("{WEBHOOK_SELECT} WHERE w.id = ?"), [id], webhook_from_row)?;
-    tx.commit().await?;
-    Ok(resumed)
-}
-
-/// Drops the oldest queued deliveries past `keep` per subscription, never
-/// one under a running claim, and counts them on the subscription
-/// (docs/webhooks.md, "A full queue"). Looks on a reader first: the writer
-/// is taken only when a queue is over the cap.
-pub(crate) async fn trim(s: &SqliteStore, keep: i64) -> StoreResult<u64> {
-    let over = s.read(move |c| c.all(OVER_CAP, [keep], |r| r.col::<i64>("id"))).await?;
-    if over.is_empty() {
-        return Ok(0);
-    }
-    let tx = s.begin().await?;
-    let conn = tx.conn();
-    let now = micros(tx.now);
-    let mut dropped = 0u64;
-    for id in over {
-        let Some(cut) = conn.opt(
-            "SELECT event_id FROM webhook_outbox WHERE webhook_id = ? ORDER BY event_id DESC LIMIT 1 OFFSET ?",
-            (id, keep),
-            |r| r.col::<i64>(0),
-        )?
-        else {
-            continue;
-        };
-        let n = conn.exec(
-            "DELETE FROM webhook_outbox WHERE webhook_id = ?1 AND event_id <= ?2
-               AND (claimed_until IS NULL OR claimed_until <= ?3)",
-            (id, cut, now),
+#[async_trait]
+impl WebhookOps for SqliteStore {
+    async fn create_webhook(
+        &self,
+        ws: &Workspace,
+        actor: Actor,
+        new: &CreateWebhook,
+        secret: &str,
+    ) -> StoreResult<Webhook> {
+        webhook::validate_url(&new.url)?;
+        let events = serde_json::to_string(&webhook::normalize_events(&new.events))
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        let tx = self.begin().await?;
+        let conn = tx.conn();
+        pad_store::check_webhook_cap(conn.scalar("SELECT COUNT(*) FROM webhooks WHERE workspace_id = ?", [ws.id])?)?;
+        let id: i64 = conn.scalar(
+            "INSERT INTO webhooks (workspace_id, url, event_types, secret, created_by, created_at)
+             VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+            (ws.id, &new.url, events, secret, actor.user_id, micros(tx.now)),
         )?;
-        conn.exec("UPDATE webhooks SET dropped = dropped + ? WHERE id = ?", (n as i64, id))?;
-        dropped += n as u64;
+        let created = conn.one(&format!("{WEBHOOK_SELECT} WHERE w.id = ?"), [id], webhook_from_row)?;
+        tx.commit().await?;
+        Ok(created)
     }
-    tx.commit().await?;
-    Ok(dropped)
-}
 
-pub(crate) async fn target(s: &SqliteStore, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
-    let ws_id = ws.id;
-    s.read(move |c| {
-        c.opt("SELECT id, url, secret FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws_id), |r| {
-            Ok(WebhookTarget { id: r.col("id")?, url: r.col("url")?, secret: r.col("secret")? })
+    async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<Webhook>> {
+        let sql = format!("{WEBHOOK_SELECT} WHERE w.workspace_id = ? ORDER BY w.id");
+        let ws_id = ws.id;
+        self.read(move |c| c.all(&sql, [ws_id], webhook_from_row)).await
+    }
+
+    async fn delete_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<()> {
+        let tx = self.begin().await?;
+        let gone = tx.conn().exec("DELETE FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws.id))?;
+        if gone == 0 {
+            return Err(StoreError::not_found(format!("webhook {id}")));
+        }
+        tx.commit().await
+    }
+
+    /// Clears the pause (docs/webhooks.md, "Paused subscriptions"); the queued
+    /// events are due again at once, as they never stopped being.
+    async fn resume_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<Webhook> {
+        let tx = self.begin().await?;
+        let conn = tx.conn();
+        let found = conn.exec("UPDATE webhooks SET paused_at = NULL WHERE id = ? AND workspace_id = ?", (id, ws.id))?;
+        if found == 0 {
+            return Err(StoreError::not_found(format!("webhook {id}")));
+        }
+        let resumed = conn.one(&format!("{WEBHOOK_SELECT} WHERE w.id = ?"), [id], webhook_from_row)?;
+        tx.commit().await?;
+        Ok(resumed)
+    }
+
+    /// Drops the oldest queued deliveries past `keep` per subscription, never
+    /// one under a running claim, and counts them on the subscription
+    /// (docs/webhooks.md, "A full queue"). Looks on a reader first: the writer
+    /// is taken only when a queue is over the cap.
+    async fn trim_webhook_queues(&self, keep: i64) -> StoreResult<u64> {
+        let over = self.read(move |c| c.all(OVER_CAP, [keep], |r| r.col::<i64>("id"))).await?;
+        if over.is_empty() {
+            return Ok(0);
+        }
+        let tx = self.begin().await?;
+        let conn = tx.conn();
+        let now = micros(tx.now);
+        let mut dropped = 0u64;
+        for id in over {
+            let Some(cut) = conn.opt(
+                "SELECT event_id FROM webhook_outbox WHERE webhook_id = ? ORDER BY event_id DESC LIMIT 1 OFFSET ?",
+                (id, keep),
+                |r| r.col::<i64>(0),
+            )?
+            else {
+                continue;
+            };
+            let n = conn.exec(
+                "DELETE FROM webhook_outbox WHERE webhook_id = ?1 AND event_id <= ?2
+                   AND (claimed_until IS NULL OR claimed_until <= ?3)",
+                (id, cut, now),
+            )?;
+            conn.exec("UPDATE webhooks SET dropped = dropped + ? WHERE id = ?", (n as i64, id))?;
+            dropped += n as u64;
+        }
+        tx.commit().await?;
+        Ok(dropped)
+    }
+
+    async fn webhook_target(&self, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget> {
+        let ws_id = ws.id;
+        self.read(move |c| {
+            c.opt("SELECT id, url, secret FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws_id), |r| {
+                Ok(WebhookTarget { id: r.col("id")?, url: r.col("url")?, secret: r.col("secret")? })
+            })
         })
-    })
-    .await?
-    .ok_or_else(|| StoreError::not_found(format!("webhook {id}")))
-}
-
-pub(crate) async fn deliveries(
-    s: &SqliteStore,
-    ws: &Workspace,
-    id: i64,
-    limit: u32,
-) -> StoreResult<Vec<WebhookDelivery>> {
-    target(s, ws, id).await?;
-    let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = ? ORDER BY id DESC LIMIT ?");
-    s.read(move |c| c.all(&sql, (id, i64::from(limit.clamp(1, 500))), delivery_from_row)).await
-}
-
-pub(crate) async fn claim(s: &SqliteStore, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
-    // Asked after writes and every second: look on a reader first, so
-    // while nothing is due (an idle outbox, or only queues behind heads
-    // waiting for their retry) the writer is never taken (docs/webhooks.md,
-    // "Isolation").
-    let now = micros(s.clock.read());
-    let any = s.read(move |c| c.opt(DUE_HEADS, (now, 1), |_| Ok(()))).await?;
-    if any.is_none() {
-        return Ok(Vec::new());
+        .await?
+        .ok_or_else(|| StoreError::not_found(format!("webhook {id}")))
     }
-    let tx = s.begin().await?;
-    let conn = tx.conn();
-    let now = micros(tx.now);
-    let claimed: Vec<i64> = conn.all(
-        &format!(
-            "UPDATE webhook_outbox SET claim = lower(hex(randomblob(16))), claimed_until = ?3
-             WHERE id IN ({DUE_HEADS}) RETURNING id"
-        ),
-        (now, i64::from(limit), now + hold_seconds * 1_000_000),
-        |r| r.col(0),
-    )?;
-    let mut due = Vec::with_capacity(claimed.len());
-    for id in claimed {
-        due.push(conn.one(
-            "SELECT o.id AS outbox_id, o.claim, o.webhook_id, o.attempts, w.url, w.secret, ws.slug,
-                    e.id, e.type, e.item_ref, u.email, e.at, e.data
-             FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id JOIN workspaces ws ON ws.id = w.workspace_id
-             JOIN events e ON e.id = o.event_id LEFT JOIN users u ON u.id = e.actor_id
-             WHERE o.id = ?",
-            [id],
-            |row| {
-                Ok(DueDelivery {
-                    outbox_id: row.col("outbox_id")?,
-                    claim: row.col("claim")?,
-                    webhook_id: row.col("webhook_id")?,
-                    workspace: row.col("slug")?,
-                    url: row.col("url")?,
-                    secret: row.col("secret")?,
-                    attempts: u32::try_from(row.col::<i64>("attempts")?).unwrap_or(0),
-                    event: event_from_row(row)?,
-                })
-            },
-        )?);
-    }
-    tx.commit().await?;
-    Ok(due)
-}
 
-pub(crate) async fn finish(s: &SqliteStore, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
-    let attempt = due.attempts + 1;
-    let (outcome, retry) = webhook::after_attempt(attempt, result.status_code);
-    let tx = s.begin().await?;
-    let conn = tx.conn();
-    let now = micros(tx.now);
-    match retry {
-        None => {
-            let ended =
-                conn.exec("DELETE FROM webhook_outbox WHERE id = ? AND claim = ?", (due.outbox_id, &due.claim))?;
-            // Given up while the claim was still ours: the subscription
-            // pauses (docs/webhooks.md, "Paused subscriptions").
-            if ended == 1 && outcome == DeliveryOutcome::Failed {
+    async fn webhook_deliveries(&self, ws: &Workspace, id: i64, limit: u32) -> StoreResult<Vec<WebhookDelivery>> {
+        self.webhook_target(ws, id).await?;
+        let sql = format!("{DELIVERY_SELECT} WHERE webhook_id = ? ORDER BY id DESC LIMIT ?");
+        self.read(move |c| c.all(&sql, (id, i64::from(limit.clamp(1, 500))), delivery_from_row)).await
+    }
+
+    async fn claim_webhook_deliveries(&self, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
+        // Asked after writes and every second: look on a reader first, so
+        // while nothing is due (an idle outbox, or only queues behind heads
+        // waiting for their retry) the writer is never taken (docs/webhooks.md,
+        // "Isolation").
+        let now = micros(self.clock.read());
+        let any = self.read(move |c| c.opt(DUE_HEADS, (now, 1), |_| Ok(()))).await?;
+        if any.is_none() {
+            return Ok(Vec::new());
+        }
+        let tx = self.begin().await?;
+        let conn = tx.conn();
+        let now = micros(tx.now);
+        let claimed: Vec<i64> = conn.all(
+            &format!(
+                "UPDATE webhook_outbox SET claim = lower(hex(randomblob(16))), claimed_until = ?3
+                 WHERE id IN ({DUE_HEADS}) RETURNING id"
+            ),
+            (now, i64::from(limit), now + hold_seconds * 1_000_000),
+            |r| r.col(0),
+        )?;
+        let mut due = Vec::with_capacity(claimed.len());
+        for id in claimed {
+            due.push(conn.one(
+                "SELECT o.id AS outbox_id, o.claim, o.webhook_id, o.attempts, w.url, w.secret, ws.slug,
+                        e.id, e.type, e.item_ref, u.email, e.at, e.data
+                 FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id JOIN workspaces ws ON ws.id = w.workspace_id
+                 JOIN events e ON e.id = o.event_id LEFT JOIN users u ON u.id = e.actor_id
+                 WHERE o.id = ?",
+                [id],
+                |row| {
+                    Ok(DueDelivery {
+                        outbox_id: row.col("outbox_id")?,
+                        claim: row.col("claim")?,
+                        webhook_id: row.col("webhook_id")?,
+                        workspace: row.col("slug")?,
+                        url: row.col("url")?,
+                        secret: row.col("secret")?,
+                        attempts: u32::try_from(row.col::<i64>("attempts")?).unwrap_or(0),
+                        event: event_from_row(row)?,
+                    })
+                },
+            )?);
+        }
+        tx.commit().await?;
+        Ok(due)
+    }
+
+    async fn finish_webhook_delivery(&self, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
+        let attempt = due.attempts + 1;
+        let (outcome, retry) = webhook::after_attempt(attempt, result.status_code);
+        let tx = self.begin().await?;
+        let conn = tx.conn();
+        let now = micros(tx.now);
+        match retry {
+            None => {
+                let ended =
+                    conn.exec("DELETE FROM webhook_outbox WHERE id = ? AND claim = ?", (due.outbox_id, &due.claim))?;
+                // Given up while the claim was still ours: the subscription
+                // pauses (docs/webhooks.md, "Paused subscriptions").
+                if ended == 1 && outcome == DeliveryOutcome::Failed {
+                    conn.exec(
+                        "UPDATE webhooks SET paused_at = ? WHERE id = ? AND paused_at IS NULL",
+                        (now, due.webhook_id),
+                    )?;
+                }
+            }
+            Some(delay) => {
+                let micros_delay = i64::try_from(delay.as_micros()).unwrap_or(i64::MAX);
                 conn.exec(
-                    "UPDATE webhooks SET paused_at = ? WHERE id = ? AND paused_at IS NULL",
-                    (now, due.webhook_id),
+                    "UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, claim = NULL, claimed_until = NULL
+                     WHERE id = ? AND claim = ?",
+                    (i64::from(attempt), now.saturating_add(micros_delay), due.outbox_id, &due.claim),
                 )?;
             }
         }
-        Some(delay) => {
-            let micros_delay = i64::try_from(delay.as_micros()).unwrap_or(i64::MAX);
-            conn.exec(
-                "UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, claim = NULL, claimed_until = NULL
-                 WHERE id = ? AND claim = ?",
-                (i64::from(attempt), now.saturating_add(micros_delay), due.outbox_id, &due.claim),
-            )?;
+        log(conn, due.webhook_id, Some(due.event.id), &due.event.kind, attempt, result, outcome, now)?;
+        tx.commit().await
+    }
+
+    async fn log_webhook_test(&self, ws: &Workspace, id: i64, result: &AttemptResult) -> StoreResult<WebhookDelivery> {
+        let outcome =
+            if webhook::accepted(result.status_code) { DeliveryOutcome::Delivered } else { DeliveryOutcome::Failed };
+        let tx = self.begin().await?;
+        let conn = tx.conn();
+        let exists = conn.opt("SELECT id FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws.id), |_| Ok(()))?;
+        if exists.is_none() {
+            return Err(StoreError::not_found(format!("webhook {id}")));
         }
+        log(conn, id, None, webhook::TEST_EVENT, 1, result, outcome, micros(tx.now))?;
+        let logged = conn.one(
+            &format!("{DELIVERY_SELECT} WHERE webhook_id = ? ORDER BY id DESC LIMIT 1"),
+            [id],
+            delivery_from_row,
+        )?;
+        tx.commit().await?;
+        Ok(logged)
     }
-    log(conn, due.webhook_id, Some(due.event.id), &due.event.kind, attempt, result, outcome, now)?;
-    tx.commit().await
 }
-
-pub(crate) async fn log_test(
-    s: &SqliteStore,
-    ws: &Workspace,
-    id: i64,
-    result: &AttemptResult,
-) -> StoreResult<WebhookDelivery> {
-    let outcome =
-        if webhook::accepted(result.status_code) { DeliveryOutcome::Delivered } else { DeliveryOutcome::Failed };
-    let tx = s.begin().await?;
-    let conn = tx.conn();
-    let exists = conn.opt("SELECT id FROM webhooks WHERE id = ? AND workspace_id = ?", (id, ws.id), |_| Ok(()))?;
-    if exists.is_none() {
-        return Err(StoreError::not_found(format!("webhook {id}")));
-    }
-    log(conn, id, None, webhook::TEST_EVENT, 1, result, outcome, micros(tx.now))?;
-    let logged =
-        conn.one(&format!("{DELIVERY_SELECT} WHERE webhook_id = ? ORDER BY id DESC LIMIT 1"), [id], delivery_from_row)?;
-    tx.commit().await?;
-    Ok(logged)
-}
-
 /// One delivery log row (skipped if the subscription was deleted meanwhile),
 /// keeping the newest `DELIVERIES_KEPT` of the subscription.
 #[allow(clippy::too_many_arguments)]

@@ -3,6 +3,7 @@
 //! conformance suite (crate `pad-test-support`) is written once against the
 //! trait and run by every backend's tests.
 
+mod backend;
 pub mod clock;
 mod error;
 mod requests;
@@ -19,6 +20,7 @@ use pad_core::{
     Page, Principal, Role, Timestamp, TokenInfo, User, Version, Workspace,
 };
 
+pub use backend::{AccountOps, Backend, EventOps, ItemOps, LeaseOps, WebhookOps};
 pub use error::{StoreError, StoreResult};
 pub use requests::{
     ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ObservedExpiry,

@@ -115,3 +115,20 @@ pub async fn insert_token<S: Begin>(
     tx.commit().await?;
     Ok(token)
 }
+
+/// Read, check and write in one transaction, the row locked from the read,
+/// so two owners' changes cannot interleave into a default above the
+/// maximum (docs/api.md, "Workspace settings"). Leases already granted keep
+/// their expiry.
+pub async fn update_settings<S: Begin>(
+    s: &S,
+    ws: &Workspace,
+    patch: &pad_core::settings::SettingsPatch,
+) -> StoreResult<Workspace> {
+    let mut tx = s.begin().await?;
+    let current = tx.lock_settings(ws.id).await?;
+    let next = patch.apply(&current, |f| f.field().to_string())?;
+    let updated = tx.write_settings(ws.id, &next).await?;
+    tx.commit().await?;
+    Ok(updated)
+}

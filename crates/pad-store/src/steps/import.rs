@@ -12,7 +12,8 @@ use pad_core::api::{ImportRequest, ImportResult, ImportedRef, ValidImportItem};
 use pad_core::lease::LeaseHandle;
 use pad_core::{ItemPatch, ItemRef, Status, Timestamp, ValidationError, Workspace};
 
-use super::{AccountSteps, Begin, WriteTx, comment_in, create_in, set_deleted_in, update_in};
+use super::items::{comment_in, create_in, set_deleted_in, update_in};
+use super::{AccountSteps, Begin, WriteTx};
 use crate::{Actor, StoreError, StoreResult};
 
 /// What a backend's write transaction adds for imports.
