@@ -1,4 +1,6 @@
-//! Users, workspaces, members, tokens, web sessions and kinds.
+//! Users, workspaces, members, tokens, web sessions and kinds on
+//! PostgreSQL, where many instances write at once: the `lock_*` steps take
+//! a table, workspace or user row lock until commit.
 
 use async_trait::async_trait;
 use pad_core::model::{validate_kind_name, validate_prefix, validate_slug};

@@ -1,6 +1,7 @@
 //! A broken lease's reason and breaker, recorded with the break so its
 //! holder can be told (docs/leases.md L7, L18, "Told why"; the telling is
-//! `pad_store::steps::explain_lost`).
+//! `pad_store::steps::explain_lost`). Written in the breaking transaction,
+//! under the item's row lock.
 
 use pad_core::Lease;
 use pad_store::{Actor, StoreResult};

@@ -1,5 +1,6 @@
 //! The import steps of `pad_store::steps::import` (docs/api.md, "Import"):
-//! the record of each import by key, and the kind check.
+//! the record of each import by key, and the kind check. Two imports of
+//! one key take turns on an advisory lock on the key.
 
 use async_trait::async_trait;
 use pad_core::Timestamp;

@@ -305,9 +305,10 @@ impl PgStore {
     }
 }
 
-/// The store's own parts (`pad_store::Backend`); the rest of `Store` is
-/// `pad_store`'s, over the steps and operations this crate's modules
-/// implement.
+/// PostgreSQL's own parts of the store: the database's clock, and the
+/// `pad_ready` notifications of other instances' commits (`ready.rs`).
+/// Everything else of `Store` is `pad_store`'s, over the steps and
+/// operations this crate's modules implement.
 #[async_trait]
 impl Backend for PgStore {
     async fn now(&self) -> StoreResult<Timestamp> {

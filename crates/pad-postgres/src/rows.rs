@@ -1,8 +1,8 @@
 //! Row mapping: PostgreSQL rows to the domain types.
 
 use pad_core::lease::LeaseSlot;
-use pad_core::{Item, ItemRef, Lease, Principal, Role, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings};
-use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns, corrupt};
+use pad_core::{Item, ItemRef, Lease, Principal, Role, Timestamp, TokenInfo, User, Workspace};
+use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns};
 use pad_store::steps::Locked;
 use pad_store::{StoreError, StoreResult};
 use sqlx::Row;
@@ -14,14 +14,9 @@ use crate::db;
 /// `db_now` is the statement's clock, which reads use to tell live leases
 /// from expired ones (L5) on the same clock as their `leased` filter.
 pub const ITEM_SELECT: &str = concat!(
-    "SELECT i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
-        i.created_at, i.updated_at, i.deleted_at,
-        i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
-        i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id, i.lease_note, i.lease_note_lease_id,
-        i.not_before, i.failures, i.retry_at, i.last_failure_note, i.last_failure_at, i.last_success_at,
-        i.broken_lease_id, i.broken_reason, i.broken_by,
-        i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
-        i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note, ",
+    "SELECT ",
+    pad_store::item_own_columns!(),
+    ", ",
     item_joined_columns!("i"),
     ",
         now() AS db_now
@@ -132,33 +127,19 @@ pub fn role(row: &PgRow) -> StoreResult<Role> {
 }
 
 pub fn workspace_from_row(row: &PgRow) -> StoreResult<Workspace> {
-    let n = |c: &str| u32::try_from(row.get::<i32, _>(c)).map_err(|e| corrupt(c, e));
     Ok(Workspace {
         id: row.get("id"),
         slug: row.get("slug"),
         name: row.get("name"),
         created_at: row.get("created_at"),
-        settings: WorkspaceSettings {
-            default_ttl_seconds: n("default_ttl_seconds")?,
-            max_ttl_seconds: n("max_ttl_seconds")?,
-            quarantine_after_expiries: n("quarantine_after_expiries")?,
-            retry_backoff_base_seconds: n("retry_backoff_base_seconds")?,
-            retry_backoff_max_seconds: n("retry_backoff_max_seconds")?,
-            quarantine_after_failures: n("quarantine_after_failures")?,
-            max_hold_seconds: row
-                .get::<Option<i32>, _>("max_hold_seconds")
-                .map(|s| u32::try_from(s).map_err(|e| corrupt("max_hold_seconds", e)))
-                .transpose()?,
-        },
+        settings: shared_rows::workspace_settings(
+            |c| Ok(i64::from(row.get::<i32, _>(c))),
+            row.get::<Option<i32>, _>("max_hold_seconds").map(i64::from),
+        )?,
     })
 }
 
-/// A token as listed, with its scope's workspace slug (NULL when unscoped).
-pub const TOKEN_SELECT: &str =
-    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at,
-        mb.email AS minted_by_email
-     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id
-     LEFT JOIN users mb ON mb.id = t.minted_by";
+pub use shared_rows::TOKEN_SELECT;
 
 pub fn token_from_row(row: &PgRow) -> StoreResult<TokenInfo> {
     Ok(TokenInfo {

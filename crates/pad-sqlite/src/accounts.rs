@@ -1,4 +1,6 @@
-//! Users, workspaces, members, tokens, web sessions and kinds.
+//! Users, workspaces, members, tokens, web sessions and kinds on SQLite.
+//! Each write flow is the only writer while it runs, so the `lock_*` steps
+//! have nothing to take; reads run on the read connections.
 
 use async_trait::async_trait;
 use pad_core::model::{validate_kind_name, validate_prefix, validate_slug};

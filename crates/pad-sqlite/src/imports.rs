@@ -1,5 +1,6 @@
 //! The import steps of `pad_store::steps::import` (docs/api.md, "Import"):
-//! the record of each import by key, and the kind check.
+//! the record of each import by key, and the kind check. One writer at a
+//! time, so two imports of one key already take turns.
 
 use async_trait::async_trait;
 use pad_core::Timestamp;

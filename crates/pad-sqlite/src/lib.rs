@@ -194,9 +194,9 @@ fn open_conn(path: &Path, mode: OpenFlags) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-/// The store's own parts (`pad_store::Backend`); the rest of `Store` is
-/// `pad_store`'s, over the steps and operations this crate's modules
-/// implement.
+/// SQLite's own parts of the store: its clock, read under the write lock
+/// by each write flow. Everything else of `Store` is `pad_store`'s, over
+/// the steps and operations this crate's modules implement.
 #[async_trait]
 impl Backend for SqliteStore {
     async fn now(&self) -> StoreResult<Timestamp> {

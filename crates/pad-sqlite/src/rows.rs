@@ -1,23 +1,18 @@
 //! Row mapping: SQLite rows to the domain types.
 
 use pad_core::lease::LeaseSlot;
-use pad_core::{Item, Principal, Role, Timestamp, TokenInfo, User, Workspace, WorkspaceSettings};
+use pad_core::{Item, Principal, Role, Timestamp, TokenInfo, User, Workspace};
 use pad_store::StoreResult;
-use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns, corrupt};
+use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns};
 use rusqlite::Row;
 
 use crate::sql::{Col, Db, micros};
 
 /// Every item read goes through this one SELECT, so get and list agree.
-pub const ITEM_SELECT: &str =
-    "SELECT i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
-        i.created_at, i.updated_at, i.deleted_at,
-        i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
-        i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id, i.lease_note, i.lease_note_lease_id,
-        i.not_before, i.failures, i.retry_at, i.last_failure_note, i.last_failure_at, i.last_success_at,
-        i.broken_lease_id, i.broken_reason, i.broken_by,
-        i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
-        i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note,
+pub const ITEM_SELECT: &str = concat!(
+    "SELECT ",
+    pad_store::item_own_columns!(),
+    ",
         p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
         (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = i.id) AS comments_count,
         (SELECT json_group_array(b.prefix || '-' || b.number) FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
@@ -27,7 +22,8 @@ pub const ITEM_SELECT: &str =
     FROM items i
     LEFT JOIN items p ON p.id = i.parent_id
     LEFT JOIN users a ON a.id = i.assignee_id
-    JOIN users c ON c.id = i.created_by";
+    JOIN users c ON c.id = i.created_by"
+);
 
 /// The `lease_*` columns.
 pub fn lease_columns(row: &Row<'_>) -> StoreResult<LeaseColumns> {
@@ -101,33 +97,16 @@ pub fn role(row: &Row<'_>) -> StoreResult<Role> {
 }
 
 pub fn workspace_from_row(row: &Row<'_>) -> StoreResult<Workspace> {
-    let n = |c: &str| u32::try_from(row.col::<i64>(c)?).map_err(|e| corrupt(c, e));
     Ok(Workspace {
         id: row.col("id")?,
         slug: row.col("slug")?,
         name: row.col("name")?,
         created_at: row.ts("created_at")?,
-        settings: WorkspaceSettings {
-            default_ttl_seconds: n("default_ttl_seconds")?,
-            max_ttl_seconds: n("max_ttl_seconds")?,
-            quarantine_after_expiries: n("quarantine_after_expiries")?,
-            retry_backoff_base_seconds: n("retry_backoff_base_seconds")?,
-            retry_backoff_max_seconds: n("retry_backoff_max_seconds")?,
-            quarantine_after_failures: n("quarantine_after_failures")?,
-            max_hold_seconds: row
-                .col::<Option<i64>>("max_hold_seconds")?
-                .map(|s| u32::try_from(s).map_err(|e| corrupt("max_hold_seconds", e)))
-                .transpose()?,
-        },
+        settings: shared_rows::workspace_settings(|c| row.col(c), row.col("max_hold_seconds")?)?,
     })
 }
 
-/// A token as listed, with its scope's workspace slug (NULL when unscoped).
-pub const TOKEN_SELECT: &str =
-    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at,
-        mb.email AS minted_by_email
-     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id
-     LEFT JOIN users mb ON mb.id = t.minted_by";
+pub use shared_rows::TOKEN_SELECT;
 
 pub fn token_from_row(row: &Row<'_>) -> StoreResult<TokenInfo> {
     Ok(TokenInfo {

@@ -5,7 +5,9 @@
 //! how a lease ended (docs/leases.md L5, L12, L18) — is decided here once.
 
 use pad_core::lease::{self, LastLease, LeaseEnd, LeaseSlot};
-use pad_core::{Item, ItemRef, Lease, Principal, Priority, Role, Status, Timestamp, TokenScope, User};
+use pad_core::{
+    Item, ItemRef, Lease, Principal, Priority, Role, Status, Timestamp, TokenScope, User, WorkspaceSettings,
+};
 
 use crate::{StoreError, StoreResult};
 
@@ -214,4 +216,46 @@ pub fn principal(
     // One's own token charges no one else.
     let minted_by = minted_by.filter(|m| *m != user.id);
     Ok(Principal { user, token_id, scope, minted_by })
+}
+
+/// The item row's own columns, in every dialect's item SELECT (`i` is the
+/// item); a macro so each dialect can `concat!` its joins and clock onto it.
+#[macro_export]
+macro_rules! item_own_columns {
+    () => {
+        "i.id, i.prefix, i.number, i.kind, i.title, i.body, i.status, i.priority, i.labels,
+        i.created_at, i.updated_at, i.deleted_at,
+        i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at,
+        i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id, i.lease_note, i.lease_note_lease_id,
+        i.not_before, i.failures, i.retry_at, i.last_failure_note, i.last_failure_at, i.last_success_at,
+        i.broken_lease_id, i.broken_reason, i.broken_by,
+        i.last_lease_id, i.last_lease_epoch, i.last_lease_holder, i.last_lease_session_id, i.last_lease_acquired_at,
+        i.last_lease_ended_at, i.last_lease_ended, i.last_lease_note"
+    };
+}
+
+/// A token as listed, with its scope's workspace slug (NULL when unscoped):
+/// the same SQL in every dialect.
+pub const TOKEN_SELECT: &str =
+    "SELECT t.id, t.name, u.email, w.slug AS scope_slug, t.role AS scope_role, t.created_at, t.last_used_at,
+        mb.email AS minted_by_email
+     FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN workspaces w ON w.id = t.workspace_id
+     LEFT JOIN users mb ON mb.id = t.minted_by";
+
+/// A workspace's settings from its row: `n` reads a whole-number column,
+/// `max_hold` is `max_hold_seconds` (NULL: no cap).
+pub fn workspace_settings(
+    n: impl Fn(&str) -> StoreResult<i64>,
+    max_hold: Option<i64>,
+) -> StoreResult<WorkspaceSettings> {
+    let u = |c: &str| u32::try_from(n(c)?).map_err(|e| corrupt(c, e));
+    Ok(WorkspaceSettings {
+        default_ttl_seconds: u("default_ttl_seconds")?,
+        max_ttl_seconds: u("max_ttl_seconds")?,
+        quarantine_after_expiries: u("quarantine_after_expiries")?,
+        retry_backoff_base_seconds: u("retry_backoff_base_seconds")?,
+        retry_backoff_max_seconds: u("retry_backoff_max_seconds")?,
+        quarantine_after_failures: u("quarantine_after_failures")?,
+        max_hold_seconds: max_hold.map(|s| u32::try_from(s).map_err(|e| corrupt("max_hold_seconds", e))).transpose()?,
+    })
 }
