@@ -169,9 +169,6 @@ impl ItemSteps for Tx {
     }
 
     async fn load_item(&mut self, id: i64, now: Timestamp) -> StoreResult<Item> {
-        if let Some(row) = self.item.as_ref().filter(|row| row.get::<i64, _>("id") == id) {
-            return item_from_row(row, now);
-        }
         let sql = format!("{ITEM_SELECT} WHERE i.id = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_one(&mut *self.conn).await.map_err(db)?;
         item_from_row(&row, now)
@@ -192,7 +189,6 @@ impl ItemSteps for Tx {
     }
 
     async fn insert_item(&mut self, ws: &Workspace, n: &NewRow<'_>) -> StoreResult<i64> {
-        self.forget_item();
         let v = n.v;
         sqlx::query_scalar(
             "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, labels, parent_id, assignee_id, created_by, created_at, updated_at, not_before)
@@ -265,7 +261,6 @@ impl ItemSteps for Tx {
     }
 
     async fn replace_blockers(&mut self, item: i64, blockers: &[i64]) -> StoreResult<()> {
-        self.forget_item();
         sqlx::query("DELETE FROM item_blockers WHERE item_id = $1")
             .bind(item)
             .execute(&mut *self.conn)
@@ -315,7 +310,6 @@ impl ItemSteps for Tx {
         assignee: Option<i64>,
         now: Timestamp,
     ) -> StoreResult<Timestamp> {
-        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET title = $2, body = $3, kind = $4, status = $5, priority = $6, labels = $7,
                     parent_id = $8, assignee_id = $9, not_before = $11,
@@ -339,7 +333,6 @@ impl ItemSteps for Tx {
     }
 
     async fn write_status(&mut self, id: i64, status: Status, now: Timestamp) -> StoreResult<Timestamp> {
-        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET status = $2, updated_at = GREATEST($3, updated_at + interval '1 microsecond'),
                     version = version + 1
@@ -354,7 +347,6 @@ impl ItemSteps for Tx {
     }
 
     async fn write_deleted(&mut self, id: i64, deleted: bool, now: Timestamp) -> StoreResult<Timestamp> {
-        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET deleted_at = CASE WHEN $2 THEN $3 END,
                     updated_at = GREATEST($3, updated_at + interval '1 microsecond'), version = version + 1
@@ -377,7 +369,6 @@ impl ItemSteps for Tx {
     }
 
     async fn write_requeue(&mut self, id: i64, labels: &[String], now: Timestamp) -> StoreResult<Timestamp> {
-        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET labels = $2, lease_expiries = 0, failures = 0, retry_at = NULL,
                     updated_at = GREATEST($3, updated_at + interval '1 microsecond'), version = version + 1
@@ -392,7 +383,6 @@ impl ItemSteps for Tx {
     }
 
     async fn add_label(&mut self, id: i64, label: &str) -> StoreResult<()> {
-        self.forget_item();
         sqlx::query("UPDATE items SET labels = array_append(labels, $2) WHERE id = $1")
             .bind(id)
             .bind(label)
@@ -431,7 +421,6 @@ impl ItemSteps for Tx {
         body: &str,
         at: Timestamp,
     ) -> StoreResult<(i64, String)> {
-        self.forget_item();
         let row = sqlx::query(
             "INSERT INTO comments (item_id, author_id, body, created_at) VALUES ($1, $2, $3, $4)
              RETURNING id, (SELECT email FROM users WHERE id = $2) AS author",

@@ -1,13 +1,15 @@
-//! Leases: the lease statements and their reading through the rules
+//! Leases: the lease statements' reading through the rules
 //! (docs/leases.md), and the lease steps of the shared flows
-//! (`pad_store::steps`).
+//! (`pad_store::steps`). The statements themselves are in `leases/`, one
+//! file per verb; the `SET` lists and `RETURNING` they share are the
+//! macros here.
 
 use async_trait::async_trait;
 use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Terms, Ttl};
 use pad_core::{
     EventKind, FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace,
 };
-use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, LeaseSteps, WriteTx};
+use pad_store::steps::{self, Begin, Candidate, Claimed, EventSteps, Expiry, LeaseSteps, WriteTx};
 use pad_store::{
     ClaimOutcome, ClaimRequest, CompleteRequest, LeaseOps, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError,
     StoreResult, shared,
@@ -110,256 +112,17 @@ macro_rules! ended_lease {
     };
 }
 
-/// L1-L3, L12, L13 in one statement. Writes when there is no live lease
-/// (grant: next epoch, `acquired_at = now`) or it is the claimant's own
-/// (refresh: epoch and `acquired_at` kept; only if $9 allows it, L17). A grant
-/// takes the next lease id and, over an expired lease, records that lease as
-/// the last one (L18). $4 user, $5 holder, $6 session, $7 ttl seconds, $8 note,
-/// $9 refresh, $10 `lease.claimed`, $11 the item's ref, $12 max hold seconds
-/// or NULL (L19). A grant that records
-/// no expiry also appends `lease.claimed` (with its webhook deliveries; an
-/// expiry's events must come first, so then the caller appends it), its
-/// data built here and returned as `claimed_data` for the caller to compare
-/// with `shared::event::claimed`. The locked row's columns are named `prev_*` (read with
-/// [`rows::locked_as`]); what the statement wrote has the plain names
-/// (`lease_*`, empty when it wrote nothing) and `new_*` ([`returning_lease!`]).
-macro_rules! claim_statement {
-    () => {
-        concat!(
-    locked_item!(),
-    ",
-    d AS MATERIALIZED (
-        SELECT cur.*,
-            (cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now) AS live,
-            (cur.lease_user_id = $4 AND cur.lease_holder = $5 AND cur.lease_session_id IS NOT DISTINCT FROM $6) AS mine,
-            (cur.lease_holder IS NOT NULL AND cur.lease_expires_at <= cur.db_now) AS expired_prev,
-            CASE WHEN cur.lease_holder IS NULL OR cur.lease_expires_at <= cur.db_now
-                THEN nextval('lease_ids') END AS grant_lease_id
-        FROM cur
-    ),
-    upd AS (
-        UPDATE items i SET
-            lease_holder = $5, lease_user_id = $4, lease_session_id = $6,
-            lease_id = COALESCE(d.grant_lease_id, d.lease_id),
-            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id
-                ELSE COALESCE(d.grant_lease_id, d.lease_id) END,
-            last_lease_id = CASE WHEN d.expired_prev THEN d.lease_id ELSE i.last_lease_id END,
-            last_lease_epoch = CASE WHEN d.expired_prev THEN d.lease_epoch ELSE i.last_lease_epoch END,
-            last_lease_holder = CASE WHEN d.expired_prev THEN d.lease_holder ELSE i.last_lease_holder END,
-            last_lease_session_id = CASE WHEN d.expired_prev THEN d.lease_session_id ELSE i.last_lease_session_id END,
-            last_lease_acquired_at = CASE WHEN d.expired_prev THEN d.lease_acquired_at ELSE i.last_lease_acquired_at END,
-            last_lease_ended_at = CASE WHEN d.expired_prev THEN d.lease_expires_at ELSE i.last_lease_ended_at END,
-            last_lease_ended = CASE WHEN d.expired_prev THEN 'expired' ELSE i.last_lease_ended END,
-            last_lease_note = CASE WHEN d.expired_prev
-                THEN CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END
-                ELSE i.last_lease_note END,
-            lease_epoch = CASE WHEN d.live THEN d.lease_epoch ELSE d.lease_epoch + 1 END,
-            lease_acquired_at = CASE WHEN d.live THEN d.lease_acquired_at ELSE d.db_now END,
-            lease_renewed_at = d.db_now,
-            -- L19: a refresh keeps its cap; a grant's starts now. LEAST skips NULL (no cap).
-            lease_hold_until = CASE WHEN d.live THEN d.lease_hold_until
-                ELSE d.db_now + $12 * interval '1 second' END,
-            lease_expires_at = LEAST(d.db_now + $7 * interval '1 second',
-                CASE WHEN d.live THEN d.lease_hold_until ELSE d.db_now + $12 * interval '1 second' END),
-            lease_ttl_seconds = $7,
-            lease_expiries = i.lease_expiries + CASE WHEN d.lease_holder IS NOT NULL AND NOT d.live THEN 1 ELSE 0 END,
-            lease_note = COALESCE($8, i.lease_note),
-            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE $5 END
-        FROM d
-        WHERE i.id = d.id AND d.deleted_at IS NULL AND (NOT d.live OR (d.mine AND $9))
-        ",
-    returning_lease!(),
-    ", i.lease_expiries AS new_expiries, i.labels AS new_labels, i.*
-    ),
-    claimed AS (
-        SELECT jsonb_build_object('holder', upd.lease_holder, 'session_id', upd.lease_session_id,
-            'epoch', upd.lease_epoch, 'lease_id', upd.lease_id, 'expires_at', ",
-    json_time!("upd.lease_expires_at"),
-    ") AS data
-        FROM upd, d WHERE NOT d.live AND NOT d.expired_prev
-    ),
-    ",
-    event_slot!(),
-    ",
-    ev AS (
-        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
-        SELECT slot.base + slot.n, $1, $10, $11, $4, d.db_now, claimed.data FROM slot, claimed, d WHERE slot.n < 65536
-        RETURNING id, workspace_id, type
-    ),
-    ",
-    enqueue_events!(),
-    "
-    SELECT d.id AS prev_id, d.deleted_at AS prev_deleted_at, d.db_now,
-        d.lease_holder AS prev_lease_holder, d.lease_user_id AS prev_lease_user_id,
-        d.lease_session_id AS prev_lease_session_id, d.lease_epoch AS prev_lease_epoch,
-        d.lease_acquired_at AS prev_lease_acquired_at, d.lease_renewed_at AS prev_lease_renewed_at,
-        d.lease_expires_at AS prev_lease_expires_at, d.lease_ttl_seconds AS prev_lease_ttl_seconds, d.lease_hold_until AS prev_lease_hold_until,
-        d.lease_id AS prev_lease_id, d.lease_note AS prev_lease_note, d.lease_note_holder AS prev_lease_note_holder,
-        (SELECT data FROM claimed) AS claimed_data, (SELECT count(*) FROM ev) AS claimed_events, upd.*"
-        )
-    };
-}
+mod claim;
+mod complete;
+mod expire;
+mod release;
+mod renew;
 
-/// A claim: see [`claim_statement!`].
-const CLAIM: &str = concat!(claim_statement!(), " FROM d LEFT JOIN upd ON true");
-
-/// A claim of a row this transaction had already locked (a claim-next
-/// candidate), which also reads the item as the grant left it: the
-/// statement's snapshot was taken under the lock, so nothing it joins can
-/// have changed since, and the flow's reload of the item needs no round trip.
-const CLAIM_LOADED: &str =
-    concat!(claim_statement!(), ", ", item_joined_columns!("upd"), " FROM d LEFT JOIN upd ON true", item_joins!("upd"));
-
-/// L4 in one statement: extends only a live lease with this epoch and/or
-/// lease id (L17), holder and user. $4 user, $5 holder, $6 epoch or NULL, $7
-/// ttl seconds or NULL (keep), $8 note, $9 lease id or NULL.
-const RENEW: &str = concat!(
-    locked_item!(),
-    ",
-    upd AS (
-        UPDATE items i SET
-            lease_renewed_at = cur.db_now,
-            lease_ttl_seconds = COALESCE($7, cur.lease_ttl_seconds),
-            -- L19: never past the cap.
-            lease_expires_at = LEAST(cur.db_now + COALESCE($7, cur.lease_ttl_seconds) * interval '1 second',
-                cur.lease_hold_until),
-            lease_note = COALESCE($8, i.lease_note),
-            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE i.lease_holder END,
-            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id ELSE i.lease_id END
-        FROM cur
-        WHERE i.id = cur.id AND cur.deleted_at IS NULL
-          AND cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now
-          AND ($6::bigint IS NULL OR cur.lease_epoch = $6) AND ($9::bigint IS NULL OR cur.lease_id = $9)
-          AND cur.lease_user_id = $4 AND cur.lease_holder = $5
-        ",
-    returning_lease!(),
-    "
-    )
-    SELECT cur.*, upd.* FROM cur LEFT JOIN upd ON true"
-);
-
-/// L6/L7 in one statement: clears a live lease that is ours (and has the
-/// given epoch and lease id, if given), or any live lease when forced. The
-/// ended lease becomes the last lease, released or broken (L18). The epoch
-/// counter stays. $4 user, $5 holder, $6 epoch or NULL, $7 force, $8 lease id or NULL.
-const RELEASE: &str = concat!(
-    locked_item!(),
-    ",
-    d AS MATERIALIZED (
-        SELECT cur.*, (cur.lease_user_id = $4 AND cur.lease_holder = $5
-            AND ($6::bigint IS NULL OR cur.lease_epoch = $6) AND ($8::bigint IS NULL OR cur.lease_id = $8)) AS ours
-        FROM cur
-    ),
-    upd AS (
-        UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
-            lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL,
-            last_lease_id = d.lease_id, last_lease_epoch = d.lease_epoch, last_lease_holder = d.lease_holder,
-            last_lease_session_id = d.lease_session_id, last_lease_acquired_at = d.lease_acquired_at,
-            last_lease_ended_at = d.db_now,
-            last_lease_ended = CASE WHEN d.ours THEN 'released' ELSE 'broken' END,
-            last_lease_note = CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END
-        FROM d
-        WHERE i.id = d.id AND d.lease_holder IS NOT NULL AND d.lease_expires_at > d.db_now
-          AND ($7 OR d.ours)
-        RETURNING i.id
-    )
-    SELECT d.*, upd.id IS NOT NULL AS cleared FROM d LEFT JOIN upd ON true"
-);
-
-/// L5/L13 on a row the caller has locked: forgets a lease that has expired
-/// and counts the expiry. $1 item id, $2 the caller's clock.
-const EXPIRE: &str = concat!(
-    "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
-        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL,
-        lease_expiries = lease_expiries + 1, ",
-    expired_as_last!(""),
-    " WHERE id = $1 AND lease_holder IS NOT NULL AND lease_expires_at <= $2
-    RETURNING lease_expiries, labels"
-);
-
-/// L5/L13 for every instance's background observer: takes expired leases
-/// no one else is handling (`SKIP LOCKED`), forgets and counts them. A claim
-/// or release that locked the row first records the expiry itself, and the
-/// re-check after the lock skips rows that were claimed again, so each
-/// expiry is recorded exactly once across instances.
-const OBSERVE_EXPIRED: &str = concat!(
-    "WITH expired AS MATERIALIZED (
-        SELECT id, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at, lease_renewed_at,
-            lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_id
-        FROM items
-        WHERE lease_holder IS NOT NULL AND lease_expires_at <= now()
-        ORDER BY lease_expires_at LIMIT 500
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE items i SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
-        lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL,
-        lease_expiries = i.lease_expiries + 1, ",
-    expired_as_last!("i."),
-    "
-    FROM expired e, workspaces w
-    WHERE i.id = e.id AND w.id = i.workspace_id
-    RETURNING i.id, i.workspace_id, w.slug, i.prefix, i.number, e.lease_holder, e.lease_user_id, e.lease_session_id,
-        e.lease_epoch, e.lease_acquired_at, e.lease_renewed_at, e.lease_expires_at, e.lease_ttl_seconds, e.lease_hold_until, e.lease_id,
-        i.lease_expiries, i.labels, w.quarantine_after_expiries, now() AS db_now"
-);
-
-/// Locks an item for [`complete`] and reads all of it. Only what the row
-/// itself holds may be trusted: the joined columns come from the
-/// statement's snapshot, which may predate a writer that held the lock.
-const LOCK_FOR_COMPLETE: &str =
-    concat!(locked_item!("*"), " SELECT cur.*, ", item_joined_columns!("cur"), " FROM cur", item_joins!("cur"));
-
-/// L15's writes once `decide_end` allowed them, as one statement: the status
-/// (if it changes: a content change, with its history version and
-/// `item.updated`), the lease's end (L18) and `lease.released`, both events'
-/// webhook deliveries, and the item as left. The row is locked by this
-/// transaction, so the snapshot the item is read in is current.
-/// $1 item, $2 new status or NULL (unchanged), $3 now, $4 actor, $5 the
-/// version's changes (NULL without a status change), $6 workspace, $7 ref,
-/// $8 `item.updated` or NULL and $9 its data, $10 `lease.released` and $11
-/// its data, $12 'completed'.
-const COMPLETE: &str = concat!(
-    "WITH upd AS (
-        UPDATE items SET status = COALESCE($2, status),
-            updated_at = CASE WHEN $2 IS NULL THEN updated_at
-                ELSE GREATEST($3, updated_at + interval '1 microsecond') END,
-            version = version + CASE WHEN $2 IS NULL THEN 0 ELSE 1 END,
-            last_success_at = $3, retry_at = NULL, lease_note = NULL, lease_note_holder = NULL,
-            lease_note_lease_id = NULL, ",
-    ended_lease!("$3", "$12"),
-    "
-        WHERE id = $1
-        RETURNING *
-    ),
-    history AS (
-        INSERT INTO item_versions (item_id, version, actor_id, at, changes)
-        SELECT upd.id, (SELECT COALESCE(MAX(v.version), 0) + 1 FROM item_versions v WHERE v.item_id = upd.id),
-            $4, upd.updated_at, $5
-        FROM upd WHERE $5::jsonb IS NOT NULL
-    ),
-    ",
-    event_slot!(),
-    ",
-    new_events AS (
-        SELECT row_number() OVER (ORDER BY e.k) - 1 AS k, e.type, e.at, e.data
-        FROM upd CROSS JOIN LATERAL (VALUES (0, $8::text, upd.updated_at, $9::jsonb),
-                                            (1, $10::text, $3::timestamptz, $11::jsonb)) AS e (k, type, at, data)
-        WHERE e.type IS NOT NULL
-    ),
-    ev AS (
-        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
-        SELECT slot.base + slot.n + e.k, $6, e.type, $7, $4, e.at, e.data
-        FROM slot, new_events e WHERE slot.n + e.k < 65536
-        RETURNING id, workspace_id, type
-    ),
-    ",
-    enqueue_events!(),
-    "
-    SELECT upd.*, ",
-    item_joined_columns!("upd"),
-    ", (SELECT count(*) FROM ev) AS events_written FROM upd",
-    item_joins!("upd")
-);
+use claim::{CLAIM, CLAIM_LOADED};
+use complete::{COMPLETE, LOCK_FOR_COMPLETE};
+use expire::{EXPIRE, OBSERVE_EXPIRED};
+use release::RELEASE;
+use renew::RENEW;
 
 /// The SQL predicate and `pad_core::lease` are two encodings of one rule: the
 /// statement decides atomically, the rule says what the answer means. If they
@@ -551,9 +314,8 @@ impl LeaseSteps for Tx {
         r: &ItemRef,
         req: &ClaimRequest,
         terms: Terms,
-    ) -> StoreResult<(ClaimOutcome, Timestamp)> {
+    ) -> StoreResult<Claimed> {
         let claimant = req.claimant();
-        self.forget_item();
         let loaded = self.holds_ref(r);
         let row = sqlx::query(if loaded { CLAIM_LOADED } else { CLAIM })
             .bind(ws.id)
@@ -578,10 +340,10 @@ impl LeaseSteps for Tx {
         let (expiries, labels): (Option<i64>, Option<Vec<String>>) = (row.get("new_expiries"), row.get("new_labels"));
         let (previous_note, previous_holder) = (row.get("prev_lease_note"), row.get("prev_lease_note_holder"));
         let claimed: (Option<Value>, i64) = (row.get("claimed_data"), row.get("claimed_events"));
-        if loaded && wrote.is_some() {
-            // Any write below (a quarantine's label) drops it again.
-            self.item = Some(row);
-        }
+        // The statement started under this transaction's lock, so the item
+        // it returned is current; a recorded expiry below may still write
+        // (a quarantine's label), and then the item is read again.
+        let mut item = if loaded && wrote.is_some() { Some(item_from_row(&row, now)?) } else { None };
         // The statement allocated the grant's id; the rule is told it to compare.
         let grant_id = wrote.as_ref().map_or(0, |l| l.lease_id);
         let outcome = match lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, grant_id, now) {
@@ -609,6 +371,7 @@ impl LeaseSteps for Tx {
                         expiries: expiries.ok_or_else(|| disagree("no expiry count", &l))?,
                         labels: labels.unwrap_or_default(),
                     };
+                    item = None;
                     steps::record_expiry(self, &expiry, now).await?;
                     let data = shared::event::claimed(&l);
                     self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
@@ -625,7 +388,7 @@ impl LeaseSteps for Tx {
                 ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder }
             }
         };
-        Ok((outcome, now))
+        Ok(Claimed { outcome, now, item })
     }
 
     async fn claim_candidates(
@@ -663,7 +426,6 @@ impl LeaseSteps for Tx {
     }
 
     async fn count_expiry(&mut self, id: i64, now: Timestamp) -> StoreResult<(i64, Vec<String>)> {
-        self.forget_item();
         let row = sqlx::query(EXPIRE)
             .bind(id)
             .bind(now)
@@ -675,7 +437,6 @@ impl LeaseSteps for Tx {
     }
 
     async fn take_expired(&mut self) -> StoreResult<Vec<(Expiry, String, Timestamp)>> {
-        self.forget_item();
         let rows = sqlx::query(OBSERVE_EXPIRED).fetch_all(&mut *self.conn).await.map_err(db)?;
         rows.iter()
             .map(|row| {
@@ -694,7 +455,6 @@ impl LeaseSteps for Tx {
     }
 
     async fn end_lease(&mut self, id: i64, how: LeaseEnd, at: Timestamp) -> StoreResult<()> {
-        self.forget_item();
         sqlx::query(concat!("UPDATE items SET ", ended_lease!("$2", "$3"), " WHERE id = $1"))
             .bind(id)
             .bind(at)
@@ -721,7 +481,6 @@ impl LeaseSteps for Tx {
         note: Option<&str>,
         at: Timestamp,
     ) -> StoreResult<Vec<String>> {
-        self.forget_item();
         sqlx::query_scalar(
             "UPDATE items SET failures = $2, retry_at = $3, last_failure_note = $4, last_failure_at = $5,
                     lease_note = COALESCE($4, lease_note),
@@ -740,7 +499,6 @@ impl LeaseSteps for Tx {
     }
 
     async fn record_success(&mut self, id: i64, at: Timestamp) -> StoreResult<()> {
-        self.forget_item();
         sqlx::query(
             "UPDATE items SET last_success_at = $2, retry_at = NULL,
                     lease_note = NULL, lease_note_holder = NULL, lease_note_lease_id = NULL

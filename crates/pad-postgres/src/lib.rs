@@ -196,13 +196,6 @@ pub struct Tx {
     /// starts once a row is locked sees every commit that wrote to the item
     /// under that lock, so what it reads about the item is current.
     locked: Vec<ItemRef>,
-    /// The item as the last statement that wrote its row returned it (in
-    /// [`ITEM_SELECT`](rows::ITEM_SELECT)'s columns), kept only when that
-    /// statement started under this transaction's lock; any other write to
-    /// an item drops it. [`load_item`](steps::ItemSteps::load_item) answers
-    /// from it instead of reading the row again: one round trip fewer per
-    /// claim (docs/benchmarks.md, "Round trips on PostgreSQL").
-    item: Option<sqlx::postgres::PgRow>,
 }
 
 impl Tx {
@@ -217,12 +210,6 @@ impl Tx {
             self.locked.push(r.clone());
         }
     }
-
-    /// Called by every statement that writes an item's row or what its
-    /// read joins (comments, blockers), before it runs.
-    fn forget_item(&mut self) {
-        self.item = None;
-    }
 }
 
 #[async_trait]
@@ -230,7 +217,7 @@ impl Begin for PgStore {
     type Tx = Tx;
 
     async fn begin(&self) -> StoreResult<Tx> {
-        Ok(Tx { conn: self.pool.begin().await.map_err(db)?, locked: Vec::new(), item: None })
+        Ok(Tx { conn: self.pool.begin().await.map_err(db)?, locked: Vec::new() })
     }
 }
 

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use pad_core::EventKind;
 use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Terms};
 use pad_core::{FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace};
-use pad_store::steps::{self, Begin, Candidate, EventSteps, Expiry, ItemSteps, LeaseSteps, Locked};
+use pad_store::steps::{self, Begin, Candidate, Claimed, EventSteps, Expiry, ItemSteps, LeaseSteps, Locked};
 use pad_store::{
     ClaimOutcome, ClaimRequest, LeaseOps, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
 };
@@ -100,15 +100,15 @@ impl LeaseSteps for Tx {
         r: &ItemRef,
         req: &ClaimRequest,
         terms: Terms,
-    ) -> StoreResult<(ClaimOutcome, Timestamp)> {
+    ) -> StoreResult<Claimed> {
         let now = self.now;
         let mut locked = self.lock_item(ws, r).await?.live(r)?;
         if let Some(old) = locked.slot.current.clone().filter(|l| !l.is_live(now)) {
             steps::expire(self, ws, locked.id, r, old, now).await?;
             locked = self.lock_item(ws, r).await?;
         }
-        let out = claim_locked(self, ws, r, &locked, req, terms, now).await?;
-        Ok((out, now))
+        let outcome = claim_locked(self, ws, r, &locked, req, terms, now).await?;
+        Ok(Claimed { outcome, now, item: None })
     }
 
     async fn claim_candidates(

@@ -176,6 +176,18 @@ pub struct NewRow<'a> {
     pub now: Timestamp,
 }
 
+/// What [`LeaseSteps::claim_item`] did.
+#[derive(Debug)]
+pub struct Claimed {
+    pub outcome: ClaimOutcome,
+    /// The clock the claim was decided on.
+    pub now: Timestamp,
+    /// The item as the claim left it, when the dialect's claim statement
+    /// returned it at no cost (PostgreSQL, on a row it had locked already);
+    /// `None`: read it with [`ItemSteps::load_item`].
+    pub item: Option<Item>,
+}
+
 /// A frontier item claim-next may take, locked by this transaction.
 #[derive(Debug)]
 pub struct Candidate {
@@ -210,7 +222,7 @@ pub trait LeaseSteps: Send {
         r: &ItemRef,
         req: &ClaimRequest,
         terms: Terms,
-    ) -> StoreResult<(ClaimOutcome, Timestamp)>;
+    ) -> StoreResult<Claimed>;
     /// L11: the best ready items, locked, in frontier order; empty when none.
     async fn claim_candidates(
         &mut self,

@@ -15,9 +15,9 @@ pub async fn claim<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &ClaimRequ
     let terms = req.validate(&ws.settings)?;
     let mut tx = s.begin().await?;
     match tx.claim_item(ws, r, req, terms).await {
-        Ok((out, _)) => {
+        Ok(claimed) => {
             tx.commit().await?;
-            Ok(out)
+            Ok(claimed.outcome)
         }
         Err(e) => {
             // A refused claim (L2) is common under contention: let the next
@@ -70,9 +70,12 @@ pub async fn claim_next_many<S: Begin>(
                     continue;
                 }
             }
-            let (out, now) = tx.claim_item(ws, &c.item_ref, req, terms).await?;
-            let item = tx.load_item(c.id, now).await?;
-            granted.push((item, out));
+            let claimed = tx.claim_item(ws, &c.item_ref, req, terms).await?;
+            let item = match claimed.item {
+                Some(item) => item,
+                None => tx.load_item(c.id, claimed.now).await?,
+            };
+            granted.push((item, claimed.outcome));
             if granted.len() == want {
                 break 'search;
             }

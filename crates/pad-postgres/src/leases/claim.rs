@@ -1,0 +1,102 @@
+//! The claim statement (L1-L3, L12, L13), plain and for a row this
+//! transaction has already locked.
+
+/// L1-L3, L12, L13 in one statement. Writes when there is no live lease
+/// (grant: next epoch, `acquired_at = now`) or it is the claimant's own
+/// (refresh: epoch and `acquired_at` kept; only if $9 allows it, L17). A grant
+/// takes the next lease id and, over an expired lease, records that lease as
+/// the last one (L18). $4 user, $5 holder, $6 session, $7 ttl seconds, $8 note,
+/// $9 refresh, $10 `lease.claimed`, $11 the item's ref, $12 max hold seconds
+/// or NULL (L19). A grant that records
+/// no expiry also appends `lease.claimed` (with its webhook deliveries; an
+/// expiry's events must come first, so then the caller appends it), its
+/// data built here and returned as `claimed_data` for the caller to compare
+/// with `shared::event::claimed`. The locked row's columns are named `prev_*` (read with
+/// [`rows::locked_as`]); what the statement wrote has the plain names
+/// (`lease_*`, empty when it wrote nothing) and `new_*` ([`returning_lease!`]).
+macro_rules! claim_statement {
+    () => {
+        concat!(
+    locked_item!(),
+    ",
+    d AS MATERIALIZED (
+        SELECT cur.*,
+            (cur.lease_holder IS NOT NULL AND cur.lease_expires_at > cur.db_now) AS live,
+            (cur.lease_user_id = $4 AND cur.lease_holder = $5 AND cur.lease_session_id IS NOT DISTINCT FROM $6) AS mine,
+            (cur.lease_holder IS NOT NULL AND cur.lease_expires_at <= cur.db_now) AS expired_prev,
+            CASE WHEN cur.lease_holder IS NULL OR cur.lease_expires_at <= cur.db_now
+                THEN nextval('lease_ids') END AS grant_lease_id
+        FROM cur
+    ),
+    upd AS (
+        UPDATE items i SET
+            lease_holder = $5, lease_user_id = $4, lease_session_id = $6,
+            lease_id = COALESCE(d.grant_lease_id, d.lease_id),
+            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id
+                ELSE COALESCE(d.grant_lease_id, d.lease_id) END,
+            last_lease_id = CASE WHEN d.expired_prev THEN d.lease_id ELSE i.last_lease_id END,
+            last_lease_epoch = CASE WHEN d.expired_prev THEN d.lease_epoch ELSE i.last_lease_epoch END,
+            last_lease_holder = CASE WHEN d.expired_prev THEN d.lease_holder ELSE i.last_lease_holder END,
+            last_lease_session_id = CASE WHEN d.expired_prev THEN d.lease_session_id ELSE i.last_lease_session_id END,
+            last_lease_acquired_at = CASE WHEN d.expired_prev THEN d.lease_acquired_at ELSE i.last_lease_acquired_at END,
+            last_lease_ended_at = CASE WHEN d.expired_prev THEN d.lease_expires_at ELSE i.last_lease_ended_at END,
+            last_lease_ended = CASE WHEN d.expired_prev THEN 'expired' ELSE i.last_lease_ended END,
+            last_lease_note = CASE WHEN d.expired_prev
+                THEN CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END
+                ELSE i.last_lease_note END,
+            lease_epoch = CASE WHEN d.live THEN d.lease_epoch ELSE d.lease_epoch + 1 END,
+            lease_acquired_at = CASE WHEN d.live THEN d.lease_acquired_at ELSE d.db_now END,
+            lease_renewed_at = d.db_now,
+            -- L19: a refresh keeps its cap; a grant's starts now. LEAST skips NULL (no cap).
+            lease_hold_until = CASE WHEN d.live THEN d.lease_hold_until
+                ELSE d.db_now + $12 * interval '1 second' END,
+            lease_expires_at = LEAST(d.db_now + $7 * interval '1 second',
+                CASE WHEN d.live THEN d.lease_hold_until ELSE d.db_now + $12 * interval '1 second' END),
+            lease_ttl_seconds = $7,
+            lease_expiries = i.lease_expiries + CASE WHEN d.lease_holder IS NOT NULL AND NOT d.live THEN 1 ELSE 0 END,
+            lease_note = COALESCE($8, i.lease_note),
+            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE $5 END
+        FROM d
+        WHERE i.id = d.id AND d.deleted_at IS NULL AND (NOT d.live OR (d.mine AND $9))
+        ",
+    returning_lease!(),
+    ", i.lease_expiries AS new_expiries, i.labels AS new_labels, i.*
+    ),
+    claimed AS (
+        SELECT jsonb_build_object('holder', upd.lease_holder, 'session_id', upd.lease_session_id,
+            'epoch', upd.lease_epoch, 'lease_id', upd.lease_id, 'expires_at', ",
+    json_time!("upd.lease_expires_at"),
+    ") AS data
+        FROM upd, d WHERE NOT d.live AND NOT d.expired_prev
+    ),
+    ",
+    event_slot!(),
+    ",
+    ev AS (
+        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+        SELECT slot.base + slot.n, $1, $10, $11, $4, d.db_now, claimed.data FROM slot, claimed, d WHERE slot.n < 65536
+        RETURNING id, workspace_id, type
+    ),
+    ",
+    enqueue_events!(),
+    "
+    SELECT d.id AS prev_id, d.deleted_at AS prev_deleted_at, d.db_now,
+        d.lease_holder AS prev_lease_holder, d.lease_user_id AS prev_lease_user_id,
+        d.lease_session_id AS prev_lease_session_id, d.lease_epoch AS prev_lease_epoch,
+        d.lease_acquired_at AS prev_lease_acquired_at, d.lease_renewed_at AS prev_lease_renewed_at,
+        d.lease_expires_at AS prev_lease_expires_at, d.lease_ttl_seconds AS prev_lease_ttl_seconds, d.lease_hold_until AS prev_lease_hold_until,
+        d.lease_id AS prev_lease_id, d.lease_note AS prev_lease_note, d.lease_note_holder AS prev_lease_note_holder,
+        (SELECT data FROM claimed) AS claimed_data, (SELECT count(*) FROM ev) AS claimed_events, upd.*"
+        )
+    };
+}
+
+/// A claim: see [`claim_statement!`].
+pub(super) const CLAIM: &str = concat!(claim_statement!(), " FROM d LEFT JOIN upd ON true");
+
+/// A claim of a row this transaction had already locked (a claim-next
+/// candidate), which also reads the item as the grant left it: the
+/// statement's snapshot was taken under the lock, so nothing it joins can
+/// have changed since, and the flow's reload of the item needs no round trip.
+pub(super) const CLAIM_LOADED: &str =
+    concat!(claim_statement!(), ", ", item_joined_columns!("upd"), " FROM d LEFT JOIN upd ON true", item_joins!("upd"));
