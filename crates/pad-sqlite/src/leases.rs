@@ -102,12 +102,13 @@ impl LeaseSteps for Tx {
         terms: Terms,
     ) -> StoreResult<Claimed> {
         let now = self.now;
-        let mut locked = self.lock_item(ws, r).await?.live(r)?;
-        if let Some(old) = locked.slot.current.clone().filter(|l| !l.is_live(now)) {
-            steps::expire(self, ws, locked.id, r, old, now).await?;
-            locked = self.lock_item(ws, r).await?;
+        let mut row = claim_row(self, ws, r)?;
+        row.locked = row.locked.live(r)?;
+        if let Some(old) = row.locked.slot.current.clone().filter(|l| !l.is_live(now)) {
+            steps::expire(self, ws, row.locked.id, r, old, now).await?;
+            row = claim_row(self, ws, r)?;
         }
-        let outcome = claim_locked(self, ws, r, &locked, req, terms, now).await?;
+        let outcome = claim_locked(self, ws, r, &row, req, terms, now).await?;
         Ok(Claimed { outcome, now, item: None })
     }
 
@@ -232,34 +233,65 @@ impl LeaseSteps for Tx {
     }
 }
 
-/// The grant-or-refresh half of a claim, on an item already locked by
-/// this write transaction. Shared by claim and claim-next.
+/// An item's row as a claim needs it, read in one statement under the
+/// write lock: its lease slot, the handoff note a grant passes on (L12) and
+/// the workspace's next lease id.
+struct ClaimRow {
+    locked: Locked,
+    note: (Option<String>, Option<String>),
+    next_lease_id: i64,
+}
+
+fn claim_row(tx: &Tx, ws: &Workspace, r: &ItemRef) -> StoreResult<ClaimRow> {
+    let now = tx.now;
+    tx.conn()
+        .opt(
+            "SELECT i.id, i.deleted_at, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
+                    i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds,
+                    i.lease_hold_until, i.lease_id, i.lease_note, i.lease_note_holder, w.next_lease_id
+             FROM items i JOIN workspaces w ON w.id = i.workspace_id
+             WHERE i.workspace_id = ? AND i.prefix = ? AND i.number = ?",
+            (ws.id, &r.prefix, r.number),
+            |row| {
+                Ok(ClaimRow {
+                    locked: Locked {
+                        id: row.col("id")?,
+                        deleted: row.col::<Option<i64>>("deleted_at")?.is_some(),
+                        slot: rows::lease_slot(row)?,
+                        now,
+                    },
+                    note: (row.col("lease_note")?, row.col("lease_note_holder")?),
+                    next_lease_id: row.col("next_lease_id")?,
+                })
+            },
+        )?
+        .ok_or_else(|| StoreError::not_found(format!("item {r}")))
+}
+
+/// The grant-or-refresh half of a claim, on the row [`claim_row`] read.
 async fn claim_locked(
     tx: &mut Tx,
     ws: &Workspace,
     r: &ItemRef,
-    locked: &Locked,
+    row: &ClaimRow,
     req: &ClaimRequest,
     terms: Terms,
     now: Timestamp,
 ) -> StoreResult<ClaimOutcome> {
     let claimant = req.claimant();
-    let next_id: i64 = tx.conn().scalar("SELECT next_lease_id FROM workspaces WHERE id = ?", [ws.id])?;
-    match lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, next_id, now) {
+    let id = row.locked.id;
+    match lease::decide_claim(&row.locked.slot, &claimant, terms, req.refresh, row.next_lease_id, now) {
         ClaimDecision::Held(l) => Err(StoreError::held(l, now)),
         ClaimDecision::Refresh(l) => {
-            write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
+            write_lease(tx.conn(), id, &l, req.note.as_deref())?;
             Ok(ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None })
         }
         ClaimDecision::Grant { lease: l, .. } => {
             tx.conn().exec("UPDATE workspaces SET next_lease_id = next_lease_id + 1 WHERE id = ?", [ws.id])?;
-            let (previous_note, previous_holder) =
-                tx.conn().one("SELECT lease_note, lease_note_holder FROM items WHERE id = ?", [locked.id], |row| {
-                    Ok((row.col("lease_note")?, row.col("lease_note_holder")?))
-                })?;
-            write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
+            write_lease(tx.conn(), id, &l, req.note.as_deref())?;
             let data = shared::event::claimed(&l);
             tx.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
+            let (previous_note, previous_holder) = row.note.clone();
             Ok(ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder })
         }
     }
