@@ -5,14 +5,28 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
+use clap::Subcommand;
 use pad_core::TokenInfo;
 use pad_server::StoreError;
 
-use crate::cli::AdminCommand;
 use crate::config::{DEFAULT_PROFILE, DEFAULT_URL, Env};
 use crate::credentials::{self, Credentials};
 use crate::error::CliError;
 use crate::output::{self, Format};
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Print a fresh token for an existing user, written straight to the
+    /// store (recovery when no working token is left)
+    Token {
+        /// The user's email
+        #[arg(long, value_name = "EMAIL")]
+        email: String,
+        /// `sqlite://PATH` or `postgres://…` [default: sqlite://$PAD_HOME/pad.db]
+        #[arg(long, env = "PAD_DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        database_url: Option<String>,
+    },
+}
 
 pub async fn run(cmd: AdminCommand, format: Format) -> Result<(), CliError> {
     let AdminCommand::Token { email, database_url } = cmd;

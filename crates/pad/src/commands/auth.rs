@@ -3,15 +3,31 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use clap::Subcommand;
 use pad_client::Client;
 use pad_core::api::Me;
 use serde_json::json;
 
 use super::Ctx;
-use crate::cli::AuthCommand;
 use crate::config::Source;
 use crate::credentials::{Credentials, Profile};
 use crate::error::CliError;
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Check a token against the server and save it as a profile
+    Login {
+        /// The token [default: read from stdin]
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Remove a saved profile
+    Logout,
+    /// Who the token belongs to, and its roles
+    Whoami,
+    /// Which URL, profile, workspace and token are in effect, and from where
+    Status,
+}
 
 pub async fn run(ctx: &Ctx, cmd: AuthCommand) -> Result<(), CliError> {
     match cmd {

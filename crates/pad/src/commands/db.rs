@@ -2,14 +2,43 @@
 //! pad-dbmove; this prints progress, the verification and the outcome.
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 
+use clap::{Args, Subcommand};
 use pad_dbmove::{DbUrl, MoveError, Progress, Report};
 use serde_json::json;
 
-use crate::cli::{BackupArgs, DbCommand, MigrateArgs};
 use crate::config::Env;
 use crate::error::{CliError, EXIT_CONFIG, EXIT_USAGE};
 use crate::output::{self, Format};
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Copy every table of a store into a new, empty database, then verify it
+    Migrate(MigrateArgs),
+    /// Copy a SQLite store to a new file while it may be serving
+    Backup(BackupArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
+    /// `sqlite://PATH` or `postgres://…` holding no pad data
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The new file to write
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// The SQLite store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
+}
 
 pub async fn run(cmd: DbCommand, format: Format) -> Result<(), CliError> {
     match cmd {

@@ -26,11 +26,13 @@ use pad_core::{ItemRef, Lease, Status};
 use serde::Serialize;
 use tokio::time::Instant;
 
+mod args;
 mod drain;
 mod job;
 mod report;
 mod signals;
 
+pub use args::*;
 pub use drain::drain;
 use report::Report;
 pub(super) use signals::Signals;
@@ -38,7 +40,6 @@ use signals::Stop;
 
 use super::heartbeat::{self, Heartbeat};
 use super::{Ctx, about};
-use crate::cli::{ExitCodeMap, RunArgs, WorkerArgs};
 use crate::error::{CliError, EXIT_CONFLICT};
 use crate::output::Format;
 

@@ -11,16 +11,34 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
 
+use clap::Args;
 use pad_client::{Client, ClientError};
 use pad_core::api::{CreateKind, ImportItem, ImportRequest, ImportResult, ImportedRef, ListQuery};
 use pad_core::{Comment, Item, NewItem, Priority, Status, Version};
 use serde::{Deserialize, Serialize};
 
 use super::Ctx;
-use crate::cli::{ExportArgs, ImportArgs};
 use crate::error::CliError;
 use crate::output;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write here instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// `pad export` output, a `gh issue list --json number,title,body,state,labels,comments` array, or `-`
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Check everything and say what would be imported, writing nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
 
 /// One line of an export: the item as the API shows it, its comments
 /// (oldest first) and its history (as the API lists it).

@@ -7,8 +7,11 @@ use chrono::{DateTime, Utc};
 use pad_core::api::{DeleteQuery, FrontierQuery, ListQuery, NewComment};
 use pad_core::{Comment, Item, ItemPatch, NewItem, Status, Version};
 
+mod args;
+
+pub use args::*;
+
 use super::{Ctx, about, lease};
-use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, StatusFilter, UpdateArgs};
 use crate::error::CliError;
 use crate::output::{self, colour_enabled, cyan, fit, table, terminal_width, timestamp};
 
