@@ -49,7 +49,7 @@ pub async fn run(cmd: AdminCommand, format: Format) -> Result<(), CliError> {
         .map_err(|e| CliError::internal(format!("cannot open the database: {e}")))?;
     let (token, info) = pad_server::recovery_token(store.as_ref(), &email).await.map_err(|e| match e {
         StoreError::NotFound { .. } => CliError::new(
-            5,
+            crate::error::Exit::NotFound,
             format!("no user {email} in this database; `pad admin token` only recovers existing users"),
         ),
         StoreError::Validation(v) => CliError::usage(v.to_string()),

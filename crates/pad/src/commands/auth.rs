@@ -52,8 +52,8 @@ async fn login(ctx: &Ctx, token: Option<String>) -> Result<(), CliError> {
     let me = client.me().await.map_err(|e| match e {
         // The generic advice for a refused token is to log in, which is what
         // the user is doing: say what is wrong with this token instead.
-        pad_client::ClientError::Api { code: pad_core::api::ErrorCode::Unauthorized, .. } => CliError::new(
-            e.exit_code(),
+        pad_client::ClientError::Api { code: pad_core::api::ErrorCode::Unauthorized, .. } => CliError::reworded(
+            &e,
             format!(
                 "{} refused this token: it is unknown, revoked or expired there; check you copied the whole \
                  token and that it was minted on this server",

@@ -20,7 +20,7 @@ use super::heartbeat::Heartbeat;
 use super::lease::HolderArg;
 use super::run::{Signals, exit_code};
 use super::{Ctx, about};
-use crate::error::{CliError, EXIT_CONFLICT};
+use crate::error::{CliError, Exit};
 use crate::ttl::{self, seconds_or_zero};
 
 /// `pad guard --help`.
@@ -73,7 +73,7 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     };
     let sent = Instant::now();
     let renewed = client.renew(ws, &r.to_string(), &body).await.map_err(|e| match about(&r)(e) {
-        CliError::Failed { message, code } => CliError::new(code, format!("{message}; `{program}` was not run")),
+        e @ CliError::Failed { .. } => e.with_hint(&format!("; `{program}` was not run")),
         other => other,
     })?;
     let lease = renewed.lease;
@@ -82,7 +82,7 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     let min_left = Duration::from_secs(a.min_left);
     if runs_for.is_zero() || runs_for < min_left {
         return Err(CliError::new(
-            EXIT_CONFLICT,
+            Exit::Conflict,
             format!(
                 "the lease on {r} (lease id {}) leaves {}s before `{program}` would have to be stopped, \
                  less than --min-left {}s; `{program}` was not run",
@@ -131,7 +131,7 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
         group.finish(kill_after).await;
     }
     if let Some(e) = lost {
-        return Err(CliError::new(EXIT_CONFLICT, format!("{e}; stopped `{program}`")));
+        return Err(CliError::new(Exit::Conflict, format!("{e}; stopped `{program}`")));
     }
     match exit_code(status) {
         0 => Ok(()),

@@ -18,7 +18,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::error::{CliError, EXIT_CONFLICT, EXIT_UNAVAILABLE};
+use crate::error::{CliError, Code, Exit};
 
 /// The pause before another try when a renewal could not reach the server.
 const RENEW_RETRY: Duration = Duration::from_secs(1);
@@ -109,13 +109,13 @@ impl Entry {
         let r = &self.item_ref;
         if self.capped && self.failure.is_none() {
             return CliError::new(
-                EXIT_CONFLICT,
+                Exit::Conflict,
                 format!("lease on {r} reached its max hold (L19) and cannot be renewed further"),
             );
         }
         let why = self.failure.as_ref().map(|f| format!(" ({f})")).unwrap_or_default();
         CliError::new(
-            EXIT_CONFLICT,
+            Exit::Conflict,
             format!(
                 "lease on {r} lost: no renewal got through, and the command must be stopped before the lease can \
                  expire{why}"
@@ -277,15 +277,14 @@ async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)
     };
     let answer = match client.renew_leases(ws, &body).await {
         Ok(answer) => answer,
-        Err(e) if e.exit_code() == EXIT_UNAVAILABLE => {
+        Err(e) if Code::of(&e).exit() == Exit::Unavailable => {
             return batch.iter().map(|_| Renewed::Unreachable(e.to_string())).collect();
         }
         Err(e) => {
-            let (code, why) = (e.exit_code(), e.to_string());
             return batch
                 .iter()
                 .map(|(_, r, _)| {
-                    Renewed::Refused(CliError::new(code, format!("could not renew the lease on {r}: {why}")))
+                    Renewed::Refused(CliError::reworded(&e, format!("could not renew the lease on {r}: {e}")))
                 })
                 .collect();
         }
@@ -303,7 +302,7 @@ async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)
                     details: e.details,
                     retry_after: None,
                 };
-                if e.exit_code() == EXIT_UNAVAILABLE {
+                if Code::of(&e).exit() == Exit::Unavailable {
                     Renewed::Unreachable(e.to_string())
                 } else {
                     Renewed::Refused(CliError::for_item(r, e))

@@ -12,7 +12,7 @@ use pad_core::{FrontierFilter, ItemRef, Lease, Priority, Status};
 
 use super::item::{RefArg, parse_limit};
 use super::{Ctx, about};
-use crate::error::{CliError, EXIT_NOT_FOUND};
+use crate::error::{CliError, Exit};
 use crate::output;
 use crate::ttl;
 
@@ -375,7 +375,7 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
     })?;
     if next.item.is_none() {
         eprintln!("No ready item");
-        return Err(CliError::Exit(EXIT_NOT_FOUND));
+        return Err(CliError::Exit(Exit::NotFound.code()));
     }
     Ok(())
 }

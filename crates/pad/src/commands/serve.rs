@@ -185,11 +185,7 @@ fn redacted(url: &str) -> String {
 }
 
 fn message(e: &CliError) -> String {
-    match e {
-        CliError::Failed { message, .. } => message.clone(),
-        CliError::ClosedPipe => "closed pipe".into(),
-        CliError::Exit(code) => format!("exit {code}"),
-    }
+    e.to_string()
 }
 
 #[cfg(test)]

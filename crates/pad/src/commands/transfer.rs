@@ -341,14 +341,10 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
         return output::print(&dry_run_line(plan.len(), ws, &new_kinds));
     }
     // One request, one transaction: killed or refused, it wrote nothing.
-    let result = client.import(ws, &request(&text, &plan, kinds)).await.map_err(|e| {
-        let err = CliError::from(e);
-        let code = match &err {
-            CliError::Failed { code, .. } => *code,
-            _ => 1,
-        };
-        CliError::new(code, format!("import failed: {err}; nothing was written"))
-    })?;
+    let result = client
+        .import(ws, &request(&text, &plan, kinds))
+        .await
+        .map_err(|e| CliError::from(e).map_message(|m| format!("import failed: {m}; nothing was written")))?;
     report(ctx, ws, &result)
 }
 
@@ -414,7 +410,8 @@ mod tests {
 
     #[test]
     fn a_bad_line_is_named() {
-        let Err(CliError::Failed { code: 2, message }) = from_export("\n{\"ref\": 1}\n") else { panic!() };
+        let Err(e) = from_export("\n{\"ref\": 1}\n") else { panic!() };
+        let (2, message) = (e.exit_code(), e.to_string()) else { panic!("{e}") };
         assert!(message.starts_with("line 2:"), "{message}");
     }
 }

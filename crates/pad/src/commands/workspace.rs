@@ -109,7 +109,7 @@ fn in_flags(e: ClientError) -> CliError {
     let said = Setting::ALL.into_iter().fold(message.clone(), |m, s| {
         m.replace(&format!("{}: ", s.field()), &format!("{} ", flag(s))).replace(s.field(), flag(s))
     });
-    CliError::reworded(e, said)
+    CliError::reworded(&e, said)
 }
 
 /// `after 3`, or `never` for 0 (quarantine off).

@@ -115,8 +115,8 @@ async fn name_the_kinds(client: &pad_client::Client, ws: &str, e: pad_client::Cl
     }
     let kinds = client.kinds(ws).await.map(|k| k.kinds.into_iter().map(|k| k.name).collect::<Vec<_>>());
     match (CliError::from(e), kinds) {
-        (CliError::Failed { message, code }, Ok(names)) if !names.is_empty() => {
-            CliError::Failed { message: format!("{message}; the kinds are: {}", names.join(", ")), code }
+        (e @ CliError::Failed { .. }, Ok(names)) if !names.is_empty() => {
+            e.with_hint(&format!("; the kinds are: {}", names.join(", ")))
         }
         (refused, _) => refused,
     }

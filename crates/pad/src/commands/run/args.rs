@@ -6,6 +6,7 @@ use clap::Args;
 
 use crate::commands::item::RefArg;
 use crate::commands::lease::{FilterArgs, HolderArg, MaxHoldArg, TtlArgs};
+use crate::exit::Exit;
 use crate::ttl;
 
 /// `pad run --help`: the exit codes a script can rely on (README, "Exit codes").
@@ -73,7 +74,15 @@ fn positive_seconds(s: &str) -> Result<u64, String> {
 }
 
 /// The codes pad exits with itself: `--exit-code-map` may not map onto them.
-pub const PAD_EXIT_CODES: [i32; 8] = [1, 2, 3, 4, 5, 7, 8, 124];
+const PAD_EXIT_CODES: [i32; Exit::OWN.len()] = {
+    let mut codes = [0; Exit::OWN.len()];
+    let mut i = 0;
+    while i < codes.len() {
+        codes[i] = Exit::OWN[i].code();
+        i += 1;
+    }
+    codes
+};
 
 /// `--exit-code-map FROM=TO`, both 1..=255, TO not one of pad's own codes.
 fn exit_code_pair(s: &str) -> Result<(i32, i32), String> {
