@@ -127,9 +127,8 @@ impl<'a> Worker<'a> {
                 let code = ran.exit_code.unwrap_or(1);
                 let mapped = self.exit_map.get(code);
                 // pad's own codes, bar 1: any command's failure (README, "Exit codes").
-                let reserved = Exit::OWN.into_iter().filter(|e| *e != Exit::Internal);
                 if mapped == code
-                    && let Some(own) = reserved.into_iter().find(|e| e.code() == code)
+                    && let Some(own) = Exit::OWN.into_iter().find(|e| *e != Exit::Internal && e.code() == code)
                 {
                     eprintln!(
                         "pad: `{}` itself exited {code}, a code pad also uses ({}); \
