@@ -1,5 +1,7 @@
 //! The one error type of the client: the server's refusal (with its stable
-//! code), a server that could not be reached, or an answer that made no sense.
+//! code, typed), a server that could not be reached, or an answer that made
+//! no sense. What a code means to a user (an exit code, a sentence) is the
+//! caller's: the CLI's `exit.rs` holds README's exit-code table.
 
 use pad_core::Lease;
 use pad_core::api::{ErrorCode, ErrorEnvelope};
@@ -31,15 +33,6 @@ pub enum ClientError {
 pub use pad_core::api::LeaseHeldDetails as HeldLease;
 
 impl ClientError {
-    /// the exit code of README.md's table for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            ClientError::Api { code, .. } => code.exit_code(),
-            ClientError::Unavailable(_) => ErrorCode::Unavailable.exit_code(),
-            ClientError::Protocol(_) => ErrorCode::InternalError.exit_code(),
-        }
-    }
-
     /// How long the server asked the caller to wait before trying again
     /// (`Retry-After` of `rate_limited` and `lease_held`; docs/api.md, Limits).
     pub fn retry_after(&self) -> Option<std::time::Duration> {
@@ -174,12 +167,12 @@ mod tests {
     }
 
     #[test]
-    fn envelope_becomes_api_error_with_its_exit_code() {
+    fn envelope_becomes_api_error_with_its_code() {
         let e = answer(404, None, json!({"error": {"code": "not_found", "message": "no item TASK-9"}}));
         assert!(
             matches!(&e, ClientError::Api { status: 404, code: ErrorCode::NotFound, message, .. } if message == "no item TASK-9")
         );
-        assert_eq!(e.exit_code(), 5);
+        assert_eq!(e.code(), Some(ErrorCode::NotFound));
         assert_eq!(e.to_string(), "no item TASK-9");
     }
 
@@ -194,7 +187,7 @@ mod tests {
                 "expires_at": "2026-01-01T00:15:00Z", "expires_in_seconds": 840
             }}}),
         );
-        assert_eq!(e.exit_code(), 7);
+        assert_eq!(e.code(), Some(ErrorCode::LeaseHeld));
         assert!(matches!(e, ClientError::Api { retry_after: Some(840), .. }));
         assert_eq!(e.retry_after(), Some(std::time::Duration::from_secs(840)));
         let held = e.held_lease().unwrap();
@@ -226,10 +219,8 @@ mod tests {
     fn answers_without_an_envelope() {
         let e = ClientError::from_answer(502, None, b"<html>Bad Gateway</html>");
         assert!(matches!(e, ClientError::Unavailable(_)));
-        assert_eq!(e.exit_code(), 8);
         let e = ClientError::from_answer(500, None, b"");
         assert!(matches!(&e, ClientError::Protocol(m) if m.contains("(empty body)")));
-        assert_eq!(e.exit_code(), 1);
     }
 
     #[test]

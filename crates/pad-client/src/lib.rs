@@ -406,6 +406,33 @@ mod tests {
         let c = client(&format!("http://127.0.0.1:{port}"));
         let e = c.me().await.unwrap_err();
         assert!(matches!(e, ClientError::Unavailable(_)), "{e:?}");
-        assert_eq!(e.exit_code(), 8);
+    }
+
+    /// One answer, whatever the request: a 429 with `Retry-After: 7`.
+    #[tokio::test]
+    async fn retry_after_reaches_the_error() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0_u8; 1];
+            // A GET has no body: its head is the whole request.
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let body = r#"{"error":{"code":"rate_limited","message":"slow down","details":{}}}"#;
+            let answer = format!(
+                "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            conn.write_all(answer.as_bytes()).unwrap();
+        });
+        let e = client(&base).me().await.unwrap_err();
+        assert!(matches!(e, ClientError::Api { status: 429, retry_after: Some(7), .. }), "{e:?}");
+        assert_eq!(e.code(), Some(pad_core::api::ErrorCode::RateLimited));
+        assert_eq!(e.retry_after(), Some(std::time::Duration::from_secs(7)));
     }
 }

@@ -281,7 +281,8 @@ mod tests {
         assert_eq!((s.workspace(), &s.workspace.source), ("default", &Source::Default));
         assert_eq!(s.profile.value, "default");
         assert!(s.token.is_none());
-        let Err(CliError::Failed { code: 3, message }) = s.client() else { panic!() };
+        let Err(e @ CliError::Failed { .. }) = s.client() else { panic!() };
+        let (3, message) = (e.exit_code(), e.to_string()) else { panic!("{e}") };
         assert!(message.contains("pad auth login") && message.contains("PAD_TOKEN"), "{message}");
     }
 
@@ -337,7 +338,8 @@ mod tests {
         let env = Env { url: Some("http://other:1".into()), ..Env::default() };
         let s = resolve_with(&GlobalArgs::default(), &env, None, &c);
         assert!(s.token.is_none());
-        let Err(CliError::Failed { code: 3, message }) = s.client() else { panic!() };
+        let Err(e @ CliError::Failed { .. }) = s.client() else { panic!() };
+        let (3, message) = (e.exit_code(), e.to_string()) else { panic!("{e}") };
         assert!(message.contains("PAD_TOKEN") && message.contains("http://srv:1"), "{message}");
         // An explicit PAD_TOKEN is meant for the URL given.
         let env = Env { token: Some("t".into()), ..env };
@@ -348,7 +350,8 @@ mod tests {
     fn an_api_url_is_refused_with_the_root() {
         let flags = GlobalArgs { url: Some("http://h:1/api/v1".into()), ..GlobalArgs::default() };
         let r = resolve(&flags, &Env::default(), None, &Credentials::default(), PathBuf::new());
-        let Err(CliError::Failed { code: 3, message }) = r else { panic!() };
+        let Err(e @ CliError::Failed { .. }) = r else { panic!() };
+        let (3, message) = (e.exit_code(), e.to_string()) else { panic!("{e}") };
         assert!(message.contains("server root") && message.contains("http://h:1"), "{message}");
     }
 
@@ -379,7 +382,8 @@ mod tests {
     fn a_named_profile_that_does_not_exist_says_how_to_create_it() {
         let flags = GlobalArgs { profile: Some("nope".into()), ..GlobalArgs::default() };
         let s = resolve_with(&flags, &Env::default(), None, &Credentials::default());
-        let Err(CliError::Failed { code: 3, message }) = s.client() else { panic!() };
+        let Err(e @ CliError::Failed { .. }) = s.client() else { panic!() };
+        let (3, message) = (e.exit_code(), e.to_string()) else { panic!("{e}") };
         assert!(message.contains("no profile `nope`") && message.contains("--profile nope"), "{message}");
     }
 
@@ -388,7 +392,7 @@ mod tests {
         for bad in ["127.0.0.1:7777", "ftp://x", "not a url"] {
             let flags = GlobalArgs { url: Some(bad.into()), ..GlobalArgs::default() };
             let r = resolve(&flags, &Env::default(), None, &Credentials::default(), PathBuf::new());
-            assert!(matches!(r, Err(CliError::Failed { code: 3, .. })), "{bad}");
+            assert!(r.is_err_and(|e| e.exit_code() == 3), "{bad}");
         }
     }
 
@@ -409,7 +413,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for text in ["workspace = ", "workpace = \"typo\"\n"] {
             std::fs::write(dir.path().join(PROJECT_FILE), text).unwrap();
-            assert!(matches!(find_project_file(dir.path()), Err(CliError::Failed { code: 3, .. })), "{text}");
+            assert!(find_project_file(dir.path()).is_err_and(|e| e.exit_code() == 3), "{text}");
         }
     }
 

@@ -114,7 +114,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         std::fs::write(&path, "[profiles.default]\nurl = 5\n").unwrap();
-        assert!(matches!(Credentials::load(&path), Err(CliError::Failed { code: 3, .. })));
+        assert!(Credentials::load(&path).is_err_and(|e| e.exit_code() == 3));
     }
 
     #[test]

@@ -1,20 +1,12 @@
-//! How a command fails: a message for stderr and the exit code of README.md's table.
+//! How a command fails: a typed code (the API's, or pad's own), a message
+//! for stderr, and the exit code of README.md's table (`exit.rs`).
 
 use pad_client::ClientError;
 use pad_core::ItemRef;
 use pad_core::api::ErrorCode;
 
+pub use crate::exit::Exit;
 use crate::output::{in_words, timestamp};
-
-pub const EXIT_INTERNAL: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_CONFIG: i32 = 3;
-/// Not found, and `claim-next` with nothing ready (README.md).
-pub const EXIT_NOT_FOUND: i32 = 5;
-/// `lease_held`, `lease_lost`: taken by another, or lost (README.md).
-pub const EXIT_CONFLICT: i32 = 7;
-/// `unavailable`, `rate_limited`: worth another try.
-pub const EXIT_UNAVAILABLE: i32 = 8;
 
 /// The server this process talks to and where that came from, e.g.
 /// "http://127.0.0.1:7777 (from profile `default`)", set once when the
@@ -25,40 +17,41 @@ pub fn set_server(described: String) {
     let _ = SERVER.set(described);
 }
 
-/// The server's last refusal as its `{"error": {...}}` envelope: with
-/// `--format json` a failed command prints this on stdout (docs/api.md,
-/// "Errors"), so a script keeps every detail (holder, epoch,
-/// `expires_in_seconds`) that the sentence on stderr summarises.
-/// Kept with the sentence it became, so an earlier refusal that a command
-/// handled is never mistaken for the one it failed with.
-static REFUSAL: std::sync::Mutex<Option<(String, serde_json::Value)>> = std::sync::Mutex::new(None);
+/// What went wrong, as a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// The API's code: the server refused with it, or the client saw no
+    /// answer (`unavailable`) or one that made no sense (`internal_error`).
+    Api(ErrorCode),
+    /// pad's own failure, with no refusal of the server behind it.
+    Own(Exit),
+}
 
-fn remember(e: &ClientError, said: &str) {
-    if let ClientError::Api { code, message, details, .. } = e {
-        let envelope = serde_json::json!({ "error": { "code": code, "message": message, "details": details } });
-        *REFUSAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((said.to_string(), envelope));
+impl Code {
+    pub fn of(e: &ClientError) -> Code {
+        Code::Api(match e {
+            ClientError::Api { code, .. } => *code,
+            ClientError::Unavailable(_) => ErrorCode::Unavailable,
+            ClientError::Protocol(_) => ErrorCode::InternalError,
+        })
+    }
+
+    pub fn exit(self) -> Exit {
+        match self {
+            Code::Api(code) => Exit::of(code),
+            Code::Own(exit) => exit,
+        }
     }
 }
 
-/// What `--format json` prints on stdout for a failure: the server's
-/// envelope if the server refused, else one in the same shape with a code
-/// named after the exit code.
-pub fn json_envelope(message: &str, exit: i32) -> serde_json::Value {
-    let stored = REFUSAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-    // A command may add to the sentence (`pad run` appends what it did).
-    if let Some((_, envelope)) = stored.filter(|(said, _)| message.starts_with(said.as_str())) {
-        return envelope;
-    }
-    let code = match exit {
-        EXIT_USAGE => "bad_request",
-        EXIT_CONFIG => "config_error",
-        4 => "unauthorized",
-        EXIT_NOT_FOUND => "not_found",
-        EXIT_CONFLICT => "conflict",
-        EXIT_UNAVAILABLE => "unavailable",
-        _ => "internal_error",
-    };
-    serde_json::json!({ "error": { "code": code, "message": message, "details": {} } })
+/// The server's `{"error": {...}}` refusal as it came: with `--format json`
+/// a failed command prints it on stdout (docs/api.md, "Errors"), so a script
+/// keeps every detail (holder, epoch, `expires_in_seconds`) that the
+/// sentence on stderr summarises.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    message: String,
+    details: serde_json::Value,
 }
 
 /// A person's words for "nothing answered": where, and the likely fix.
@@ -76,24 +69,88 @@ pub enum CliError {
     /// End with this code and print nothing more: the command has already
     /// said what happened, or the code is a child's, passed on (`pad run`).
     Exit(i32),
+    /// A failure: `main` prints `message` and exits with `code`'s exit code.
     Failed {
+        code: Code,
         message: String,
-        code: i32,
+        /// The server's refusal, when the failure is one (boxed: errors
+        /// travel in every `Result`, refusals are rare).
+        refusal: Option<Box<Refusal>>,
     },
 }
 
 impl CliError {
-    pub fn new(code: i32, message: impl Into<String>) -> Self {
-        CliError::Failed { message: message.into(), code }
+    /// pad's own failure.
+    pub fn new(exit: Exit, message: impl Into<String>) -> Self {
+        CliError::Failed { code: Code::Own(exit), message: message.into(), refusal: None }
     }
     pub fn config(message: impl Into<String>) -> Self {
-        Self::new(EXIT_CONFIG, message)
+        Self::new(Exit::Config, message)
     }
     pub fn usage(message: impl Into<String>) -> Self {
-        Self::new(EXIT_USAGE, message)
+        Self::new(Exit::Usage, message)
     }
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(EXIT_INTERNAL, message)
+        Self::new(Exit::Internal, message)
+    }
+
+    /// The client's error in pad's words: its code, and the server's refusal
+    /// for `--format json`, are kept.
+    pub fn reworded(e: &ClientError, message: String) -> Self {
+        let refusal = match e {
+            ClientError::Api { message, details, .. } => {
+                Some(Box::new(Refusal { message: message.clone(), details: details.clone() }))
+            }
+            ClientError::Unavailable(_) | ClientError::Protocol(_) => None,
+        };
+        CliError::Failed { code: Code::of(e), message, refusal }
+    }
+
+    /// The process's exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::ClosedPipe => 0,
+            CliError::Exit(code) => *code,
+            CliError::Failed { code, .. } => code.exit().code(),
+        }
+    }
+
+    /// Whether this is a failure that exits with `exit`.
+    pub fn exits_with(&self, exit: Exit) -> bool {
+        matches!(self, CliError::Failed { code, .. } if code.exit() == exit)
+    }
+
+    /// The message rewritten (a next step added, what was not done): the
+    /// code and the server's refusal stay.
+    pub fn map_message(self, f: impl FnOnce(String) -> String) -> Self {
+        match self {
+            CliError::Failed { code, message, refusal } => CliError::Failed { code, message: f(message), refusal },
+            other => other,
+        }
+    }
+
+    /// The message with a next step appended.
+    pub fn with_hint(self, hint: &str) -> Self {
+        self.map_message(|m| format!("{m}{hint}"))
+    }
+
+    /// What `--format json` prints on stdout for a failure: the server's
+    /// envelope if the server refused, else one in the same shape.
+    pub fn json_envelope(&self) -> serde_json::Value {
+        let (code, message, details) = match self {
+            CliError::Failed { code: Code::Api(code), refusal: Some(r), .. } => {
+                (code.as_str(), r.message.as_str(), r.details.clone())
+            }
+            CliError::Failed { code, message, .. } => {
+                let name = match code {
+                    Code::Api(code) => code.as_str(),
+                    Code::Own(exit) => exit.json_code(),
+                };
+                (name, message.as_str(), serde_json::json!({}))
+            }
+            CliError::ClosedPipe | CliError::Exit(_) => ("internal_error", "", serde_json::json!({})),
+        };
+        serde_json::json!({ "error": { "code": code, "message": message, "details": details } })
     }
 
     /// A client error on one item, worded for a person: lease conflicts say
@@ -146,8 +203,7 @@ impl CliError {
         } else {
             return e.into();
         };
-        remember(&e, &message);
-        Self::new(e.exit_code(), message)
+        Self::reworded(&e, message)
     }
 }
 
@@ -172,28 +228,10 @@ impl CliError {
                     live.holder,
                     timestamp(live.expires_at)
                 );
-                remember(&e, &message);
-                return Self::new(e.exit_code(), message);
+                return Self::reworded(&e, message);
             }
         }
         Self::for_item(item_ref, e)
-    }
-
-    /// The message with a next step appended; `--format json` still prints
-    /// the server's envelope.
-    pub fn with_hint(self, hint: &str) -> Self {
-        match self {
-            CliError::Failed { message, code } => CliError::Failed { message: format!("{message}{hint}"), code },
-            other => other,
-        }
-    }
-
-    /// The server's refusal in the words the user typed (`--default-ttl`
-    /// for `default_ttl_seconds`); `--format json` still prints the
-    /// server's envelope.
-    pub fn reworded(e: ClientError, message: String) -> Self {
-        remember(&e, &message);
-        Self::new(e.exit_code(), message)
     }
 }
 
@@ -210,7 +248,6 @@ impl std::fmt::Display for CliError {
 
 impl From<ClientError> for CliError {
     fn from(e: ClientError) -> Self {
-        let code = e.exit_code();
         let message = match &e {
             ClientError::Api { code: ErrorCode::Unauthorized, message, .. } => {
                 format!("{message} (the token was refused: check PAD_TOKEN or run `pad auth login`)")
@@ -238,8 +275,7 @@ impl From<ClientError> for CliError {
             }
             _ => e.to_string(),
         };
-        remember(&e, &message);
-        CliError::Failed { message, code }
+        CliError::reworded(&e, message)
     }
 }
 
@@ -264,7 +300,7 @@ mod tests {
 
     fn failed(e: CliError) -> (String, i32) {
         match e {
-            CliError::Failed { message, code } => (message, code),
+            e @ CliError::Failed { .. } => (e.to_string(), e.exit_code()),
             CliError::ClosedPipe | CliError::Exit(_) => panic!("not a failure"),
         }
     }
@@ -307,6 +343,24 @@ mod tests {
         assert_eq!(m, "lease on TASK-1 lost: it expired at 2026-01-01T00:05:00Z");
         let (m, _) = failed(CliError::for_item(&r, api(ErrorCode::LeaseLost, json!({"current": null, "ended": null}))));
         assert_eq!(m, "lease on TASK-1 lost: no live lease (it expired or was released)");
+    }
+
+    #[test]
+    fn json_prints_the_servers_refusal_or_one_of_the_same_shape() {
+        let details = json!({"holder": "runner-a", "session_id": null, "epoch": 1,
+            "acquired_at": "2026-01-01T00:00:00Z", "renewed_at": "2026-01-01T00:00:00Z",
+            "expires_at": "2026-01-01T00:15:00Z", "expires_in_seconds": 840});
+        let e = CliError::for_item(&"TASK-1".parse().unwrap(), api(ErrorCode::LeaseHeld, details.clone()))
+            .with_hint("; try another");
+        assert_eq!(
+            e.json_envelope(),
+            json!({"error": {"code": "lease_held", "message": "refused", "details": details}})
+        );
+        let e = CliError::config("no token");
+        assert_eq!(e.json_envelope(), json!({"error": {"code": "config_error", "message": "no token", "details": {}}}));
+        let e: CliError = ClientError::Unavailable("reset".into()).into();
+        assert_eq!(e.json_envelope()["error"]["code"], "unavailable");
+        assert_eq!(e.exit_code(), 8);
     }
 
     #[test]

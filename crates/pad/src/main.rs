@@ -6,6 +6,7 @@ mod commands;
 mod config;
 mod credentials;
 mod error;
+mod exit;
 mod output;
 mod setup;
 mod ttl;
@@ -36,15 +37,15 @@ async fn main() -> ExitCode {
     match commands::run(cli).await {
         Ok(()) | Err(CliError::ClosedPipe) => ExitCode::SUCCESS,
         Err(CliError::Exit(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        Err(CliError::Failed { message, code }) => {
+        Err(e @ CliError::Failed { .. }) => {
             // Neither line may panic: a stdout or stderr that cannot be
             // written (a full disk) must not turn this exit code into 101.
-            output::say(&format!("error: {message}"));
+            output::say(&format!("error: {e}"));
             // `--format json` means JSON on stdout, refusals included.
             if format == output::Format::Json {
-                let _ = output::print(&format!("{}\n", error::json_envelope(&message, code)));
+                let _ = output::print(&format!("{}\n", e.json_envelope()));
             }
-            ExitCode::from(u8::try_from(code).unwrap_or(1))
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
         }
     }
 }

@@ -2,6 +2,14 @@
 //! could mean seconds or minutes, and guessing wrong silently is worse than
 //! asking.
 
+/// A duration of whole seconds where nothing (`0s`) is a fair answer.
+pub fn seconds_or_zero(s: &str) -> Result<u64, String> {
+    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+        return Ok(0);
+    }
+    parse(s)
+}
+
 /// Whole seconds of a human duration; clap's value parser for `--ttl`.
 pub fn parse(s: &str) -> Result<u64, String> {
     let s = s.trim();

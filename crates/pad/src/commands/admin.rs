@@ -5,14 +5,28 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
+use clap::Subcommand;
 use pad_core::TokenInfo;
 use pad_server::StoreError;
 
-use crate::cli::AdminCommand;
 use crate::config::{DEFAULT_PROFILE, DEFAULT_URL, Env};
 use crate::credentials::{self, Credentials};
 use crate::error::CliError;
 use crate::output::{self, Format};
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Print a fresh token for an existing user, written straight to the
+    /// store (recovery when no working token is left)
+    Token {
+        /// The user's email
+        #[arg(long, value_name = "EMAIL")]
+        email: String,
+        /// `sqlite://PATH` or `postgres://…` [default: sqlite://$PAD_HOME/pad.db]
+        #[arg(long, env = "PAD_DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        database_url: Option<String>,
+    },
+}
 
 pub async fn run(cmd: AdminCommand, format: Format) -> Result<(), CliError> {
     let AdminCommand::Token { email, database_url } = cmd;
@@ -35,7 +49,7 @@ pub async fn run(cmd: AdminCommand, format: Format) -> Result<(), CliError> {
         .map_err(|e| CliError::internal(format!("cannot open the database: {e}")))?;
     let (token, info) = pad_server::recovery_token(store.as_ref(), &email).await.map_err(|e| match e {
         StoreError::NotFound { .. } => CliError::new(
-            5,
+            crate::error::Exit::NotFound,
             format!("no user {email} in this database; `pad admin token` only recovers existing users"),
         ),
         StoreError::Validation(v) => CliError::usage(v.to_string()),

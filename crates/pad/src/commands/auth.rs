@@ -3,15 +3,31 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use clap::Subcommand;
 use pad_client::Client;
 use pad_core::api::Me;
 use serde_json::json;
 
 use super::Ctx;
-use crate::cli::AuthCommand;
 use crate::config::Source;
 use crate::credentials::{Credentials, Profile};
 use crate::error::CliError;
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Check a token against the server and save it as a profile
+    Login {
+        /// The token [default: read from stdin]
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Remove a saved profile
+    Logout,
+    /// Who the token belongs to, and its roles
+    Whoami,
+    /// Which URL, profile, workspace and token are in effect, and from where
+    Status,
+}
 
 pub async fn run(ctx: &Ctx, cmd: AuthCommand) -> Result<(), CliError> {
     match cmd {
@@ -36,8 +52,8 @@ async fn login(ctx: &Ctx, token: Option<String>) -> Result<(), CliError> {
     let me = client.me().await.map_err(|e| match e {
         // The generic advice for a refused token is to log in, which is what
         // the user is doing: say what is wrong with this token instead.
-        pad_client::ClientError::Api { code: pad_core::api::ErrorCode::Unauthorized, .. } => CliError::new(
-            e.exit_code(),
+        pad_client::ClientError::Api { code: pad_core::api::ErrorCode::Unauthorized, .. } => CliError::reworded(
+            &e,
             format!(
                 "{} refused this token: it is unknown, revoked or expired there; check you copied the whole \
                  token and that it was minted on this server",

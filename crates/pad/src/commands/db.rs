@@ -2,14 +2,43 @@
 //! pad-dbmove; this prints progress, the verification and the outcome.
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 
+use clap::{Args, Subcommand};
 use pad_dbmove::{DbUrl, MoveError, Progress, Report};
 use serde_json::json;
 
-use crate::cli::{BackupArgs, DbCommand, MigrateArgs};
 use crate::config::Env;
-use crate::error::{CliError, EXIT_CONFIG, EXIT_USAGE};
+use crate::error::{CliError, Exit};
 use crate::output::{self, Format};
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Copy every table of a store into a new, empty database, then verify it
+    Migrate(MigrateArgs),
+    /// Copy a SQLite store to a new file while it may be serving
+    Backup(BackupArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
+    /// `sqlite://PATH` or `postgres://…` holding no pad data
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The new file to write
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// The SQLite store to copy [default: the one `pad serve` would open]
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
+}
 
 pub async fn run(cmd: DbCommand, format: Format) -> Result<(), CliError> {
     match cmd {
@@ -39,8 +68,8 @@ fn parse(url: Option<String>) -> Result<DbUrl, CliError> {
 /// 3): the command did nothing and another target or pad version is needed.
 fn cli_error(e: MoveError) -> CliError {
     match e {
-        MoveError::Usage(m) => CliError::new(EXIT_USAGE, m),
-        MoveError::TargetNotEmpty(m) | MoveError::Schema(m) => CliError::new(EXIT_CONFIG, m),
+        MoveError::Usage(m) => CliError::new(Exit::Usage, m),
+        MoveError::TargetNotEmpty(m) | MoveError::Schema(m) => CliError::new(Exit::Config, m),
         MoveError::Failed(m) => CliError::internal(m),
     }
 }
@@ -106,7 +135,7 @@ async fn backup(args: BackupArgs, format: Format) -> Result<(), CliError> {
     let from = parse(args.from)?;
     let DbUrl::Sqlite(path) = &from else {
         return Err(CliError::new(
-            EXIT_USAGE,
+            Exit::Usage,
             "pad db backup copies SQLite stores; back PostgreSQL up with its own tools: \
              pg_dump --format=custom (restore with pg_restore), or base backups with WAL archiving \
              (see docs/operations.md)",
@@ -117,7 +146,7 @@ async fn backup(args: BackupArgs, format: Format) -> Result<(), CliError> {
     // "unable to open database".
     if let Some(parent) = args.path.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
         std::fs::create_dir_all(parent).map_err(|e| {
-            CliError::new(EXIT_USAGE, format!("cannot create the folder {} for the backup: {e}", parent.display()))
+            CliError::new(Exit::Usage, format!("cannot create the folder {} for the backup: {e}", parent.display()))
         })?;
     }
     let bytes = pad_dbmove::backup_sqlite(path, &args.path).await.map_err(cli_error)?;

@@ -324,6 +324,7 @@ impl Terminal {
 /// CMD could not be started: the shell's codes for "not found" (127) and
 /// "found but not runnable" (126).
 pub(super) fn cannot_run(program: &str, e: &std::io::Error) -> crate::error::CliError {
-    let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-    crate::error::CliError::new(code, format!("cannot run `{program}`: {e}"))
+    use crate::error::{CliError, Exit};
+    let exit = if e.kind() == std::io::ErrorKind::NotFound { Exit::CommandNotFound } else { Exit::CannotRun };
+    CliError::new(exit, format!("cannot run `{program}`: {e}"))
 }

@@ -5,8 +5,11 @@
 //! it, and then keeps the lease alive and stops CMD before the lease could
 //! expire, as `pad run` does.
 
+use std::ffi::OsString;
 use std::time::Duration;
 
+use clap::Args;
+use pad_core::ItemRef;
 use pad_core::api::RenewBody;
 use pad_core::stop;
 use tokio::process::Command;
@@ -14,10 +17,45 @@ use tokio::time::{Instant, sleep_until};
 
 use super::group::Group;
 use super::heartbeat::Heartbeat;
+use super::lease::HolderArg;
 use super::run::{Signals, exit_code};
 use super::{Ctx, about};
-use crate::cli::GuardArgs;
-use crate::error::{CliError, EXIT_CONFLICT};
+use crate::error::{CliError, Exit};
+use crate::ttl::{self, seconds_or_zero};
+
+/// `pad guard --help`.
+const GUARD_HELP: &str = "\
+Inside `pad run` or `pad drain` the lease comes from the environment (PAD_REF,
+PAD_LEASE_ID, PAD_HOLDER, PAD_WORKSPACE, PAD_KILL_AFTER): `pad guard -- git push`.
+Elsewhere name it: `pad guard --ref TASK-5 --lease-id 42 --holder ci-7 -- CMD`.
+Exit codes:
+  N  CMD exited N (128 + S when signal S ended it)
+  7  the lease is not live at that handle, has less than --min-left, or was lost
+     while CMD ran (CMD was stopped before the lease could expire); or CMD never ran
+  8  the server could not be reached to check the lease: CMD never ran";
+
+/// `pad guard`: fenced side effects (docs/leases.md, "pad guard").
+#[derive(Debug, Args)]
+#[command(after_help = GUARD_HELP)]
+pub struct GuardArgs {
+    /// The leased item
+    #[arg(long = "ref", env = "PAD_REF", hide_env_values = true, value_name = "REF")]
+    pub item_ref: ItemRef,
+    /// The lease's handle
+    #[arg(long, env = "PAD_LEASE_ID", hide_env_values = true, value_name = "ID")]
+    pub lease_id: i64,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Run CMD only if at least this long is left before it would have to be stopped
+    #[arg(long, value_name = "DURATION", value_parser = seconds_or_zero, default_value = "0s")]
+    pub min_left: u64,
+    /// How long CMD has to exit after SIGTERM before SIGKILL
+    #[arg(long, env = "PAD_KILL_AFTER", value_name = "DURATION", value_parser = ttl::parse, default_value = "10s")]
+    pub kill_after: u64,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
 
 pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     let mut signals = Signals::catch()?;
@@ -35,7 +73,7 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     };
     let sent = Instant::now();
     let renewed = client.renew(ws, &r.to_string(), &body).await.map_err(|e| match about(&r)(e) {
-        CliError::Failed { message, code } => CliError::new(code, format!("{message}; `{program}` was not run")),
+        e @ CliError::Failed { .. } => e.with_hint(&format!("; `{program}` was not run")),
         other => other,
     })?;
     let lease = renewed.lease;
@@ -44,7 +82,7 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     let min_left = Duration::from_secs(a.min_left);
     if runs_for.is_zero() || runs_for < min_left {
         return Err(CliError::new(
-            EXIT_CONFLICT,
+            Exit::Conflict,
             format!(
                 "the lease on {r} (lease id {}) leaves {}s before `{program}` would have to be stopped, \
                  less than --min-left {}s; `{program}` was not run",
@@ -93,7 +131,7 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
         group.finish(kill_after).await;
     }
     if let Some(e) = lost {
-        return Err(CliError::new(EXIT_CONFLICT, format!("{e}; stopped `{program}`")));
+        return Err(CliError::new(Exit::Conflict, format!("{e}; stopped `{program}`")));
     }
     match exit_code(status) {
         0 => Ok(()),

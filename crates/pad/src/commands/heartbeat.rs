@@ -18,10 +18,19 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::error::{CliError, EXIT_CONFLICT, EXIT_UNAVAILABLE};
+use crate::error::{CliError, Code, Exit};
 
-/// The pause before another try when a renewal could not reach the server.
+/// The pause before another try when a renewal could not reach the server,
+/// unless the server asked for a longer one.
 const RENEW_RETRY: Duration = Duration::from_secs(1);
+
+/// How long to wait before renewing again after `e`: the server's
+/// `Retry-After` (`rate_limited`, `unavailable`; docs/api.md, "Limits"),
+/// never less than `RENEW_RETRY`. S2 still bounds the wait: a lease whose
+/// stop point comes first is lost then.
+fn retry_pause(retry_after: Option<Duration>) -> Duration {
+    retry_after.map_or(RENEW_RETRY, |asked| asked.max(RENEW_RETRY))
+}
 
 /// Refuses (exit 2) a TTL / `--kill-after` pair that leaves no room to
 /// renew before S2 would have to stop the command.
@@ -54,7 +63,8 @@ impl Holding {
     /// Returns only when the command must be stopped, saying why.
     ///
     /// A refusal (`lease_lost`, `lease_held`, a revoked token) is final. A
-    /// server out of reach is tried again every second, but only until S2's
+    /// server out of reach, or asking for a pause (`rate_limited`), is tried
+    /// again every second or after its `Retry-After`, but only until S2's
     /// stop point: `kill_after` plus a margin before the lease could expire,
     /// counted from when the last successful renewal was sent. Returning then
     /// leaves time to stop the command (SIGTERM, SIGKILL `kill_after` later)
@@ -109,13 +119,13 @@ impl Entry {
         let r = &self.item_ref;
         if self.capped && self.failure.is_none() {
             return CliError::new(
-                EXIT_CONFLICT,
+                Exit::Conflict,
                 format!("lease on {r} reached its max hold (L19) and cannot be renewed further"),
             );
         }
         let why = self.failure.as_ref().map(|f| format!(" ({f})")).unwrap_or_default();
         CliError::new(
-            EXIT_CONFLICT,
+            Exit::Conflict,
             format!(
                 "lease on {r} lost: no renewal got through, and the command must be stopped before the lease can \
                  expire{why}"
@@ -130,8 +140,12 @@ enum Renewed {
         lease: Lease,
         capped: bool,
     },
-    /// The server could not be reached (exit-8 class): try again.
-    Unreachable(String),
+    /// The server could not be reached, or asked for a pause (exit-8
+    /// class): try again, after `Retry-After` when it gave one.
+    Unreachable {
+        why: String,
+        retry_after: Option<Duration>,
+    },
     /// Refused: final.
     Refused(CliError),
 }
@@ -237,7 +251,7 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
                         eprintln!("pad: renewed the lease on {r} again");
                     }
                 }
-                Renewed::Unreachable(why) => {
+                Renewed::Unreachable { why, retry_after } => {
                     // One line when renewals start failing, not one per retry.
                     if e.failure.is_none() {
                         eprintln!(
@@ -245,7 +259,7 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
                         );
                     }
                     e.failure = Some(why);
-                    e.next = Instant::now() + RENEW_RETRY;
+                    e.next = Instant::now() + retry_pause(retry_after);
                 }
                 Renewed::Refused(err) => {
                     if let Some(tx) = e.lost.take() {
@@ -277,15 +291,15 @@ async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)
     };
     let answer = match client.renew_leases(ws, &body).await {
         Ok(answer) => answer,
-        Err(e) if e.exit_code() == EXIT_UNAVAILABLE => {
-            return batch.iter().map(|_| Renewed::Unreachable(e.to_string())).collect();
+        Err(e) if Code::of(&e).exit() == Exit::Unavailable => {
+            let retry_after = e.retry_after();
+            return batch.iter().map(|_| Renewed::Unreachable { why: e.to_string(), retry_after }).collect();
         }
         Err(e) => {
-            let (code, why) = (e.exit_code(), e.to_string());
             return batch
                 .iter()
                 .map(|(_, r, _)| {
-                    Renewed::Refused(CliError::new(code, format!("could not renew the lease on {r}: {why}")))
+                    Renewed::Refused(CliError::reworded(&e, format!("could not renew the lease on {r}: {e}")))
                 })
                 .collect();
         }
@@ -303,14 +317,112 @@ async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)
                     details: e.details,
                     retry_after: None,
                 };
-                if e.exit_code() == EXIT_UNAVAILABLE {
-                    Renewed::Unreachable(e.to_string())
+                if Code::of(&e).exit() == Exit::Unavailable {
+                    Renewed::Unreachable { why: e.to_string(), retry_after: None }
                 } else {
                     Renewed::Refused(CliError::for_item(r, e))
                 }
             }
             // An answer short of a result: this lease's renewal did not get through.
-            _ => Renewed::Unreachable(format!("the server's answer named no result for {r}")),
+            _ => {
+                Renewed::Unreachable { why: format!("the server's answer named no result for {r}"), retry_after: None }
+            }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// A server that answers every request `429 rate_limited` with
+    /// `Retry-After: {secs}`, and sends a signal per request it saw.
+    fn rate_limiting_server(secs: u64) -> (String, mpsc::Receiver<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (seen, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut buf = Vec::new();
+                let mut chunk = [0_u8; 4096];
+                // The head, then the body its Content-Length announces.
+                let line = loop {
+                    let Ok(n) = conn.read(&mut chunk) else { break None };
+                    if n == 0 {
+                        break None;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break head.lines().next().map(str::to_string);
+                    }
+                };
+                let Some(line) = line else { continue };
+                let body = r#"{"error":{"code":"rate_limited","message":"slow down","details":{}}}"#;
+                let answer = format!(
+                    "HTTP/1.1 429 Too Many Requests\r\nRetry-After: {secs}\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes());
+                if seen.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        (url, rx)
+    }
+
+    #[test]
+    fn the_pause_is_retry_after_and_at_least_a_second() {
+        assert_eq!(retry_pause(None), RENEW_RETRY);
+        assert_eq!(retry_pause(Some(Duration::from_secs(7))), Duration::from_secs(7));
+        assert_eq!(retry_pause(Some(Duration::ZERO)), RENEW_RETRY);
+    }
+
+    /// A rate-limited renewal is tried again after the server's
+    /// `Retry-After`, not every second: counted in requests seen within a
+    /// window shorter than the pause, so a slow machine cannot fail it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rate_limited_renewal_waits_as_long_as_retry_after_says() {
+        const RETRY_AFTER: u64 = 6;
+        let (url, seen) = rate_limiting_server(RETRY_AFTER);
+        let client = Client::new(pad_client::Url::parse(&url).unwrap(), "token").unwrap();
+        let heartbeat = Heartbeat::start(client, "ws".into(), Duration::from_secs(1));
+        let lease: Lease = serde_json::from_value(serde_json::json!({
+            "holder": "w", "session_id": null, "epoch": 1, "lease_id": 1, "ttl_seconds": 300,
+            "acquired_at": "2026-01-01T00:00:00Z", "renewed_at": "2026-01-01T00:00:00Z",
+            "expires_at": "2026-01-01T00:05:00Z"
+        }))
+        .unwrap();
+        // Granted a third of the TTL ago: the first renewal is due now, and
+        // S2's stop point is minutes away.
+        let sent = Instant::now().checked_sub(Duration::from_secs(100)).unwrap();
+        let _holding = heartbeat.hold(&"TASK-1".parse().unwrap(), &lease, sent);
+
+        let wait = |d: Duration| {
+            let seen = &seen;
+            tokio::task::block_in_place(move || seen.recv_timeout(d))
+        };
+        let first = wait(Duration::from_secs(60)).expect("the first renewal");
+        assert!(first.starts_with("POST ") && first.contains("/leases/renew"), "{first}");
+        // Retrying every second would send two or three more here.
+        let window = Duration::from_secs(RETRY_AFTER / 2);
+        assert_eq!(wait(window).ok(), None, "a renewal sent before Retry-After had passed");
+        // And it does try again once the pause is over.
+        wait(Duration::from_secs(60)).expect("a renewal after Retry-After");
+    }
 }

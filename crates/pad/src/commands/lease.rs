@@ -3,14 +3,224 @@
 //! shape requests and words.
 
 use chrono::Utc;
+use clap::Args;
 use pad_client::{Client, ClientError};
-use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, FailBody, FrontierQuery, ReleaseBody, RenewBody};
-use pad_core::{FrontierFilter, ItemRef, Lease};
+use pad_core::api::{
+    ClaimBody, ClaimNextBody, CompleteBody, FailBody, FrontierQuery, ReleaseBody, RenewBody, TtlSeconds,
+};
+use pad_core::{FrontierFilter, ItemRef, Lease, Priority, Status};
 
+use super::item::{RefArg, parse_limit};
 use super::{Ctx, about};
-use crate::cli::{ClaimArgs, ClaimNextArgs, CompleteArgs, FailArgs, FilterArgs, ReleaseArgs, RenewArgs};
-use crate::error::{CliError, EXIT_NOT_FOUND};
+use crate::error::{CliError, Exit};
 use crate::output;
+use crate::ttl;
+
+/// The lease a fenced lease call names: its epoch, its lease id, or both
+/// (then both must match).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = true)]
+pub struct LeaseHandleArgs {
+    /// The epoch your claim returned
+    #[arg(long, value_name = "N")]
+    pub epoch: Option<i64>,
+    /// The lease id your claim returned
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub handle: LeaseHandleArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// The status to set: done, cancelled, open, in-progress [default: done]
+    #[arg(long)]
+    pub status: Option<Status>,
+}
+
+#[derive(Debug, Args)]
+pub struct FailArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub handle: LeaseHandleArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// What went wrong, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Quarantine at this many failures instead of the workspace's setting
+    #[arg(long, value_name = "N")]
+    pub max_failures: Option<u32>,
+}
+
+/// The lease duration: one of three spellings (docs/leases.md L8).
+#[derive(Debug, Default, Args)]
+#[group(multiple = false)]
+pub struct TtlArgs {
+    /// Lease duration with a unit: 90s, 30m, 1h30m [default: the workspace's default TTL]
+    // Hyphen values reach the parser, which says why `-5m` is no TTL
+    // (clap would suggest `-- -5m`, which is wrong here).
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
+    pub ttl: Option<u64>,
+    /// Lease duration in minutes
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ttl_minutes: Option<u32>,
+    /// Lease duration in hours
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ttl_hours: Option<u32>,
+}
+
+impl TtlArgs {
+    /// The TTL asked for, as the API takes it; the server checks its bounds.
+    pub fn seconds(&self) -> Option<TtlSeconds> {
+        let secs =
+            self.ttl.or(self.ttl_minutes.map(|m| u64::from(m) * 60)).or(self.ttl_hours.map(|h| u64::from(h) * 3600));
+        secs.map(TtlSeconds::from)
+    }
+}
+
+/// Who holds the lease. The variables let a worker set them once.
+#[derive(Debug, Args)]
+pub struct HolderArg {
+    /// Worker label [default: your email]
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Names one run of the holder
+    #[arg(long, env = "PAD_SESSION_ID", hide_env_values = true, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub ttl: TtlArgs,
+    /// Progress note, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Refuse (exit 7) even if you already hold the lease, instead of refreshing it
+    #[arg(long)]
+    pub no_refresh: bool,
+    #[command(flatten)]
+    pub max_hold: MaxHoldArg,
+}
+
+/// L19: a cap on how long a lease may be held, renewals included.
+#[derive(Debug, Default, Args)]
+pub struct MaxHoldArg {
+    /// Hold the lease at most this long, renewals included, like 2h (at least the TTL,
+    /// at most the workspace's max hold) [default: the workspace's, if any]
+    #[arg(long = "max-hold", value_name = "DURATION", value_parser = ttl::parse)]
+    pub seconds: Option<u64>,
+}
+
+impl MaxHoldArg {
+    pub fn seconds(&self) -> Option<i64> {
+        self.seconds.map(|s| i64::try_from(s).unwrap_or(i64::MAX))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub handle: LeaseHandleArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// `pad item renew` says its default: the lease's own TTL.
+    #[command(flatten)]
+    pub ttl: TtlArgs,
+    /// Progress note, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Refuse (exit 7) unless the live lease has this epoch
+    #[arg(long, value_name = "N")]
+    pub epoch: Option<i64>,
+    /// Refuse (exit 7) unless the live lease has this lease id
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<i64>,
+    /// Break another worker's lease (workspace owners); on your own lease, a plain
+    /// release whose event keeps the reason
+    #[arg(long, requires = "reason")]
+    pub force: bool,
+    /// Why the lease is broken, recorded in the event
+    #[arg(long, requires = "force")]
+    pub reason: Option<String>,
+}
+
+/// Which ready items qualify (docs/leases.md L11); shared by `frontier`, `claim-next`
+/// and `drain`.
+#[derive(Debug, Default, Args)]
+#[command(next_help_heading = "Filters")]
+pub struct FilterArgs {
+    /// Any of these kinds (repeatable or comma-separated)
+    #[arg(long = "kind", value_name = "KIND", value_delimiter = ',')]
+    pub kinds: Vec<String>,
+    /// Items with all of these labels (repeatable or comma-separated)
+    #[arg(long = "label", value_name = "LABEL", value_delimiter = ',')]
+    pub labels: Vec<String>,
+    /// Items with none of these labels (repeatable or comma-separated)
+    #[arg(long = "without-label", value_name = "LABEL", value_delimiter = ',')]
+    pub without_labels: Vec<String>,
+    /// low, medium, high, critical: this or higher
+    #[arg(long, value_name = "PRIORITY")]
+    pub min_priority: Option<Priority>,
+    /// Only children of this item
+    #[arg(long, value_name = "REF")]
+    pub parent: Option<ItemRef>,
+    /// Skip items labelled `needs-human`, as autonomous workers should
+    #[arg(long)]
+    pub autonomous: bool,
+    /// Skip these items (repeatable or comma-separated)
+    #[arg(long = "exclude", value_name = "REF", value_delimiter = ',')]
+    pub exclude: Vec<ItemRef>,
+}
+
+#[derive(Debug, Args)]
+pub struct FrontierArgs {
+    /// How many items, at least 1 (the server caps it)
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
+    pub limit: Option<u32>,
+    // Last: its help heading would cover the options after it.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimNextArgs {
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// Names one run of the holder
+    #[arg(long, env = "PAD_SESSION_ID", hide_env_values = true, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub ttl: TtlArgs,
+    /// Progress note, shown to the next claimant
+    #[arg(long)]
+    pub note: Option<String>,
+    #[command(flatten)]
+    pub max_hold: MaxHoldArg,
+    // Last: its help heading would cover the options after it.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
 
 pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
@@ -165,7 +375,7 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
     })?;
     if next.item.is_none() {
         eprintln!("No ready item");
-        return Err(CliError::Exit(EXIT_NOT_FOUND));
+        return Err(CliError::Exit(Exit::NotFound.code()));
     }
     Ok(())
 }
@@ -222,7 +432,6 @@ pub fn lease_line(verb: &str, r: &ItemRef, l: &Lease) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::FrontierArgs;
 
     #[test]
     fn frontier_query_joins_lists_and_omits_defaults() {

@@ -7,9 +7,22 @@
 //! fresh. So two agent sessions of one user never refresh each other's
 //! claim, while one session's repeated claims stay a heartbeat (L3).
 
+use clap::Args;
+
 use super::Ctx;
-use crate::cli::McpArgs;
 use crate::error::CliError;
+
+/// `pad mcp`: one agent session. Its claims default to a holder and session
+/// id of its own (docs/agents.md), so two sessions never share a lease.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The agent runtime, for the default holder `<agent>@<host>-<id>` [default: detected]
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// This session's holder label [default: .pad.toml `holder`, else `<agent>@<host>-<id>`]
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
+}
 
 pub async fn run(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
     let client = ctx.client()?;

@@ -1,11 +1,31 @@
 //! `pad member list|add|remove`.
 
+use clap::Subcommand;
+use pad_core::Role;
 use pad_core::api::SetMember;
 
 use super::Ctx;
-use crate::cli::MemberCommand;
 use crate::error::CliError;
 use crate::output::{table, when};
+
+#[derive(Debug, Subcommand)]
+pub enum MemberCommand {
+    /// The workspace's members
+    List,
+    /// Add a member, or change a member's role
+    Add {
+        /// The member's email
+        email: String,
+        /// owner, editor, viewer
+        #[arg(long, default_value = "editor")]
+        role: Role,
+    },
+    /// Remove a member (their tokens scoped to the workspace are revoked)
+    Remove {
+        /// The member's email
+        email: String,
+    },
+}
 
 pub async fn run(ctx: &Ctx, cmd: MemberCommand) -> Result<(), CliError> {
     let client = ctx.client()?;

@@ -1,27 +1,27 @@
 //! One module per command group. Each turns parsed arguments into client
 //! calls and hands the answer to a renderer; none speaks HTTP itself.
 
-mod admin;
-mod auth;
+pub mod admin;
+pub mod auth;
 mod bench;
-mod db;
+pub mod db;
 mod group;
-mod guard;
+pub mod guard;
 mod heartbeat;
-mod item;
-mod lease;
-mod mcp;
-mod member;
-mod prime;
-mod run;
-mod serve;
-mod setup;
-mod token;
-mod transfer;
-mod watch;
-mod webhook;
+pub mod item;
+pub mod lease;
+pub mod mcp;
+pub mod member;
+pub mod prime;
+pub mod run;
+pub mod serve;
+pub mod setup;
+pub mod token;
+pub mod transfer;
+pub mod watch;
+pub mod webhook;
 pub mod wit;
-mod workspace;
+pub mod workspace;
 
 use serde::Serialize;
 

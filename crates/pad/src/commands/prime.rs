@@ -1,9 +1,17 @@
 //! `pad prime`: the brief an agent reads at session start (docs/agents.md).
 //! The same text the `pad_prime` MCP tool and prompt give.
 
+use clap::Args;
+
 use super::Ctx;
-use crate::cli::PrimeArgs;
 use crate::error::CliError;
+
+#[derive(Debug, Args)]
+pub struct PrimeArgs {
+    /// Whose leases to list [default: .pad.toml `holder`, else your email]
+    #[arg(long, env = "PAD_HOLDER", hide_env_values = true, value_name = "HOLDER")]
+    pub holder: Option<String>,
+}
 
 pub async fn run(ctx: &Ctx, args: PrimeArgs) -> Result<(), CliError> {
     let client = ctx.client()?;

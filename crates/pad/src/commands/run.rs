@@ -13,7 +13,7 @@
 //! released on interruption, nothing to do when it was lost. `pad run` runs
 //! one job; `pad drain` (`drain.rs`) up to `--jobs` at once.
 //!
-//! Exit codes: see [`EXIT_CODES`] (also in `pad run --help` and README).
+//! Exit codes: `crate::exit` (also in `pad run --help` and README).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -26,11 +26,13 @@ use pad_core::{ItemRef, Lease, Status};
 use serde::Serialize;
 use tokio::time::Instant;
 
+mod args;
 mod drain;
 mod job;
 mod report;
 mod signals;
 
+pub use args::*;
 pub use drain::drain;
 use report::Report;
 pub(super) use signals::Signals;
@@ -38,24 +40,8 @@ use signals::Stop;
 
 use super::heartbeat::{self, Heartbeat};
 use super::{Ctx, about};
-use crate::cli::{ExitCodeMap, RunArgs, WorkerArgs};
-use crate::error::{CliError, EXIT_CONFLICT};
+use crate::error::{CliError, Exit};
 use crate::output::Format;
-
-/// `pad run` when `--timeout` stopped CMD (as `timeout(1)` does).
-pub const EXIT_TIMED_OUT: i32 = 124;
-
-/// The codes pad itself exits with for its own reasons (README, "Exit
-/// codes"); CMD exiting with one of them is flagged on stderr.
-const RESERVED: [(i32, &str); 7] = [
-    (2, "usage or bad input"),
-    (3, "configuration"),
-    (4, "authentication"),
-    (5, "not found / no ready item"),
-    (7, "lease taken or lost"),
-    (8, "server unavailable"),
-    (EXIT_TIMED_OUT, "timed out"),
-];
 
 pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     let stop = Stop::catch()?;
@@ -140,19 +126,21 @@ impl<'a> Worker<'a> {
             Outcome::Failed => {
                 let code = ran.exit_code.unwrap_or(1);
                 let mapped = self.exit_map.get(code);
+                // pad's own codes, bar 1: any command's failure (README, "Exit codes").
                 if mapped == code
-                    && let Some((_, meaning)) = RESERVED.iter().find(|(c, _)| *c == code)
+                    && let Some(own) = Exit::OWN.into_iter().find(|e| *e != Exit::Internal && e.code() == code)
                 {
                     eprintln!(
-                        "pad: `{}` itself exited {code}, a code pad also uses ({meaning}); \
+                        "pad: `{}` itself exited {code}, a code pad also uses ({}); \
                          `--exit-code-map {code}=N` tells them apart",
-                        self.program()
+                        self.program(),
+                        own.meaning()
                     );
                 }
                 mapped
             }
-            Outcome::TimedOut => EXIT_TIMED_OUT,
-            Outcome::LeaseLost => EXIT_CONFLICT,
+            Outcome::TimedOut => Exit::TimedOut.code(),
+            Outcome::LeaseLost => Exit::Conflict.code(),
             Outcome::Interrupted => 128 + ran.signal.unwrap_or(libc::SIGINT),
         };
         Err(CliError::Exit(code))

@@ -5,15 +5,27 @@ use std::io::IsTerminal;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
+use clap::Args;
 use pad_client::Url;
 use pad_server::Bootstrap;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::ServeArgs;
 use crate::config::{DEFAULT_PROFILE, Env};
 use crate::credentials::{self, Credentials, Profile};
 use crate::error::CliError;
 use crate::output;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free one
+    #[arg(long, env = "PAD_LISTEN", hide_env_values = true, default_value = "127.0.0.1:7777", value_name = "ADDR")]
+    pub listen: String,
+    /// `sqlite://PATH`, or `postgres://USER@HOST/DB` for several instances on one database
+    /// [default: sqlite://$PAD_HOME/pad.db]
+    // Never echo the variable: a Postgres URL carries a password.
+    #[arg(long, env = "PAD_DATABASE_URL", hide_env_values = true, value_name = "URL")]
+    pub database_url: Option<String>,
+}
 
 /// `eprintln!` that never panics: a start message that cannot be written
 /// is dropped (docs/operations.md, "When the log cannot be written").
@@ -173,11 +185,7 @@ fn redacted(url: &str) -> String {
 }
 
 fn message(e: &CliError) -> String {
-    match e {
-        CliError::Failed { message, .. } => message.clone(),
-        CliError::ClosedPipe => "closed pipe".into(),
-        CliError::Exit(code) => format!("exit {code}"),
-    }
+    e.to_string()
 }
 
 #[cfg(test)]

@@ -3,10 +3,37 @@
 
 use std::path::PathBuf;
 
-use crate::cli::SetupArgs;
+use clap::Args;
+
 use crate::error::CliError;
 use crate::output::{self, Format};
 use crate::setup::{self, Mode, Scope};
+
+#[derive(Debug, Args)]
+#[command(after_help = "Agents: claude (Claude Code), codex (Codex CLI), cursor (Cursor), gemini (Gemini CLI).\n\
+Exit codes: 0 done, or with --check installed and current; 1 with --check when something is missing or \
+differs; 2 unknown agent; 3 a config file that does not parse or cannot be written (nothing is changed).")]
+pub struct SetupArgs {
+    /// claude, codex, cursor or gemini
+    #[arg(required_unless_present = "list", value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// List the agents and the files setup writes for each
+    #[arg(long, conflicts_with_all = ["check", "remove", "global"])]
+    pub list: bool,
+    /// The user's own configuration (in $HOME) instead of the current directory's
+    #[arg(long)]
+    pub global: bool,
+    /// Say whether pad is installed and current; exit 1 when not
+    #[arg(long, conflicts_with = "remove")]
+    pub check: bool,
+    /// Take out exactly what setup added
+    #[arg(long)]
+    pub remove: bool,
+    /// The command the agent runs to start pad's MCP server [default: `pad` when
+    /// it is this binary on PATH, else this binary's absolute path]
+    #[arg(long, value_name = "PATH")]
+    pub command: Option<String>,
+}
 
 /// `--check` found something missing or out of date.
 const EXIT_NOT_CURRENT: i32 = 1;

@@ -1,11 +1,47 @@
 //! `pad token list|create|revoke`.
 
+use clap::Subcommand;
+use pad_core::Role;
 use pad_core::api::{CreateToken, TokenScopeKind};
 
 use super::Ctx;
-use crate::cli::TokenCommand;
 use crate::error::CliError;
 use crate::output::{table, when};
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Tokens in the workspace (never their secrets)
+    List,
+    /// Create a token and print it (shown only once)
+    ///
+    /// Your own token reaches all of your workspaces unless --scoped or
+    /// --role is given; a token for another member (--email, owners only) is
+    /// always scoped to the workspace, at no more than their role and yours.
+    Create {
+        /// A label to tell the token apart (`ci-runner`, `laptop`)
+        name: String,
+        /// Whose token [default: yours; owners may name a member]
+        #[arg(long, value_name = "EMAIL")]
+        email: Option<String>,
+        /// Scope the token to this workspace only
+        #[arg(long)]
+        scoped: bool,
+        /// Role cap of a scoped token (owner, editor, viewer); implies --scoped
+        #[arg(long)]
+        role: Option<Role>,
+    },
+    /// Revoke a token by id
+    Revoke {
+        /// The token's id (`pad token list`)
+        #[arg(value_parser = token_id)]
+        id: i64,
+    },
+}
+
+/// `pad token revoke ID`: a sentence, not the parser's words.
+fn token_id(s: &str) -> Result<i64, String> {
+    s.parse().map_err(|_| format!("token id must be a number, like 12 (`pad token list` shows them), not {s:?}"))
+}
 
 pub async fn run(ctx: &Ctx, cmd: TokenCommand) -> Result<(), CliError> {
     let client = ctx.client()?;

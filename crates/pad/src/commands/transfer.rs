@@ -11,16 +11,34 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
 
+use clap::Args;
 use pad_client::{Client, ClientError};
 use pad_core::api::{CreateKind, ImportItem, ImportRequest, ImportResult, ImportedRef, ListQuery};
 use pad_core::{Comment, Item, NewItem, Priority, Status, Version};
 use serde::{Deserialize, Serialize};
 
 use super::Ctx;
-use crate::cli::{ExportArgs, ImportArgs};
 use crate::error::CliError;
 use crate::output;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write here instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// `pad export` output, a `gh issue list --json number,title,body,state,labels,comments` array, or `-`
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Check everything and say what would be imported, writing nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
 
 /// One line of an export: the item as the API shows it, its comments
 /// (oldest first) and its history (as the API lists it).
@@ -323,14 +341,10 @@ pub async fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
         return output::print(&dry_run_line(plan.len(), ws, &new_kinds));
     }
     // One request, one transaction: killed or refused, it wrote nothing.
-    let result = client.import(ws, &request(&text, &plan, kinds)).await.map_err(|e| {
-        let err = CliError::from(e);
-        let code = match &err {
-            CliError::Failed { code, .. } => *code,
-            _ => 1,
-        };
-        CliError::new(code, format!("import failed: {err}; nothing was written"))
-    })?;
+    let result = client
+        .import(ws, &request(&text, &plan, kinds))
+        .await
+        .map_err(|e| CliError::from(e).map_message(|m| format!("import failed: {m}; nothing was written")))?;
     report(ctx, ws, &result)
 }
 
@@ -396,7 +410,8 @@ mod tests {
 
     #[test]
     fn a_bad_line_is_named() {
-        let Err(CliError::Failed { code: 2, message }) = from_export("\n{\"ref\": 1}\n") else { panic!() };
+        let Err(e) = from_export("\n{\"ref\": 1}\n") else { panic!() };
+        let (2, message) = (e.exit_code(), e.to_string()) else { panic!("{e}") };
         assert!(message.starts_with("line 2:"), "{message}");
     }
 }

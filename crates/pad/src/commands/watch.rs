@@ -6,14 +6,27 @@
 
 use std::time::Duration;
 
+use clap::Args;
 use pad_client::{Client, ClientError, EventStream};
-use pad_core::Event;
 use pad_core::api::{ErrorCode, EventsQuery};
+use pad_core::{Event, ItemRef};
 
 use super::Ctx;
-use crate::cli::WatchArgs;
 use crate::error::CliError;
 use crate::output::{self, Format, timestamp};
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Only events of this type, like lease.claimed (repeatable or comma-separated)
+    #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
+    pub types: Vec<String>,
+    /// Only events about this item (repeatable or comma-separated)
+    #[arg(long = "ref", value_name = "REF", value_delimiter = ',')]
+    pub refs: Vec<ItemRef>,
+    /// Start after this event id; 0 replays the whole log [default: only new events]
+    #[arg(long, value_name = "ID")]
+    pub after: Option<i64>,
+}
 
 /// Events per request while looking for the newest one.
 const PAGE: u32 = 1000;

@@ -1,11 +1,58 @@
 //! `pad webhook add|list|remove|resume|test|deliveries` (docs/webhooks.md).
 
+use clap::Subcommand;
 use pad_core::webhook::{CreateWebhook, Webhook, WebhookDelivery};
 
 use super::Ctx;
-use crate::cli::WebhookCommand;
 use crate::error::CliError;
 use crate::output::{table, when};
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Subscribe a URL and print its signing secret (shown only once)
+    Add {
+        /// An http:// or https:// URL (not `url`: that id is the global --url)
+        #[arg(value_name = "URL")]
+        target: String,
+        /// Deliver only this event type (repeatable) [default: every type]
+        #[arg(long = "event", value_name = "TYPE")]
+        events: Vec<pad_core::EventKind>,
+    },
+    /// The workspace's webhooks (never their secrets)
+    List,
+    /// Unsubscribe (pending deliveries and the log go too)
+    Remove {
+        /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
+        id: i64,
+    },
+    /// Resume a paused webhook: its queued events are sent again, oldest first
+    Resume {
+        /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
+        id: i64,
+    },
+    /// Send a webhook.test delivery now and show how it went
+    Test {
+        /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
+        id: i64,
+    },
+    /// The delivery log of a webhook, newest first
+    Deliveries {
+        /// The webhook's id (`pad webhook list`)
+        #[arg(value_parser = webhook_id)]
+        id: i64,
+        /// How many [default: 50, at most 500]
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+}
+
+/// `pad webhook remove|test|deliveries ID`.
+fn webhook_id(s: &str) -> Result<i64, String> {
+    s.parse().map_err(|_| format!("webhook id must be a number, like 3 (`pad webhook list` shows them), not {s:?}"))
+}
 
 pub async fn run(ctx: &Ctx, cmd: WebhookCommand) -> Result<(), CliError> {
     let client = ctx.client()?;

@@ -1,13 +1,56 @@
 //! `pad workspace list|show|set|create`.
 
+use clap::{Args, Subcommand};
 use pad_client::ClientError;
 use pad_core::api::{CreateWorkspace, ErrorCode, WorkspaceView};
 use pad_core::settings::{Setting, SettingsPatch};
 
 use super::Ctx;
-use crate::cli::WorkspaceCommand;
 use crate::error::CliError;
 use crate::output::{in_words, table, timestamp};
+use crate::ttl::{self, seconds_or_zero};
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Workspaces you are a member of
+    List,
+    /// One workspace: settings, kinds, your role [default: the current one]
+    Show {
+        /// The workspace's slug
+        slug: Option<String>,
+    },
+    /// Change lease settings (owners): TTL default and maximum, quarantine thresholds
+    Set(WorkspaceSetArgs),
+    /// Create a workspace you own
+    Create {
+        /// Short name used in URLs and `-w`: lowercase letters, digits, `-`
+        slug: String,
+        /// Display name [default: the slug]
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+/// `pad workspace set` (docs/api.md, "Workspace settings").
+#[derive(Debug, Args)]
+pub struct WorkspaceSetArgs {
+    /// TTL of a claim that names none: 90s, 30m, 1h30m (at most the maximum)
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
+    pub default_ttl: Option<u64>,
+    /// Longest TTL a claim may ask for, up to 24h
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true)]
+    pub max_ttl: Option<u64>,
+    /// Lease expiries that quarantine an item (needs-human); 0 turns it off
+    #[arg(long, value_name = "N")]
+    pub quarantine_after_expiries: Option<u32>,
+    /// Failures that quarantine an item (needs-human); 0 turns it off
+    #[arg(long, value_name = "N")]
+    pub quarantine_after_failures: Option<u32>,
+    /// Longest a lease may be held, renewals included, from the default TTL up to 30 days;
+    /// 0 turns the cap off
+    #[arg(long, value_name = "DURATION", value_parser = seconds_or_zero)]
+    pub max_hold: Option<u64>,
+}
 
 pub async fn run(ctx: &Ctx, cmd: WorkspaceCommand) -> Result<(), CliError> {
     let client = ctx.client()?;
@@ -66,7 +109,7 @@ fn in_flags(e: ClientError) -> CliError {
     let said = Setting::ALL.into_iter().fold(message.clone(), |m, s| {
         m.replace(&format!("{}: ", s.field()), &format!("{} ", flag(s))).replace(s.field(), flag(s))
     });
-    CliError::reworded(e, said)
+    CliError::reworded(&e, said)
 }
 
 /// `after 3`, or `never` for 0 (quarantine off).

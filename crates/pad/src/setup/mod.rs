@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{CliError, EXIT_CONFIG};
+use crate::error::{CliError, Exit};
 
 /// The server's name in every agent's configuration.
 pub const SERVER_NAME: &str = "pad";
@@ -186,7 +186,7 @@ struct Change {
 
 fn refused(path: &Path, why: impl std::fmt::Display) -> CliError {
     CliError::new(
-        EXIT_CONFIG,
+        Exit::Config,
         format!("{}: {why}; pad setup changed nothing (fix or move the file, then run it again)", path.display()),
     )
 }
@@ -325,7 +325,7 @@ pub fn run(agent: Agent, scope: &Scope, command: &str, mode: Mode) -> Result<Vec
                 );
             }
             return Err(CliError::new(
-                EXIT_CONFIG,
+                Exit::Config,
                 format!("cannot write {}: {e}; nothing was changed", change.path.display()),
             ));
         }
@@ -384,7 +384,8 @@ mod tests {
 
     #[test]
     fn unknown_agents_list_the_known_ones() {
-        let Err(CliError::Failed { code, message }) = agent("copilot") else { panic!() };
+        let Err(e) = agent("copilot") else { panic!() };
+        let (code, message) = (e.exit_code(), e.to_string());
         assert_eq!(code, 2);
         assert!(message.contains("claude, codex, cursor, gemini"), "{message}");
         assert_eq!(agent("Claude").unwrap().name, "claude");

@@ -19,12 +19,12 @@ use tokio::time::Instant;
 use super::job::{release, supervise};
 use super::report::Report;
 use super::signals::Stop;
+use super::{DrainArgs, JOBS_MAX};
 use super::{Granted, Ran, Worker, new_session_id};
-use crate::cli::{DrainArgs, JOBS_MAX};
 use crate::commands::Ctx;
 use crate::commands::heartbeat::Heartbeat;
 use crate::commands::lease::filter;
-use crate::error::{CliError, EXIT_NOT_FOUND};
+use crate::error::{CliError, Exit};
 
 /// How long one idle `--follow` claim waits on the server for work: as
 /// long as the server allows, so an idle drain sends one request per period.
@@ -134,7 +134,7 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
         (_, _, Some(sig)) => Err(CliError::Exit(128 + sig)),
         (true, None, None) => {
             eprintln!("No ready item");
-            Err(CliError::Exit(EXIT_NOT_FOUND))
+            Err(CliError::Exit(Exit::NotFound.code()))
         }
         (true, Some(ran), None) => worker.exit(&ran),
         _ => Ok(()),

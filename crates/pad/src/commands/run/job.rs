@@ -16,7 +16,7 @@ use super::signals::Stop;
 use super::{Granted, Outcome, Ran, Worker, exit_code};
 use crate::commands::group::Group;
 use crate::commands::heartbeat::{Heartbeat, check_room};
-use crate::error::{CliError, EXIT_CONFLICT};
+use crate::error::{CliError, Exit};
 use crate::output;
 
 /// Runs CMD under the granted lease, from start to the lease's end.
@@ -165,7 +165,7 @@ async fn end_succeeded(w: &Worker<'_>, g: &Granted, ran: &mut Ran) -> Result<Out
             Ok(Outcome::Succeeded)
         }
         Err(e) => match CliError::for_item(&g.item_ref, e) {
-            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+            e if e.exits_with(Exit::Conflict) => {
                 ran.message = Some(format!("{e}; the item was not marked done"));
                 Ok(Outcome::LeaseLost)
             }
@@ -204,7 +204,7 @@ async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome
             Ok(outcome)
         }
         Err(e) => match CliError::for_item(&g.item_ref, e) {
-            e @ CliError::Failed { code: EXIT_CONFLICT, .. } => {
+            e if e.exits_with(Exit::Conflict) => {
                 ran.message = Some(format!("{e}; the failure was not recorded"));
                 Ok(Outcome::LeaseLost)
             }

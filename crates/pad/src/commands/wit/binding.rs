@@ -8,13 +8,11 @@ use serde_json::Value;
 
 use crate::cli::GlobalArgs;
 use crate::config::Settings;
-use crate::error::CliError;
+use crate::error::{CliError, Exit};
 
 pub const BINDING_FILE: &str = ".work-item-tracker.json";
 pub const OVERLAY_FILE: &str = ".work-item-tracker.local.json";
 pub const BINDING_ENV: &str = "WORK_ITEM_TRACKER_BINDING";
-/// Exit code for "no usable credential" (the contract's auth class).
-pub const EXIT_AUTH: i32 = 4;
 
 /// What pad reads from a binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +145,7 @@ pub fn connect(global: &GlobalArgs) -> Result<Connection, CliError> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let token = if let Some(name) = &binding.token_env {
         env(name)
-            .ok_or_else(|| CliError::new(EXIT_AUTH, format!("config.pad.token_env names ${name}, which is not set")))?
+            .ok_or_else(|| CliError::new(Exit::Auth, format!("config.pad.token_env names ${name}, which is not set")))?
     } else if let Some(token) = env("PAD_TOKEN") {
         token
     } else {
@@ -157,7 +155,7 @@ pub fn connect(global: &GlobalArgs) -> Result<Connection, CliError> {
             Some(profile) => profile.token.clone(),
             None => {
                 return Err(CliError::new(
-                    EXIT_AUTH,
+                    Exit::Auth,
                     format!(
                         "no token for {url}: set PAD_TOKEN (or the variable config.pad.token_env names), \
                          or `pad auth login --url {url} --token TOKEN`"

@@ -29,11 +29,9 @@ use id::WitId;
 
 use super::about;
 use crate::cli::GlobalArgs;
-use crate::error::CliError;
+use crate::error::{CliError, Exit};
 
 pub const SCHEMA_VERSION: &str = "1.0";
-/// The contract's "conflict / precondition" code, also used for a ceiling.
-const EXIT_CONFLICT: i32 = 7;
 
 pub async fn run(global: &GlobalArgs, cmd: WitCommand) -> Result<(), CliError> {
     match cmd {
@@ -343,7 +341,7 @@ impl Wit {
             // separate decision, not a side effect of linking.
             Some(other) => {
                 return Err(CliError::new(
-                    EXIT_CONFLICT,
+                    Exit::Conflict,
                     format!("{} is already a sub-item of {}", self.id(&item.item_ref), self.id(other)),
                 ));
             }
@@ -391,7 +389,7 @@ impl Wit {
     fn lease_error(r: &ItemRef, e: ClientError) -> CliError {
         match &e {
             ClientError::Api { code: ErrorCode::InvalidTtl, message, .. } => {
-                CliError::new(EXIT_CONFLICT, format!("provider ceiling: {message}"))
+                CliError::new(Exit::Conflict, format!("provider ceiling: {message}"))
             }
             _ => CliError::for_item(r, e),
         }
@@ -405,7 +403,7 @@ impl Wit {
         let max = u64::from(pad_core::lease::TTL_MAX_SECONDS);
         if secs > max {
             return Err(CliError::new(
-                EXIT_CONFLICT,
+                Exit::Conflict,
                 format!("provider ceiling: pad leases last at most {max} s (24 h); asked for {secs} s"),
             ));
         }
@@ -444,7 +442,7 @@ impl Wit {
             ReleaseBody { holder: None, epoch: None, lease_id: Some(h), force: false, reason: None, succeeded: false };
         let refused = match self.client.release(&self.ws, &r.to_string(), &body).await {
             Ok(rel) if rel.released => return self.released(&r, h, true, rel.reason),
-            Ok(rel) => CliError::new(EXIT_CONFLICT, format!("lease {h} is not a lease of {r} ({})", rel.reason)),
+            Ok(rel) => CliError::new(Exit::Conflict, format!("lease {h} is not a lease of {r} ({})", rel.reason)),
             Err(e @ ClientError::Api { code: ErrorCode::LeaseLost, .. }) => CliError::for_item(&r, e),
             Err(e) => return Err(CliError::for_item(&r, e)),
         };

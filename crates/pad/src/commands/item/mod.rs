@@ -7,8 +7,11 @@ use chrono::{DateTime, Utc};
 use pad_core::api::{DeleteQuery, FrontierQuery, ListQuery, NewComment};
 use pad_core::{Comment, Item, ItemPatch, NewItem, Status, Version};
 
+mod args;
+
+pub use args::*;
+
 use super::{Ctx, about, lease};
-use crate::cli::{BodyArgs, CommentArgs, CreateArgs, ItemCommand, ListArgs, StatusFilter, UpdateArgs};
 use crate::error::CliError;
 use crate::output::{self, colour_enabled, cyan, fit, table, terminal_width, timestamp};
 
@@ -112,8 +115,8 @@ async fn name_the_kinds(client: &pad_client::Client, ws: &str, e: pad_client::Cl
     }
     let kinds = client.kinds(ws).await.map(|k| k.kinds.into_iter().map(|k| k.name).collect::<Vec<_>>());
     match (CliError::from(e), kinds) {
-        (CliError::Failed { message, code }, Ok(names)) if !names.is_empty() => {
-            CliError::Failed { message: format!("{message}; the kinds are: {}", names.join(", ")), code }
+        (e @ CliError::Failed { .. }, Ok(names)) if !names.is_empty() => {
+            e.with_hint(&format!("; the kinds are: {}", names.join(", ")))
         }
         (refused, _) => refused,
     }
