@@ -152,11 +152,8 @@ impl Credential {
 #[derive(Clone)]
 pub struct Caller {
     pub user: User,
-    /// Identifies the credential for per-token limits; never the secret itself.
-    pub token_hash: String,
     /// The token's scope: `None` reaches all of the user's workspaces.
     pub scope: Option<TokenScope>,
-    pub token_id: i64,
     pub credential: Credential,
     /// The account that minted the token, when not the user itself.
     pub minted_by: Option<i64>,
@@ -206,9 +203,6 @@ impl FromRequestParts<AppState> for Caller {
                 }
             });
         };
-        let token_hash = match &credential {
-            Credential::Token(h) | Credential::Session(h) => h.clone(),
-        };
         // Per user, so more tokens buy no more requests; and a token minted
         // by another account also counts against that account, so users an
         // owner invents buy it no more either (docs/api.md, "Limits").
@@ -220,14 +214,7 @@ impl FromRequestParts<AppState> for Caller {
         if let Some(minter) = p.minted_by {
             state.rate.check(minter).map_err(|w| too_fast(w, "the account that minted this token"))?;
         }
-        Ok(Caller {
-            user: p.user,
-            token_hash,
-            scope: p.scope,
-            token_id: p.token_id,
-            credential,
-            minted_by: p.minted_by,
-        })
+        Ok(Caller { user: p.user, scope: p.scope, credential, minted_by: p.minted_by })
     }
 }
 

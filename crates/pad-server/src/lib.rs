@@ -1,13 +1,13 @@
 //! pad's HTTP API (docs/api.md): thin axum handlers over a [`Store`].
 //!
-//! Handlers parse (with the extractors in [`extract`]), authorize with
+//! Handlers parse (with the extractors in `extract.rs`), authorize with
 //! `pad_core::permits`, call the store, and map its error once
 //! ([`error::ApiError`]). No domain logic lives here.
 
 pub mod auth;
 pub mod auth_cache;
-pub mod error;
-pub mod extract;
+mod error;
+mod extract;
 pub mod limits;
 mod listen;
 mod mcp;
@@ -16,7 +16,7 @@ pub mod openapi;
 mod ready;
 mod routes;
 pub mod session;
-pub mod web;
+mod web;
 pub mod webhooks;
 
 use std::future::Future;
@@ -208,13 +208,13 @@ pub fn app(state: AppState) -> Router {
             ApiError::new(ErrorCode::MethodNotAllowed, "this route does not take that method")
         })
         .layer(DefaultBodyLimit::max(extract::BODY_LIMIT))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), time_request))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
-/// Records latency.
-async fn observe(
+/// Times each request into the request-latency histogram.
+async fn time_request(
     State(s): State<AppState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
