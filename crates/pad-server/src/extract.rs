@@ -1,15 +1,16 @@
 //! Request extractors whose failures are answered in the API's envelope:
-//! JSON bodies (docs/api.md, Limits), queries, and the authenticated caller.
+//! JSON bodies (docs/api.md, Limits), queries, path parameters (`path.rs`),
+//! and the authenticated caller.
 
-use std::collections::HashMap;
+mod path;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use pad_core::api::{ErrorCode, TTL_FIELD};
-use pad_core::{Action, ItemRef, Principal, Role, TokenScope, User, Workspace, authz, permits};
-use pad_store::{Actor, StoreError};
+use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
+use pad_store::Actor;
 use serde::de::DeserializeOwned;
 
 use crate::AppState;
@@ -240,14 +241,16 @@ fn session_id(parts: &Parts) -> Result<Option<String>, ApiError> {
     Ok(Some(id))
 }
 
+pub use path::{ItemPath, MemberEmail, TokenId, WebhookId};
+
 /// A caller inside one workspace (`/workspaces/{ws}/…`), with its role
-/// there and the other path parameters. Non-members get `not_found`, so a
-/// token learns nothing about workspaces it cannot reach.
+/// there; the route's other path parameters are extractors of their own
+/// (`path.rs`). Non-members get `not_found`, so a token learns nothing about
+/// workspaces it cannot reach.
 pub struct Ctx {
     pub caller: Caller,
     pub ws: Workspace,
     pub role: Role,
-    params: HashMap<String, String>,
 }
 
 impl Ctx {
@@ -270,16 +273,6 @@ impl Ctx {
         }
     }
 
-    pub fn param(&self, name: &str) -> &str {
-        self.params.get(name).map(String::as_str).unwrap_or_default()
-    }
-
-    /// The `{ref}` path parameter, parsed here once (case-insensitively), so
-    /// the store takes a typed ref (docs/api.md, "Items").
-    pub fn item_ref(&self) -> Result<ItemRef, StoreError> {
-        Ok(ItemRef::parse_field("ref", self.param("ref"))?)
-    }
-
     /// The holder label: the given one, or the caller's email (docs/leases.md).
     pub fn holder(&self, given: Option<String>) -> String {
         given.unwrap_or_else(|| self.caller.user.email.clone())
@@ -291,23 +284,20 @@ impl FromRequestParts<AppState> for Ctx {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("invalid path: {e}"), None))?;
-        Ctx::resolve(state, caller, params).await
+        let slug = path::workspace_slug(parts, state).await?;
+        Ctx::resolve(state, caller, &slug).await
     }
 }
 
 impl Ctx {
-    /// An authenticated caller in the workspace `params["ws"]`, with the
-    /// route's other parameters: what every workspace route starts from,
-    /// whether its caller came by HTTP or by an MCP tool call (`mcp.rs`).
-    pub async fn resolve(state: &AppState, caller: Caller, params: HashMap<String, String>) -> Result<Self, ApiError> {
-        let slug = params.get("ws").cloned().unwrap_or_default();
-        let membership = state.store.membership(caller.actor(), &slug);
-        let membership = state.auth_cache.membership(caller.user.id, &slug, membership).await;
-        let (ws, role) = scoped_role(caller.scope, &slug, membership)?;
-        Ok(Ctx { caller, ws, role, params })
+    /// An authenticated caller in the workspace `slug`: what every
+    /// workspace route starts from, whether its caller came by HTTP or by an
+    /// MCP tool call (`mcp.rs`).
+    pub async fn resolve(state: &AppState, caller: Caller, slug: &str) -> Result<Self, ApiError> {
+        let membership = state.store.membership(caller.actor(), slug);
+        let membership = state.auth_cache.membership(caller.user.id, slug, membership).await;
+        let (ws, role) = scoped_role(caller.scope, slug, membership)?;
+        Ok(Ctx { caller, ws, role })
     }
 }
 
