@@ -2,6 +2,7 @@
 //! JSON bodies (docs/api.md, Limits), queries, path parameters (`path.rs`),
 //! and the authenticated caller.
 
+mod fields;
 mod path;
 
 use axum::body::Bytes;
@@ -9,9 +10,11 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use pad_core::api::{ErrorCode, TTL_FIELD};
+use pad_core::lease::{InvalidTtl, TTL_MAX_SECONDS};
 use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
 use pad_store::Actor;
 use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
 
 use crate::AppState;
 use crate::auth::hash_token;
@@ -71,27 +74,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         ));
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let unknown =
-            inner.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
-        // The path already ends in an unknown field's name, except at the top.
-        let field = if path == "." { unknown } else { Some(path) };
-        // A TTL that is not a whole number is the lease rule's refusal (L8):
-        // its deserializer's message, without serde_json's position.
-        if field.as_deref() == Some(TTL_FIELD) {
-            let position = format!(" at line {} column {}", inner.line(), inner.column());
-            let message = inner.to_string();
-            let message = message.strip_suffix(&position).unwrap_or(&message).to_string();
-            return crate::error::invalid_ttl(message, pad_core::lease::TTL_MAX_SECONDS, None);
-        }
-        let message = match &field {
-            Some(f) => format!("invalid JSON body at {f}: {inner}"),
-            None => format!("invalid JSON body: {inner}"),
-        };
-        ApiError::bad_request(message, field.as_deref())
-    })?;
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| body_refusal(e, bytes))?;
     de.end().map_err(|e| {
         ApiError::bad_request(
             format!("invalid JSON body: the object must be the whole body, found more after it ({e})"),
@@ -99,6 +82,36 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     })?;
     Ok(value)
+}
+
+/// Why a body could not be read, naming the field from the path serde
+/// followed to it: an unknown field is the last step of that path.
+fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) -> ApiError {
+    let field = field_named(e.path());
+    let inner = e.into_inner();
+    // A TTL that is not a whole number is the lease rule's refusal (L8),
+    // worded by the rule's own error from the value given. A body broken
+    // inside or after the value is not JSON: `bad_request` below.
+    if inner.is_data() && field.as_deref() == Some(TTL_FIELD) {
+        let body = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes);
+        if let Some(given) = body.as_ref().ok().and_then(|b| b.get(TTL_FIELD)) {
+            let refused = InvalidTtl { got: format!("got {given}"), max: TTL_MAX_SECONDS };
+            return crate::error::invalid_ttl(refused.to_string(), refused.max, None);
+        }
+    }
+    let message = match &field {
+        Some(f) => format!("invalid JSON body at {f}: {inner}"),
+        None => format!("invalid JSON body: {inner}"),
+    };
+    ApiError::bad_request(message, field.as_deref())
+}
+
+/// The field a deserializer's path leads to (`labels[2]`, `leases[1].ref`),
+/// or `None` at the top (a missing or repeated field) or where serde could
+/// not tell (the input ended before a key).
+fn field_named(path: &serde_path_to_error::Path) -> Option<String> {
+    let known = path.iter().all(|s| !matches!(s, Segment::Unknown));
+    (known && path.iter().len() > 0).then(|| path.to_string())
 }
 
 /// A query string. An unknown parameter is `bad_request`; a parameter whose
@@ -114,22 +127,23 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     }
 }
 
-/// [`Query`]'s reading of `query`.
+/// [`Query`]'s reading of `query`. A parameter is unknown when `T` declares
+/// no field of its name.
 pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let inner = e.inner().to_string();
-        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|s| s.split('`').next()) {
-            return ApiError::bad_request(format!("invalid query: {inner}"), Some(unknown));
-        }
-        let field = e.path().to_string();
-        if field.is_empty() || field == "." {
+        let inner = e.inner();
+        let Some(field) = field_named(e.path()) else {
             return ApiError::bad_request(format!("invalid query: {inner}"), None);
+        };
+        if !fields::declared::<T>().contains(&field.as_str()) {
+            return ApiError::bad_request(format!("invalid query: {inner}"), Some(&field));
         }
         ApiError::new(ErrorCode::ValidationFailed, format!("{field}: {inner}"))
             .with_details(serde_json::json!({ "field": field }))
     })
 }
+
 /// What a request authenticated with: a bearer token, or a web session
 /// cookie; each by the hash of its secret. Kept so an event stream can check
 /// it again while it stays open (docs/api.md, "Tokens").
