@@ -119,7 +119,7 @@ pub struct Bootstrap {
 }
 
 pub const BOOTSTRAP_EMAIL: &str = "owner@localhost";
-pub const DEFAULT_WORKSPACE: &str = "default";
+const DEFAULT_WORKSPACE: &str = "default";
 
 /// On a store with no users: creates workspace `default`, its owner and a
 /// token, in one store transaction, and returns the token (the only time it
@@ -150,7 +150,7 @@ pub async fn recovery_token(store: &dyn Store, email: &str) -> Result<(String, p
 }
 
 /// The whole HTTP surface.
-pub fn app(state: AppState) -> Router {
+fn app(state: AppState) -> Router {
     use routes::{events, items, leases, render, workspaces as wss};
     let api = Router::new()
         .route("/me", get(wss::me))
@@ -234,7 +234,7 @@ async fn readyz(State(s): State<AppState>) -> Result<&'static str, ApiError> {
 
 /// How often each instance looks for expired leases to record (L5, L13).
 /// It only records what has already happened: leases expire on their own.
-pub const EXPIRY_OBSERVER_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+const EXPIRY_OBSERVER_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Serves until `shutdown` resolves, then finishes in-flight requests.
 pub async fn serve(
