@@ -1,16 +1,20 @@
 //! Request extractors whose failures are answered in the API's envelope:
-//! JSON bodies (docs/api.md, Limits), queries, and the authenticated caller.
+//! JSON bodies (docs/api.md, Limits), queries, path parameters (`path.rs`),
+//! and the authenticated caller.
 
-use std::collections::HashMap;
+mod fields;
+mod path;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use pad_core::api::{ErrorCode, TTL_FIELD};
-use pad_core::{Action, ItemRef, Principal, Role, TokenScope, User, Workspace, authz, permits};
-use pad_store::{Actor, StoreError};
+use pad_core::lease::{InvalidTtl, TTL_MAX_SECONDS};
+use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
+use pad_store::Actor;
 use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
 
 use crate::AppState;
 use crate::auth::hash_token;
@@ -70,27 +74,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         ));
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let unknown =
-            inner.to_string().strip_prefix("unknown field `").and_then(|s| s.split('`').next()).map(str::to_string);
-        // The path already ends in an unknown field's name, except at the top.
-        let field = if path == "." { unknown } else { Some(path) };
-        // A TTL that is not a whole number is the lease rule's refusal (L8):
-        // its deserializer's message, without serde_json's position.
-        if field.as_deref() == Some(TTL_FIELD) {
-            let position = format!(" at line {} column {}", inner.line(), inner.column());
-            let message = inner.to_string();
-            let message = message.strip_suffix(&position).unwrap_or(&message).to_string();
-            return crate::error::invalid_ttl(message, pad_core::lease::TTL_MAX_SECONDS, None);
-        }
-        let message = match &field {
-            Some(f) => format!("invalid JSON body at {f}: {inner}"),
-            None => format!("invalid JSON body: {inner}"),
-        };
-        ApiError::bad_request(message, field.as_deref())
-    })?;
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| body_refusal(e, bytes))?;
     de.end().map_err(|e| {
         ApiError::bad_request(
             format!("invalid JSON body: the object must be the whole body, found more after it ({e})"),
@@ -98,6 +82,36 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     })?;
     Ok(value)
+}
+
+/// Why a body could not be read, naming the field from the path serde
+/// followed to it: an unknown field is the last step of that path.
+fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) -> ApiError {
+    let field = field_named(e.path());
+    let inner = e.into_inner();
+    // A TTL that is not a whole number is the lease rule's refusal (L8),
+    // worded by the rule's own error from the value given. A body broken
+    // inside or after the value is not JSON: `bad_request` below.
+    if inner.is_data() && field.as_deref() == Some(TTL_FIELD) {
+        let body = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes);
+        if let Some(given) = body.as_ref().ok().and_then(|b| b.get(TTL_FIELD)) {
+            let refused = InvalidTtl { got: format!("got {given}"), max: TTL_MAX_SECONDS };
+            return crate::error::invalid_ttl(refused.to_string(), refused.max, None);
+        }
+    }
+    let message = match &field {
+        Some(f) => format!("invalid JSON body at {f}: {inner}"),
+        None => format!("invalid JSON body: {inner}"),
+    };
+    ApiError::bad_request(message, field.as_deref())
+}
+
+/// The field a deserializer's path leads to (`labels[2]`, `leases[1].ref`),
+/// or `None` at the top (a missing or repeated field) or where serde could
+/// not tell (the input ended before a key).
+fn field_named(path: &serde_path_to_error::Path) -> Option<String> {
+    let known = path.iter().all(|s| !matches!(s, Segment::Unknown));
+    (known && path.iter().len() > 0).then(|| path.to_string())
 }
 
 /// A query string. An unknown parameter is `bad_request`; a parameter whose
@@ -113,22 +127,23 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     }
 }
 
-/// [`Query`]'s reading of `query`.
+/// [`Query`]'s reading of `query`. A parameter is unknown when `T` declares
+/// no field of its name.
 pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let inner = e.inner().to_string();
-        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|s| s.split('`').next()) {
-            return ApiError::bad_request(format!("invalid query: {inner}"), Some(unknown));
-        }
-        let field = e.path().to_string();
-        if field.is_empty() || field == "." {
+        let inner = e.inner();
+        let Some(field) = field_named(e.path()) else {
             return ApiError::bad_request(format!("invalid query: {inner}"), None);
+        };
+        if !fields::declared::<T>().contains(&field.as_str()) {
+            return ApiError::bad_request(format!("invalid query: {inner}"), Some(&field));
         }
         ApiError::new(ErrorCode::ValidationFailed, format!("{field}: {inner}"))
             .with_details(serde_json::json!({ "field": field }))
     })
 }
+
 /// What a request authenticated with: a bearer token, or a web session
 /// cookie; each by the hash of its secret. Kept so an event stream can check
 /// it again while it stays open (docs/api.md, "Tokens").
@@ -152,11 +167,8 @@ impl Credential {
 #[derive(Clone)]
 pub struct Caller {
     pub user: User,
-    /// Identifies the credential for per-token limits; never the secret itself.
-    pub token_hash: String,
     /// The token's scope: `None` reaches all of the user's workspaces.
     pub scope: Option<TokenScope>,
-    pub token_id: i64,
     pub credential: Credential,
     /// The account that minted the token, when not the user itself.
     pub minted_by: Option<i64>,
@@ -206,9 +218,6 @@ impl FromRequestParts<AppState> for Caller {
                 }
             });
         };
-        let token_hash = match &credential {
-            Credential::Token(h) | Credential::Session(h) => h.clone(),
-        };
         // Per user, so more tokens buy no more requests; and a token minted
         // by another account also counts against that account, so users an
         // owner invents buy it no more either (docs/api.md, "Limits").
@@ -220,14 +229,7 @@ impl FromRequestParts<AppState> for Caller {
         if let Some(minter) = p.minted_by {
             state.rate.check(minter).map_err(|w| too_fast(w, "the account that minted this token"))?;
         }
-        Ok(Caller {
-            user: p.user,
-            token_hash,
-            scope: p.scope,
-            token_id: p.token_id,
-            credential,
-            minted_by: p.minted_by,
-        })
+        Ok(Caller { user: p.user, scope: p.scope, credential, minted_by: p.minted_by })
     }
 }
 
@@ -253,14 +255,16 @@ fn session_id(parts: &Parts) -> Result<Option<String>, ApiError> {
     Ok(Some(id))
 }
 
+pub use path::{ItemPath, MemberEmail, TokenId, WebhookId};
+
 /// A caller inside one workspace (`/workspaces/{ws}/…`), with its role
-/// there and the other path parameters. Non-members get `not_found`, so a
-/// token learns nothing about workspaces it cannot reach.
+/// there; the route's other path parameters are extractors of their own
+/// (`path.rs`). Non-members get `not_found`, so a token learns nothing about
+/// workspaces it cannot reach.
 pub struct Ctx {
     pub caller: Caller,
     pub ws: Workspace,
     pub role: Role,
-    params: HashMap<String, String>,
 }
 
 impl Ctx {
@@ -283,16 +287,6 @@ impl Ctx {
         }
     }
 
-    pub fn param(&self, name: &str) -> &str {
-        self.params.get(name).map(String::as_str).unwrap_or_default()
-    }
-
-    /// The `{ref}` path parameter, parsed here once (case-insensitively), so
-    /// the store takes a typed ref (docs/api.md, "Items").
-    pub fn item_ref(&self) -> Result<ItemRef, StoreError> {
-        Ok(ItemRef::parse_field("ref", self.param("ref"))?)
-    }
-
     /// The holder label: the given one, or the caller's email (docs/leases.md).
     pub fn holder(&self, given: Option<String>) -> String {
         given.unwrap_or_else(|| self.caller.user.email.clone())
@@ -304,23 +298,20 @@ impl FromRequestParts<AppState> for Ctx {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("invalid path: {e}"), None))?;
-        Ctx::resolve(state, caller, params).await
+        let slug = path::workspace_slug(parts, state).await?;
+        Ctx::resolve(state, caller, &slug).await
     }
 }
 
 impl Ctx {
-    /// An authenticated caller in the workspace `params["ws"]`, with the
-    /// route's other parameters: what every workspace route starts from,
-    /// whether its caller came by HTTP or by an MCP tool call (`mcp.rs`).
-    pub async fn resolve(state: &AppState, caller: Caller, params: HashMap<String, String>) -> Result<Self, ApiError> {
-        let slug = params.get("ws").cloned().unwrap_or_default();
-        let membership = state.store.membership(caller.actor(), &slug);
-        let membership = state.auth_cache.membership(caller.user.id, &slug, membership).await;
-        let (ws, role) = scoped_role(caller.scope, &slug, membership)?;
-        Ok(Ctx { caller, ws, role, params })
+    /// An authenticated caller in the workspace `slug`: what every
+    /// workspace route starts from, whether its caller came by HTTP or by an
+    /// MCP tool call (`mcp.rs`).
+    pub async fn resolve(state: &AppState, caller: Caller, slug: &str) -> Result<Self, ApiError> {
+        let membership = state.store.membership(caller.actor(), slug);
+        let membership = state.auth_cache.membership(caller.user.id, slug, membership).await;
+        let (ws, role) = scoped_role(caller.scope, slug, membership)?;
+        Ok(Ctx { caller, ws, role })
     }
 }
 

@@ -1,13 +1,13 @@
 //! pad's HTTP API (docs/api.md): thin axum handlers over a [`Store`].
 //!
-//! Handlers parse (with the extractors in [`extract`]), authorize with
+//! Handlers parse (with the extractors in `extract.rs`), authorize with
 //! `pad_core::permits`, call the store, and map its error once
 //! ([`error::ApiError`]). No domain logic lives here.
 
 pub mod auth;
 pub mod auth_cache;
-pub mod error;
-pub mod extract;
+mod error;
+mod extract;
 pub mod limits;
 mod listen;
 mod mcp;
@@ -16,7 +16,7 @@ pub mod openapi;
 mod ready;
 mod routes;
 pub mod session;
-pub mod web;
+mod web;
 pub mod webhooks;
 
 use std::future::Future;
@@ -119,7 +119,7 @@ pub struct Bootstrap {
 }
 
 pub const BOOTSTRAP_EMAIL: &str = "owner@localhost";
-pub const DEFAULT_WORKSPACE: &str = "default";
+const DEFAULT_WORKSPACE: &str = "default";
 
 /// On a store with no users: creates workspace `default`, its owner and a
 /// token, in one store transaction, and returns the token (the only time it
@@ -150,7 +150,7 @@ pub async fn recovery_token(store: &dyn Store, email: &str) -> Result<(String, p
 }
 
 /// The whole HTTP surface.
-pub fn app(state: AppState) -> Router {
+fn app(state: AppState) -> Router {
     use routes::{events, items, leases, render, workspaces as wss};
     let api = Router::new()
         .route("/me", get(wss::me))
@@ -208,13 +208,13 @@ pub fn app(state: AppState) -> Router {
             ApiError::new(ErrorCode::MethodNotAllowed, "this route does not take that method")
         })
         .layer(DefaultBodyLimit::max(extract::BODY_LIMIT))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), time_request))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
-/// Records latency.
-async fn observe(
+/// Times each request into the request-latency histogram.
+async fn time_request(
     State(s): State<AppState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
@@ -234,7 +234,7 @@ async fn readyz(State(s): State<AppState>) -> Result<&'static str, ApiError> {
 
 /// How often each instance looks for expired leases to record (L5, L13).
 /// It only records what has already happened: leases expire on their own.
-pub const EXPIRY_OBSERVER_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+const EXPIRY_OBSERVER_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Serves until `shutdown` resolves, then finishes in-flight requests.
 pub async fn serve(

@@ -149,13 +149,13 @@ pub struct ConnectionLimits {
 }
 
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub const DEFAULT_MAX_OPEN_CONNECTIONS: usize = 10_000;
 /// File descriptors kept free for the store, logs and the listener.
 const FD_RESERVE: u64 = 256;
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        ConnectionLimits { request_timeout: DEFAULT_REQUEST_TIMEOUT, max_connections: DEFAULT_MAX_CONNECTIONS }
+        ConnectionLimits { request_timeout: DEFAULT_REQUEST_TIMEOUT, max_connections: DEFAULT_MAX_OPEN_CONNECTIONS }
     }
 }
 

@@ -5,7 +5,6 @@
 //! tool answers exactly as the API would: same authorization, same metrics,
 //! same error envelope (docs/agents.md).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -23,7 +22,7 @@ use pad_mcp::{CallerApi, PadApi};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{Caller, Ctx, Json, Query};
+use crate::extract::{Caller, Ctx, ItemPath, Json, Query};
 use crate::routes::{items, leases, workspaces};
 use pad_core::api::ErrorCode;
 
@@ -86,14 +85,17 @@ struct InProcess {
 }
 
 impl InProcess {
-    /// The caller inside workspace `ws` (and item `item_ref`), as a
-    /// workspace route's extractor would make it.
-    async fn ctx(&self, ws: &str, item_ref: Option<&str>) -> Result<Ctx, ClientError> {
-        let mut params = HashMap::from([("ws".to_string(), ws.to_string())]);
-        if let Some(r) = item_ref {
-            params.insert("ref".into(), r.to_string());
-        }
-        Ctx::resolve(&self.state, self.caller.clone(), params).await.map_err(refusal)
+    /// The caller inside workspace `ws`, as a workspace route's extractor
+    /// would make it.
+    async fn ctx(&self, ws: &str) -> Result<Ctx, ClientError> {
+        Ctx::resolve(&self.state, self.caller.clone(), ws).await.map_err(refusal)
+    }
+
+    /// The caller inside workspace `ws` and the item `item_ref`, parsed as
+    /// the route's extractors would, in their order.
+    async fn item_ctx(&self, ws: &str, item_ref: &str) -> Result<(Ctx, ItemPath), ClientError> {
+        let ctx = self.ctx(ws).await?;
+        Ok((ctx, ItemPath::parse(item_ref).map_err(refusal)?))
     }
 
     fn state(&self) -> State<AppState> {
@@ -128,56 +130,64 @@ impl PadApi for InProcess {
     }
 
     async fn list_items(&self, ws: &str, query: &ListQuery) -> Result<ItemPage, ClientError> {
-        answer(items::list(self.state(), self.ctx(ws, None).await?, Query(query.clone())).await)
+        answer(items::list(self.state(), self.ctx(ws).await?, Query(query.clone())).await)
     }
 
     async fn item(&self, ws: &str, item_ref: &str) -> Result<Item, ClientError> {
-        answer(items::show(self.state(), self.ctx(ws, Some(item_ref)).await?).await)
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        answer(items::show(self.state(), ctx, r).await)
     }
 
     async fn create_item(&self, ws: &str, new: &NewItem) -> Result<Item, ClientError> {
-        let out = items::create(self.state(), self.ctx(ws, None).await?, Json(new.clone())).await;
+        let out = items::create(self.state(), self.ctx(ws).await?, Json(new.clone())).await;
         answer(out.map(|(_, item)| item))
     }
 
     async fn update_item(&self, ws: &str, item_ref: &str, patch: &ItemPatch) -> Result<Item, ClientError> {
-        answer(items::update(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(patch.clone())).await)
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        answer(items::update(self.state(), ctx, r, Json(patch.clone())).await)
     }
 
     async fn add_comment(&self, ws: &str, item_ref: &str, body: &NewComment) -> Result<Comment, ClientError> {
-        let out = items::comment(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await;
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        let out = items::comment(self.state(), ctx, r, Json(body.clone())).await;
         answer(out.map(|(_, comment)| comment))
     }
 
     async fn frontier(&self, ws: &str, query: &FrontierQuery) -> Result<FrontierList, ClientError> {
-        answer(leases::frontier(self.state(), self.ctx(ws, None).await?, Query(query.clone())).await)
+        answer(leases::frontier(self.state(), self.ctx(ws).await?, Query(query.clone())).await)
     }
 
     async fn claim(&self, ws: &str, item_ref: &str, body: &ClaimBody) -> Result<ClaimResponse, ClientError> {
-        answer(leases::claim(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        answer(leases::claim(self.state(), ctx, r, Json(body.clone())).await)
     }
 
     async fn renew(&self, ws: &str, item_ref: &str, body: &RenewBody) -> Result<RenewResponse, ClientError> {
-        answer(leases::renew(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        answer(leases::renew(self.state(), ctx, r, Json(body.clone())).await)
     }
 
     async fn release(&self, ws: &str, item_ref: &str, body: &ReleaseBody) -> Result<ReleaseResponse, ClientError> {
-        answer(leases::release(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        answer(leases::release(self.state(), ctx, r, Json(body.clone())).await)
     }
 
     async fn complete(&self, ws: &str, item_ref: &str, body: &CompleteBody) -> Result<CompleteResponse, ClientError> {
-        answer(leases::complete(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        answer(leases::complete(self.state(), ctx, r, Json(body.clone())).await)
     }
 
     async fn fail(&self, ws: &str, item_ref: &str, body: &FailBody) -> Result<FailResponse, ClientError> {
-        answer(leases::fail(self.state(), self.ctx(ws, Some(item_ref)).await?, Json(body.clone())).await)
+        let (ctx, r) = self.item_ctx(ws, item_ref).await?;
+        answer(leases::fail(self.state(), ctx, r, Json(body.clone())).await)
     }
 
     async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse, ClientError> {
-        answer(leases::claim_next(self.state(), self.ctx(ws, None).await?, Json(body.clone())).await)
+        answer(leases::claim_next(self.state(), self.ctx(ws).await?, Json(body.clone())).await)
     }
 
     async fn renew_leases(&self, ws: &str, body: &RenewLeasesBody) -> Result<RenewLeasesResponse, ClientError> {
-        answer(leases::renew_leases(self.state(), self.ctx(ws, None).await?, Json(body.clone())).await)
+        answer(leases::renew_leases(self.state(), self.ctx(ws).await?, Json(body.clone())).await)
     }
 }

@@ -7,7 +7,7 @@ use pad_core::{Action, Comment, Item, ItemPatch, LIST_LIMIT_DEFAULT, NewItem};
 
 use crate::AppState;
 use crate::error::ApiResult;
-use crate::extract::{Ctx, Json, Query};
+use crate::extract::{Ctx, ItemPath, Json, Query};
 
 type JsonOut<T> = ApiResult<axum::Json<T>>;
 
@@ -40,18 +40,23 @@ pub async fn create(
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}", tag = "items",
     params(("ws" = String, Path), ("ref" = String, Path)),
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
-pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
+pub async fn show(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> JsonOut<Item> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(s.store.get_item(&ctx.ws, &ctx.item_ref()?).await?))
+    Ok(axum::Json(s.store.get_item(&ctx.ws, &r).await?))
 }
 
 /// Update content; `expected_updated_at` and `lease_epoch` guard the write.
 #[utoipa::path(patch, path = "/api/v1/workspaces/{ws}/items/{ref}", tag = "items",
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = ItemPatch,
     responses((status = 200, body = Item), (status = 409, body = ErrorEnvelope, description = "update_conflict or lease_lost"), (status = "default", body = ErrorEnvelope)))]
-pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemPatch>) -> JsonOut<Item> {
+pub async fn update(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    ItemPath(r): ItemPath,
+    Json(patch): Json<ItemPatch>,
+) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
-    let item = s.store.update_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, &patch).await?;
+    let item = s.store.update_item(&ctx.ws, ctx.actor(), &r, &patch).await?;
     s.event_committed();
     Ok(axum::Json(item))
 }
@@ -60,10 +65,15 @@ pub async fn update(State(s): State<AppState>, ctx: Ctx, Json(patch): Json<ItemP
 #[utoipa::path(delete, path = "/api/v1/workspaces/{ws}/items/{ref}", tag = "items",
     params(("ws" = String, Path), ("ref" = String, Path), DeleteQuery),
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
-pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQuery>) -> JsonOut<Item> {
+pub async fn delete(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    ItemPath(r): ItemPath,
+    Query(q): Query<DeleteQuery>,
+) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
     let fence = pad_core::lease::LeaseHandle { epoch: q.lease_epoch, lease_id: q.lease_id };
-    let item = s.store.delete_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?, fence).await?;
+    let item = s.store.delete_item(&ctx.ws, ctx.actor(), &r, fence).await?;
     s.event_committed();
     Ok(axum::Json(item))
 }
@@ -71,9 +81,9 @@ pub async fn delete(State(s): State<AppState>, ctx: Ctx, Query(q): Query<DeleteQ
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/restore", tag = "items",
     params(("ws" = String, Path), ("ref" = String, Path)),
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
-pub async fn restore(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
+pub async fn restore(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
-    let item = s.store.restore_item(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?;
+    let item = s.store.restore_item(&ctx.ws, ctx.actor(), &r).await?;
     s.event_committed();
     Ok(axum::Json(item))
 }
@@ -82,17 +92,17 @@ pub async fn restore(State(s): State<AppState>, ctx: Ctx) -> JsonOut<Item> {
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/history", tag = "items",
     params(("ws" = String, Path), ("ref" = String, Path)),
     responses((status = 200, body = VersionList), (status = "default", body = ErrorEnvelope)))]
-pub async fn history(State(s): State<AppState>, ctx: Ctx) -> JsonOut<VersionList> {
+pub async fn history(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> JsonOut<VersionList> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(VersionList { versions: s.store.history(&ctx.ws, &ctx.item_ref()?).await? }))
+    Ok(axum::Json(VersionList { versions: s.store.history(&ctx.ws, &r).await? }))
 }
 
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",
     params(("ws" = String, Path), ("ref" = String, Path)),
     responses((status = 200, body = CommentList), (status = "default", body = ErrorEnvelope)))]
-pub async fn comments(State(s): State<AppState>, ctx: Ctx) -> JsonOut<CommentList> {
+pub async fn comments(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> JsonOut<CommentList> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(CommentList { comments: s.store.list_comments(&ctx.ws, &ctx.item_ref()?).await? }))
+    Ok(axum::Json(CommentList { comments: s.store.list_comments(&ctx.ws, &r).await? }))
 }
 
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",
@@ -101,10 +111,11 @@ pub async fn comments(State(s): State<AppState>, ctx: Ctx) -> JsonOut<CommentLis
 pub async fn comment(
     State(s): State<AppState>,
     ctx: Ctx,
+    ItemPath(r): ItemPath,
     Json(c): Json<NewComment>,
 ) -> ApiResult<(StatusCode, axum::Json<Comment>)> {
     ctx.require(Action::Write)?;
-    let comment = s.store.add_comment(&ctx.ws, ctx.actor(), &ctx.item_ref()?, &c.body).await?;
+    let comment = s.store.add_comment(&ctx.ws, ctx.actor(), &r, &c.body).await?;
     s.event_committed();
     Ok((StatusCode::CREATED, axum::Json(comment)))
 }

@@ -15,7 +15,7 @@ use pad_store::{ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, Rene
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Ctx, Json, Query};
+use crate::extract::{Ctx, ItemPath, Json, Query};
 use crate::metrics::LeaseCount;
 
 /// A claim as the store takes it: the holder defaults to the caller's email.
@@ -57,10 +57,10 @@ fn renew_request(ctx: &Ctx, body: RenewBody) -> RenewRequest {
 pub async fn claim(
     State(s): State<AppState>,
     ctx: Ctx,
+    ItemPath(r): ItemPath,
     Json(body): Json<ClaimBody>,
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
-    let r = ctx.item_ref()?;
     let req = claim_request(
         &ctx,
         body.holder,
@@ -96,10 +96,10 @@ pub async fn claim(
 pub async fn renew(
     State(s): State<AppState>,
     ctx: Ctx,
+    ItemPath(r): ItemPath,
     Json(body): Json<RenewBody>,
 ) -> ApiResult<axum::Json<RenewResponse>> {
     ctx.require(Action::Lease)?;
-    let r = ctx.item_ref()?;
     let req = renew_request(&ctx, body);
     let lease = s.store.renew(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Renewal);
@@ -113,10 +113,10 @@ pub async fn renew(
 pub async fn release(
     State(s): State<AppState>,
     ctx: Ctx,
+    ItemPath(r): ItemPath,
     Json(body): Json<ReleaseBody>,
 ) -> ApiResult<axum::Json<ReleaseResponse>> {
     ctx.require(Action::Lease)?;
-    let r = ctx.item_ref()?;
     if body.force {
         ctx.require(Action::BreakLease)?;
     }
@@ -146,12 +146,12 @@ pub async fn release(
 pub async fn complete(
     State(s): State<AppState>,
     ctx: Ctx,
+    ItemPath(r): ItemPath,
     Json(body): Json<CompleteBody>,
 ) -> ApiResult<axum::Json<CompleteResponse>> {
     // A status change is an item write as well as a lease end.
     ctx.require(Action::Write)?;
     ctx.require(Action::Lease)?;
-    let r = ctx.item_ref()?;
     let req = CompleteRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
@@ -173,10 +173,10 @@ pub async fn complete(
 pub async fn fail(
     State(s): State<AppState>,
     ctx: Ctx,
+    ItemPath(r): ItemPath,
     Json(body): Json<FailBody>,
 ) -> ApiResult<axum::Json<FailResponse>> {
     ctx.require(Action::Lease)?;
-    let r = ctx.item_ref()?;
     let req = FailRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
@@ -203,9 +203,13 @@ pub async fn fail(
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/requeue", tag = "leases",
     params(("ws" = String, Path), ("ref" = String, Path)),
     responses((status = 200, body = pad_core::Item), (status = 403, body = ErrorEnvelope, description = "forbidden: only owners requeue"), (status = "default", body = ErrorEnvelope)))]
-pub async fn requeue(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<pad_core::Item>> {
+pub async fn requeue(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    ItemPath(r): ItemPath,
+) -> ApiResult<axum::Json<pad_core::Item>> {
     ctx.require(Action::BreakLease)?;
-    let item = s.store.requeue(&ctx.ws, ctx.actor(), &ctx.item_ref()?).await?;
+    let item = s.store.requeue(&ctx.ws, ctx.actor(), &r).await?;
     s.event_committed();
     Ok(axum::Json(item))
 }

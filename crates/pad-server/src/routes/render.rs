@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Ctx, Json};
+use crate::extract::{Ctx, ItemPath, Json};
 
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BodyHtml {
@@ -27,9 +27,9 @@ pub struct BodyHtml {
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/body.html", tag = "items",
     params(("ws" = String, Path), ("ref" = String, Path)),
     responses((status = 200, body = BodyHtml), (status = "default", body = ErrorEnvelope)))]
-pub async fn body_html(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<BodyHtml>> {
+pub async fn body_html(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> ApiResult<axum::Json<BodyHtml>> {
     ctx.require(Action::Read)?;
-    let item = s.store.get_item(&ctx.ws, &ctx.item_ref()?).await?;
+    let item = s.store.get_item(&ctx.ws, &r).await?;
     Ok(axum::Json(BodyHtml { html: s.render.render(item.body).await?.to_string() }))
 }
 

@@ -10,13 +10,9 @@ use pad_core::webhook::{
 };
 
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
-use crate::extract::{Ctx, Json, Query};
+use crate::error::ApiResult;
+use crate::extract::{Ctx, Json, Query, WebhookId};
 use crate::webhooks;
-
-fn id(ctx: &Ctx) -> ApiResult<i64> {
-    ctx.param("id").parse().map_err(|_| ApiError::bad_request("webhook id must be a number", Some("id")))
-}
 
 /// Subscribe a URL to this workspace's events. The signing secret is in
 /// this answer and no other.
@@ -45,9 +41,9 @@ pub async fn list(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<W
 #[utoipa::path(delete, path = "/api/v1/workspaces/{ws}/webhooks/{id}", tag = "webhooks",
     params(("ws" = String, Path), ("id" = i64, Path)),
     responses((status = 204, description = "removed"), (status = "default", body = ErrorEnvelope)))]
-pub async fn delete(State(s): State<AppState>, ctx: Ctx) -> ApiResult<StatusCode> {
+pub async fn delete(State(s): State<AppState>, ctx: Ctx, WebhookId(id): WebhookId) -> ApiResult<StatusCode> {
     ctx.require(Action::Administer)?;
-    s.store.delete_webhook(&ctx.ws, id(&ctx)?).await?;
+    s.store.delete_webhook(&ctx.ws, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -56,9 +52,13 @@ pub async fn delete(State(s): State<AppState>, ctx: Ctx) -> ApiResult<StatusCode
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/webhooks/{id}/test", tag = "webhooks",
     params(("ws" = String, Path), ("id" = i64, Path)),
     responses((status = 200, body = WebhookDelivery), (status = "default", body = ErrorEnvelope)))]
-pub async fn test(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<WebhookDelivery>> {
+pub async fn test(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    WebhookId(id): WebhookId,
+) -> ApiResult<axum::Json<WebhookDelivery>> {
     ctx.require(Action::Administer)?;
-    let target = s.store.webhook_target(&ctx.ws, id(&ctx)?).await?;
+    let target = s.store.webhook_target(&ctx.ws, id).await?;
     let event = pad_core::Event {
         id: 0,
         kind: TEST_EVENT.to_string(),
@@ -76,11 +76,11 @@ pub async fn test(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<W
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/webhooks/{id}/resume", tag = "webhooks",
     params(("ws" = String, Path), ("id" = i64, Path)),
     responses((status = 200, body = Webhook), (status = "default", body = ErrorEnvelope)))]
-pub async fn resume(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json<Webhook>> {
+pub async fn resume(State(s): State<AppState>, ctx: Ctx, WebhookId(id): WebhookId) -> ApiResult<axum::Json<Webhook>> {
     ctx.require(Action::Administer)?;
     // No event is written, so nothing is woken: the delivery loop's next
     // look (within a second) finds the queue due.
-    Ok(axum::Json(s.store.resume_webhook(&ctx.ws, id(&ctx)?).await?))
+    Ok(axum::Json(s.store.resume_webhook(&ctx.ws, id).await?))
 }
 
 /// The delivery log: every attempt with its status code, newest first.
@@ -90,9 +90,10 @@ pub async fn resume(State(s): State<AppState>, ctx: Ctx) -> ApiResult<axum::Json
 pub async fn deliveries(
     State(s): State<AppState>,
     ctx: Ctx,
+    WebhookId(id): WebhookId,
     Query(q): Query<DeliveriesQuery>,
 ) -> ApiResult<axum::Json<DeliveryList>> {
     ctx.require(Action::Administer)?;
-    let deliveries = s.store.webhook_deliveries(&ctx.ws, id(&ctx)?, q.limit.unwrap_or(50)).await?;
+    let deliveries = s.store.webhook_deliveries(&ctx.ws, id, q.limit.unwrap_or(50)).await?;
     Ok(axum::Json(DeliveryList { deliveries }))
 }

@@ -13,7 +13,7 @@ use pad_core::{Action, Kind, Member, Role, Workspace};
 use crate::AppState;
 use crate::auth::{hash_token, new_token};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Ctx, Json};
+use crate::extract::{Caller, Ctx, Json, MemberEmail, TokenId};
 use crate::limits::Budget;
 
 type JsonOut<T> = ApiResult<axum::Json<T>>;
@@ -149,10 +149,14 @@ fn budget_spent((message, wait): (String, u64)) -> ApiError {
 #[utoipa::path(delete, path = "/api/v1/workspaces/{ws}/members/{email}", tag = "members",
     params(("ws" = String, Path), ("email" = String, Path)),
     responses((status = 204, description = "removed"), (status = "default", body = ErrorEnvelope)))]
-pub async fn remove_member(State(s): State<AppState>, ctx: Ctx) -> ApiResult<StatusCode> {
+pub async fn remove_member(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    MemberEmail(email): MemberEmail,
+) -> ApiResult<StatusCode> {
     ctx.require(Action::Administer)?;
     let _fresh = s.auth_cache.invalidation();
-    s.store.remove_member(&ctx.ws, ctx.param("email")).await?;
+    s.store.remove_member(&ctx.ws, &email).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -221,9 +225,7 @@ pub async fn create_token(
 #[utoipa::path(delete, path = "/api/v1/workspaces/{ws}/tokens/{id}", tag = "members",
     params(("ws" = String, Path), ("id" = i64, Path)),
     responses((status = 204, description = "revoked"), (status = "default", body = ErrorEnvelope)))]
-pub async fn revoke_token(State(s): State<AppState>, ctx: Ctx) -> ApiResult<StatusCode> {
-    let id: i64 =
-        ctx.param("id").parse().map_err(|_| ApiError::bad_request("token id must be a number", Some("id")))?;
+pub async fn revoke_token(State(s): State<AppState>, ctx: Ctx, TokenId(id): TokenId) -> ApiResult<StatusCode> {
     let token = s.store.get_token(id).await?;
     match access(&ctx, &token) {
         TokenAccess::Allowed => {}

@@ -267,6 +267,13 @@ async fn bad_input_is_refused_with_a_code_and_writes_nothing() {
     let (_, _, full) = raw(claim.clone(), "application/json", b"{\"ttl_seconds\": 1.5}".to_vec()).await;
     assert_eq!(full["error"]["message"], "ttl_seconds must be a whole number of seconds from 1 to 86400 (got 1.5)");
     assert_eq!(full["error"]["details"]["field"], "ttl_seconds", "{full}");
+    let details = &full["error"]["details"];
+    assert_eq!((&details["requested_seconds"], &details["max_seconds"]), (&json!(null), &json!(86400)), "{full}");
+    // Out of range: the number asked for and the bound, as numbers.
+    let (_, _, full) = raw(claim.clone(), "application/json", b"{\"ttl_seconds\": 86401}".to_vec()).await;
+    assert_eq!(full["error"]["message"], "ttl_seconds must be a whole number of seconds from 1 to 86400 (got 86401)");
+    let details = &full["error"]["details"];
+    assert_eq!((&details["requested_seconds"], &details["max_seconds"]), (&json!(86401), &json!(86400)), "{full}");
     // Unknown fields are named.
     let (_, _, full) = raw(items.clone(), "application/json", b"{\"title\": \"x\", \"titel\": 1}".to_vec()).await;
     assert_eq!(full["error"]["details"]["field"], "titel");

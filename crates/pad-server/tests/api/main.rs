@@ -14,6 +14,7 @@ mod hostile;
 mod limits;
 mod mcp;
 mod metrics;
+mod paths;
 mod query;
 mod render;
 mod webhook_isolation;

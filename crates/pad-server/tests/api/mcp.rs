@@ -79,6 +79,17 @@ async fn tools_refuse_as_the_api_does() {
     assert_eq!(out["error"]["code"], missing.body["error"]["code"]);
     assert!(out["error"]["message"].as_str().unwrap().starts_with(missing.body["error"]["message"].as_str().unwrap()));
 
+    // A ref that is not one: the path's refusal, naming `ref`.
+    let bad = s.get(&s.owner, "/api/v1/workspaces/default/items/TASK-0").await;
+    let mcp = tool(&s, &s.owner, "pad_item_show", json!({"ref": "TASK-0"})).await;
+    let (out, is_error) = result(&mcp);
+    assert!(is_error, "{out}");
+    assert_eq!(
+        (&out["error"]["code"], &out["error"]["details"]["field"]),
+        (&json!("validation_failed"), &json!("ref"))
+    );
+    assert_eq!(bad.body["error"]["details"]["field"], "ref");
+
     // No credential: 401 before any MCP happens.
     let a =
         s.call(None, reqwest::Method::POST, "/mcp", Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})));
