@@ -201,9 +201,9 @@ impl LeaseOps for PgStore {
         if cleared != ends {
             return Err(disagree(cleared, &decision));
         }
-        let (lease, kind, reason) = match decision {
-            ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
-            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
+        let (lease, kind) = match decision {
+            ReleaseDecision::Released(l) => (l, LeaseEnd::Released),
+            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken),
             refused => {
                 // L5/L13: a recorded but expired lease is observed here, once.
                 if let (ReleaseDecision::NoLiveLease, Some(old)) = (&refused, &locked.slot.current) {
@@ -214,7 +214,7 @@ impl LeaseOps for PgStore {
                 return match refused {
                     ReleaseDecision::Held(l) => Err(StoreError::held(l, now)),
                     ReleaseDecision::Lost(l) => Err(StoreError::lost(Some(l), now)),
-                    _ => Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None }),
+                    _ => Ok(ReleaseOutcome::no_live_lease()),
                 };
             }
         };
@@ -228,7 +228,7 @@ impl LeaseOps for PgStore {
         let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
         tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
         tx.commit().await?;
-        Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
+        Ok(ReleaseOutcome::ended(lease, kind, now))
     }
 
     /// L15 as `pad_store::steps::complete` decides it, in two statements and

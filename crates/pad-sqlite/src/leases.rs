@@ -43,19 +43,19 @@ impl LeaseOps for SqliteStore {
         let now = tx.now;
         let locked = tx.lock_item(ws, r).await?;
         let claimant = req.claimant();
-        let (lease, kind, reason) = match lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now) {
+        let (lease, kind) = match lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now) {
             ReleaseDecision::NoLiveLease => {
                 // L5/L13: a recorded but expired lease is observed here, once.
                 if let Some(old) = locked.slot.current {
                     steps::expire(&mut tx, ws, locked.id, r, old, now).await?;
                     tx.commit().await?;
                 }
-                return Ok(ReleaseOutcome { released: false, reason: "no live lease", lease: None });
+                return Ok(ReleaseOutcome::no_live_lease());
             }
             ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
             ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
-            ReleaseDecision::Released(l) => (l, LeaseEnd::Released, "released"),
-            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken, "broken"),
+            ReleaseDecision::Released(l) => (l, LeaseEnd::Released),
+            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken),
         };
         tx.end_lease(locked.id, kind, now).await?;
         if kind == LeaseEnd::Released && req.succeeded {
@@ -68,7 +68,7 @@ impl LeaseOps for SqliteStore {
         let data = shared::event::ended(&lease, kind, req.reason.as_deref());
         tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
         tx.commit().await?;
-        Ok(ReleaseOutcome { released: true, reason, lease: Some(lease) })
+        Ok(ReleaseOutcome::ended(lease, kind, now))
     }
 
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {

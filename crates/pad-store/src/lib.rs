@@ -24,7 +24,7 @@ pub use backend::{AccountOps, Backend, EventOps, ItemOps, LeaseOps, WebhookOps};
 pub use error::{StoreError, StoreResult};
 pub use requests::{
     ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ObservedExpiry,
-    ReleaseOutcome, ReleaseRequest, RenewRequest,
+    ReleaseOutcome, ReleaseReason, ReleaseRequest, RenewRequest,
 };
 pub use webhooks::{AttemptResult, DueDelivery, WebhookTarget, check_webhook_cap};
 

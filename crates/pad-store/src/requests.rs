@@ -4,7 +4,7 @@
 use pad_core::lease::{self, InvalidTtl, LeaseHandle, Terms, Ttl};
 use pad_core::model::validate_name;
 use pad_core::validate::{self, Lines};
-use pad_core::{Claimant, Item, Lease, Status, WorkspaceSettings};
+use pad_core::{Claimant, Item, Lease, LeaseEnd, Status, Timestamp, WorkspaceSettings};
 
 use crate::{Actor, StoreError};
 
@@ -105,10 +105,43 @@ pub struct ClaimOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseOutcome {
     pub released: bool,
-    /// `released`, `broken`, or `no live lease`.
-    pub reason: &'static str,
+    pub reason: ReleaseReason,
     /// The lease that ended, if one did.
     pub lease: Option<Lease>,
+    /// How long it was held, from its grant to its end, both on the store's
+    /// clock (never the instance's: the two may differ).
+    pub held: Option<chrono::Duration>,
+}
+
+impl ReleaseOutcome {
+    /// Nothing live to release (L6): `released: false`, not an error.
+    pub fn no_live_lease() -> Self {
+        ReleaseOutcome { released: false, reason: ReleaseReason::NoLiveLease, lease: None, held: None }
+    }
+
+    /// `lease` ended `how` (released or broken) at `now`.
+    pub fn ended(lease: Lease, how: LeaseEnd, now: Timestamp) -> Self {
+        let reason = if how == LeaseEnd::Broken { ReleaseReason::Broken } else { ReleaseReason::Released };
+        ReleaseOutcome { released: true, reason, held: Some(now - lease.acquired_at), lease: Some(lease) }
+    }
+}
+
+/// Why a release answered as it did: the API's `reason` (docs/api.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseReason {
+    Released,
+    Broken,
+    NoLiveLease,
+}
+
+impl ReleaseReason {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReleaseReason::Released => "released",
+            ReleaseReason::Broken => "broken",
+            ReleaseReason::NoLiveLease => "no live lease",
+        }
+    }
 }
 
 fn note(n: &Option<String>) -> Result<(), StoreError> {

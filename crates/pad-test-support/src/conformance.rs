@@ -427,7 +427,7 @@ pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
     brk.reason = Some("stuck".into());
     let out = f.store.release(&f.ws, &rf("TASK-1"), &brk).await.unwrap();
     assert!(out.released);
-    assert_eq!(out.reason, "broken");
+    assert_eq!(out.reason, pad_store::ReleaseReason::Broken);
     assert_eq!(out.lease.unwrap().holder, "runner-e");
     assert_eq!(f.get("TASK-1").await.lease, None);
 }

@@ -133,10 +133,14 @@ pub async fn release(
         s.metrics.count(&ctx.ws.slug, LeaseCount::Release);
         s.event_committed();
     }
-    if let Some(ended) = &out.lease {
-        s.metrics.held(&ctx.ws.slug, chrono::Utc::now() - ended.acquired_at);
+    if let Some(held) = out.held {
+        s.metrics.held(&ctx.ws.slug, held);
     }
-    Ok(axum::Json(ReleaseResponse { item_ref: r.to_string(), released: out.released, reason: out.reason.to_string() }))
+    Ok(axum::Json(ReleaseResponse {
+        item_ref: r.to_string(),
+        released: out.released,
+        reason: out.reason.as_str().to_string(),
+    }))
 }
 
 /// Set the status (default `done`) and end our lease in one fenced step (L15).
