@@ -118,7 +118,7 @@ mod expire;
 mod release;
 mod renew;
 
-use claim::{CLAIM, CLAIM_LOADED};
+use claim::{CLAIM, CLAIM_LOADED, PEEK};
 use complete::{COMPLETE, LOCK_FOR_COMPLETE};
 use expire::{EXPIRE, OBSERVE_EXPIRED};
 use release::RELEASE;
@@ -304,6 +304,40 @@ impl LeaseOps for PgStore {
         Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
     }
 }
+impl Tx {
+    /// L2 without queueing (docs/leases.md, "A refusal does not queue"): a
+    /// claim of an item another holder's live lease holds is refused on the
+    /// row as last committed, read without a lock, so contending claimers
+    /// do not wait in line for the row only to be told `lease_held`. The
+    /// refusal is the rule's, on the database clock, and true when read.
+    /// Anything else (free, expired, ours, missing) goes on to the locking
+    /// statement, which decides.
+    async fn refused_unlocked(
+        &mut self,
+        ws: &Workspace,
+        r: &ItemRef,
+        req: &ClaimRequest,
+        terms: Terms,
+    ) -> StoreResult<Option<StoreError>> {
+        let row = sqlx::query(PEEK)
+            .bind(ws.id)
+            .bind(&r.prefix)
+            .bind(r.number)
+            .fetch_optional(&mut *self.conn)
+            .await
+            .map_err(db)?;
+        let Some(row) = row else { return Ok(None) };
+        let seen = rows::locked(Some(&row), r)?;
+        if seen.deleted {
+            return Ok(None);
+        }
+        Ok(match lease::decide_claim(&seen.slot, &req.claimant(), terms, req.refresh, 0, seen.now) {
+            ClaimDecision::Held(l) => Some(StoreError::held(l, seen.now)),
+            _ => None,
+        })
+    }
+}
+
 #[async_trait]
 impl LeaseSteps for Tx {
     /// L1-L3, L12, L13: the CLAIM statement, its reading through
@@ -317,6 +351,9 @@ impl LeaseSteps for Tx {
     ) -> StoreResult<Claimed> {
         let claimant = req.claimant();
         let loaded = self.holds_ref(r);
+        if !loaded && let Some(refused) = self.refused_unlocked(ws, r, req, terms).await? {
+            return Err(refused);
+        }
         let row = sqlx::query(if loaded { CLAIM_LOADED } else { CLAIM })
             .bind(ws.id)
             .bind(&r.prefix)

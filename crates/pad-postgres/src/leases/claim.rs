@@ -100,3 +100,11 @@ pub(super) const CLAIM: &str = concat!(claim_statement!(), " FROM d LEFT JOIN up
 /// have changed since, and the flow's reload of the item needs no round trip.
 pub(super) const CLAIM_LOADED: &str =
     concat!(claim_statement!(), ", ", item_joined_columns!("upd"), " FROM d LEFT JOIN upd ON true", item_joins!("upd"));
+
+/// A claim's look before it waits for the row lock (docs/leases.md, "A
+/// refusal does not queue"): the row as last committed, read on the
+/// database clock, without a lock.
+pub(super) const PEEK: &str = "SELECT id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch,
+        lease_acquired_at, lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_note,
+        lease_note_holder, lease_id, lease_note_lease_id, clock_timestamp() AS db_now
+    FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3";
