@@ -201,12 +201,41 @@ pub struct Claimant<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Ttl(u32);
 
-/// L8: the TTL was out of range or not a whole number of seconds.
+/// L8: the TTL asked for was out of range or not a whole number of seconds.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("ttl_seconds must be a whole number of seconds from 1 to {max} ({got})")]
+#[error("ttl_seconds must be a whole number of seconds from 1 to {max} (got {requested})")]
 pub struct InvalidTtl {
-    pub got: String,
+    pub requested: RequestedTtl,
+    /// The longest TTL allowed where it was asked for.
     pub max: u32,
+}
+
+/// What a refused TTL asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestedTtl {
+    /// A whole number of seconds, out of range.
+    Seconds(i64),
+    /// Not a whole number (`1.5`, `"x"`): the value as the request wrote it.
+    NotWhole(String),
+}
+
+impl RequestedTtl {
+    /// The number of seconds asked for, when it was one.
+    pub fn seconds(&self) -> Option<i64> {
+        match self {
+            RequestedTtl::Seconds(n) => Some(*n),
+            RequestedTtl::NotWhole(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for RequestedTtl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestedTtl::Seconds(n) => write!(f, "{n}"),
+            RequestedTtl::NotWhole(written) => f.write_str(written),
+        }
+    }
 }
 
 impl Ttl {
@@ -216,7 +245,7 @@ impl Ttl {
         let max = max_seconds.clamp(TTL_MIN_SECONDS, TTL_MAX_SECONDS);
         let secs = requested.unwrap_or(i64::from(default_seconds.min(max)));
         if secs < i64::from(TTL_MIN_SECONDS) || secs > i64::from(max) {
-            return Err(InvalidTtl { got: format!("got {secs}"), max });
+            return Err(InvalidTtl { requested: RequestedTtl::Seconds(secs), max });
         }
         Ok(Ttl(secs as u32))
     }

@@ -5,6 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use pad_core::Lease;
 use pad_core::api::{ErrorBody, ErrorCode, ErrorEnvelope, LeaseHeldDetails, TTL_FIELD};
+use pad_core::lease::InvalidTtl;
 use pad_store::StoreError;
 use serde_json::{Value, json};
 
@@ -47,13 +48,16 @@ fn lease_details(l: &Lease, now: pad_core::Timestamp) -> Value {
     serde_json::to_value(LeaseHeldDetails::new(l, now)).unwrap_or_default()
 }
 
-/// `invalid_ttl` (L8): the bound, and the number asked for when there was
-/// one, so a client can word the refusal in its own units. Both the store's
-/// range check and a body whose `ttl_seconds` is not an integer
-/// (`extract::parse_json`) end here.
-pub fn invalid_ttl(message: String, max_seconds: u32, requested: Option<i64>) -> ApiError {
-    ApiError::new(ErrorCode::InvalidTtl, message)
-        .with_details(json!({ "field": TTL_FIELD, "max_seconds": max_seconds, "requested_seconds": requested }))
+/// `invalid_ttl` (L8), from the refusal's fields: the bound, and the number
+/// asked for when there was one, so a client can word the refusal in its own
+/// units. Both the store's range check and a body whose `ttl_seconds` is not
+/// an integer (`extract::parse_json`) end here.
+pub fn invalid_ttl(e: &InvalidTtl) -> ApiError {
+    ApiError::new(ErrorCode::InvalidTtl, e.to_string()).with_details(json!({
+        "field": TTL_FIELD,
+        "max_seconds": e.max,
+        "requested_seconds": e.requested.seconds(),
+    }))
 }
 
 /// A query or body the domain refused (`ListQuery::filter`, …): the same
@@ -71,10 +75,7 @@ impl From<StoreError> for ApiError {
             StoreError::Validation(v) => {
                 ApiError::new(ErrorCode::ValidationFailed, message).with_details(json!({ "field": v.field }))
             }
-            StoreError::InvalidTtl(e) => {
-                let requested = e.got.strip_prefix("got ").and_then(|n| n.parse::<i64>().ok());
-                invalid_ttl(message, e.max, requested)
-            }
+            StoreError::InvalidTtl(e) => invalid_ttl(&e),
             StoreError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
             StoreError::LeaseHeld { lease, now } => ApiError {
                 retry_after: Some(lease.expires_in_seconds(now).max(1)),

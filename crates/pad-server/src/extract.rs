@@ -10,7 +10,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use pad_core::api::{ErrorCode, TTL_FIELD};
-use pad_core::lease::{InvalidTtl, TTL_MAX_SECONDS};
+use pad_core::lease::{InvalidTtl, RequestedTtl, TTL_MAX_SECONDS};
 use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
 use pad_store::Actor;
 use serde::de::DeserializeOwned;
@@ -95,8 +95,8 @@ fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) 
     if inner.is_data() && field.as_deref() == Some(TTL_FIELD) {
         let body = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes);
         if let Some(given) = body.as_ref().ok().and_then(|b| b.get(TTL_FIELD)) {
-            let refused = InvalidTtl { got: format!("got {given}"), max: TTL_MAX_SECONDS };
-            return crate::error::invalid_ttl(refused.to_string(), refused.max, None);
+            let requested = RequestedTtl::NotWhole(given.to_string());
+            return crate::error::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS });
         }
     }
     let message = match &field {

@@ -58,7 +58,8 @@ impl<'de> Deserialize<'de> for TtlSeconds {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(d)?;
         value.as_i64().map(TtlSeconds).ok_or_else(|| {
-            let e = crate::lease::InvalidTtl { got: format!("got {value}"), max: crate::lease::TTL_MAX_SECONDS };
+            let requested = crate::lease::RequestedTtl::NotWhole(value.to_string());
+            let e = crate::lease::InvalidTtl { requested, max: crate::lease::TTL_MAX_SECONDS };
             serde::de::Error::custom(e)
         })
     }

@@ -25,6 +25,17 @@ fn granted(slot: &mut LeaseSlot, c: &Claimant<'_>, secs: i64, now: Timestamp) ->
 }
 
 #[test]
+fn l8_a_refused_ttl_carries_what_was_asked_and_the_bound() {
+    let e = Ttl::resolve(Some(7200), 900, 3600).unwrap_err();
+    assert_eq!(e, InvalidTtl { requested: RequestedTtl::Seconds(7200), max: 3600 });
+    assert_eq!(e.requested.seconds(), Some(7200));
+    assert_eq!(e.to_string(), "ttl_seconds must be a whole number of seconds from 1 to 3600 (got 7200)");
+    let e = InvalidTtl { requested: RequestedTtl::NotWhole("1.5".into()), max: TTL_MAX_SECONDS };
+    assert_eq!(e.requested.seconds(), None);
+    assert_eq!(e.to_string(), "ttl_seconds must be a whole number of seconds from 1 to 86400 (got 1.5)");
+}
+
+#[test]
 fn l8_ttl_bounds() {
     assert!(Ttl::resolve(Some(0), 900, 86_400).is_err());
     assert!(Ttl::resolve(Some(-1), 900, 86_400).is_err());
