@@ -23,6 +23,33 @@ pub const WEBHOOK_BACKOFF_MAX: Duration = Duration::from_secs(3600);
 /// The type of the delivery `POST …/webhooks/{id}/test` sends; never a
 /// stored event.
 pub const TEST_EVENT: &str = "webhook.test";
+/// What one delivery POSTs: a logged event, or the [`TEST_EVENT`] ping,
+/// which has an event's shape but is none of the log's kinds.
+#[derive(Debug, Serialize)]
+pub struct Payload<'a> {
+    pub id: i64,
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    #[serde(rename = "ref")]
+    pub item_ref: Option<&'a str>,
+    pub actor: Option<&'a str>,
+    pub at: DateTime<Utc>,
+    pub data: &'a serde_json::Value,
+}
+
+impl<'a> From<&'a crate::Event> for Payload<'a> {
+    fn from(e: &'a crate::Event) -> Self {
+        Payload {
+            id: e.id,
+            kind: e.kind.as_str(),
+            item_ref: e.item_ref.as_deref(),
+            actor: e.actor.as_deref(),
+            at: e.at,
+            data: &e.data,
+        }
+    }
+}
+
 /// Delivery log entries kept per subscription (older ones are dropped).
 pub const DELIVERIES_KEPT: i64 = 500;
 /// Deliveries one subscription may have queued; past it the oldest are

@@ -118,16 +118,17 @@ impl EventOps for PgStore {
         }
         qb.push(" ORDER BY e.id LIMIT ").push_bind(i64::from(limit.clamp(1, 1000)));
         let rows = qb.build().fetch_all(&self.pool).await.map_err(db)?;
-        Ok(rows
-            .iter()
-            .map(|row| Event {
-                id: row.get("id"),
-                kind: row.get("type"),
-                item_ref: row.get("item_ref"),
-                actor: row.get("email"),
-                at: row.get("at"),
-                data: row.get("data"),
+        rows.iter()
+            .map(|row| {
+                Ok(Event {
+                    id: row.get("id"),
+                    kind: pad_store::rows::event_kind(row.get("type"))?,
+                    item_ref: row.get("item_ref"),
+                    actor: row.get("email"),
+                    at: row.get("at"),
+                    data: row.get("data"),
+                })
             })
-            .collect())
+            .collect()
     }
 }

@@ -260,26 +260,27 @@ impl WebhookOps for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db)?;
-        Ok(rows
-            .iter()
-            .map(|row| DueDelivery {
-                outbox_id: row.get("id"),
-                claim: row.get("claim"),
-                webhook_id: row.get("webhook_id"),
-                workspace: row.get("slug"),
-                url: row.get("url"),
-                secret: row.get("secret"),
-                attempts: u32::try_from(row.get::<i32, _>("attempts")).unwrap_or(0),
-                event: Event {
-                    id: row.get("event_id"),
-                    kind: row.get("type"),
-                    item_ref: row.get("item_ref"),
-                    actor: row.get("email"),
-                    at: row.get("at"),
-                    data: row.get("data"),
-                },
+        rows.iter()
+            .map(|row| {
+                Ok(DueDelivery {
+                    outbox_id: row.get("id"),
+                    claim: row.get("claim"),
+                    webhook_id: row.get("webhook_id"),
+                    workspace: row.get("slug"),
+                    url: row.get("url"),
+                    secret: row.get("secret"),
+                    attempts: u32::try_from(row.get::<i32, _>("attempts")).unwrap_or(0),
+                    event: Event {
+                        id: row.get("event_id"),
+                        kind: pad_store::rows::event_kind(row.get("type"))?,
+                        item_ref: row.get("item_ref"),
+                        actor: row.get("email"),
+                        at: row.get("at"),
+                        data: row.get("data"),
+                    },
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn finish_webhook_delivery(&self, due: &DueDelivery, result: &AttemptResult) -> StoreResult<()> {
@@ -322,7 +323,7 @@ impl WebhookOps for PgStore {
                 .map_err(db)?;
             }
         }
-        log(&mut tx, due.webhook_id, Some(due.event.id), &due.event.kind, attempt, result, outcome).await?;
+        log(&mut tx, due.webhook_id, Some(due.event.id), due.event.kind.as_str(), attempt, result, outcome).await?;
         tx.commit().await.map_err(db)
     }
 

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use hmac::{KeyInit, Mac};
-use pad_core::Event;
+use pad_core::webhook::Payload;
 use pad_store::{AttemptResult, DueDelivery};
 use rand::Rng;
 use sha2::Sha256;
@@ -174,14 +174,14 @@ impl reqwest::dns::Resolve for PublicOnly {
     }
 }
 
-/// POSTs `event` to `url` once and says what came back; a target
+/// POSTs `payload` to `url` once and says what came back; a target
 /// `targets` refuses is not contacted at all.
 pub async fn send(
     targets: Targets,
     url: &str,
     secret: &str,
     workspace: &str,
-    event: &Event,
+    payload: &Payload<'_>,
     attempt: u32,
 ) -> AttemptResult {
     let started = Instant::now();
@@ -189,13 +189,13 @@ pub async fn send(
         return AttemptResult { status_code: None, error: Some(refused), duration_ms: 0 };
     }
     let http = targets.client();
-    let body = serde_json::to_vec(event).expect("events serialize");
+    let body = serde_json::to_vec(payload).expect("payloads serialize");
     let sent = http
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(SIGNATURE_HEADER, signature(secret, &body))
-        .header("x-pad-event-id", event.id.to_string())
-        .header("x-pad-event-type", &event.kind)
+        .header("x-pad-event-id", payload.id.to_string())
+        .header("x-pad-event-type", payload.kind)
         .header("x-pad-workspace", workspace)
         .header("x-pad-delivery-attempt", attempt.to_string())
         .body(body)
@@ -306,7 +306,8 @@ async fn trim_queues(s: &AppState) {
 
 async fn deliver(s: AppState, due: DueDelivery) {
     let attempt = due.attempts + 1;
-    let result = send(s.webhook_targets, &due.url, &due.secret, &due.workspace, &due.event, attempt).await;
+    let result =
+        send(s.webhook_targets, &due.url, &due.secret, &due.workspace, &Payload::from(&due.event), attempt).await;
     tracing::debug!(webhook = due.webhook_id, event = due.event.id, attempt, status = ?result.status_code, "webhook delivery");
     if let Err(e) = s.store.finish_webhook_delivery(&due, &result).await {
         // The claim runs out and the row is retried: at least once.

@@ -58,7 +58,7 @@ impl EventOps for SqliteStore {
 pub(crate) fn event_from_row(row: &Row<'_>) -> StoreResult<Event> {
     Ok(Event {
         id: row.col("id")?,
-        kind: row.col("type")?,
+        kind: pad_store::rows::event_kind(&row.col::<String>("type")?)?,
         item_ref: row.col("item_ref")?,
         actor: row.col("email")?,
         at: row.ts("at")?,

@@ -262,7 +262,7 @@ impl WebhookOps for SqliteStore {
                 )?;
             }
         }
-        log(conn, due.webhook_id, Some(due.event.id), &due.event.kind, attempt, result, outcome, now)?;
+        log(conn, due.webhook_id, Some(due.event.id), due.event.kind.as_str(), attempt, result, outcome, now)?;
         tx.commit().await
     }
 

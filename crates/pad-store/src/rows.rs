@@ -259,3 +259,8 @@ pub fn workspace_settings(
         max_hold_seconds: max_hold.map(|s| u32::try_from(s).map_err(|e| corrupt("max_hold_seconds", e))).transpose()?,
     })
 }
+
+/// An event row's `type`.
+pub fn event_kind(s: &str) -> StoreResult<pad_core::EventKind> {
+    s.parse().map_err(|e| corrupt("type", e))
+}

@@ -80,6 +80,7 @@ macro_rules! conformance_suite {
             l4_renew_after_expiry_is_lost,
             l5_expired_lease_is_absent_and_claimable,
             l6_release_is_idempotent_and_refuses_others,
+            l6_release_says_how_long_the_lease_was_held,
             l7_other_user_with_same_holder_is_refused,
             l7_owner_breaks_a_lease_with_a_reason,
             l7_a_broken_lease_tells_its_holder_why,
@@ -260,7 +261,7 @@ pub(crate) fn refs(items: &[Item]) -> Vec<String> {
 }
 
 pub(crate) async fn event_types(f: &Fixture) -> Vec<String> {
-    f.store.events_after(&f.ws, 0, 1000).await.unwrap().into_iter().map(|e| e.kind).collect()
+    f.store.events_after(&f.ws, 0, 1000).await.unwrap().into_iter().map(|e| e.kind.to_string()).collect()
 }
 
 pub(crate) fn lost(e: StoreError) {

@@ -7,7 +7,7 @@ use super::*;
 pub struct Event {
     pub id: i64,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: EventKind,
     #[serde(rename = "ref")]
     pub item_ref: Option<String>,
     /// The member who caused it; `null` for what the store observed itself (an expiry).

@@ -116,7 +116,7 @@ pub async fn stream(
             if let Some(e) = t.buffer.pop_front() {
                 t.cursor = e.id;
                 let data = serde_json::to_string(&e).unwrap_or_default();
-                return Some((Ok(SseEvent::default().id(e.id.to_string()).event(e.kind.clone()).data(data)), t));
+                return Some((Ok(SseEvent::default().id(e.id.to_string()).event(e.kind.as_str()).data(data)), t));
             }
             match t.store.events_where(&t.ws, t.cursor, PAGE, &t.filter).await {
                 Ok(events) if !events.is_empty() => {

@@ -6,7 +6,8 @@ use axum::http::StatusCode;
 use pad_core::Action;
 use pad_core::api::ErrorEnvelope;
 use pad_core::webhook::{
-    CreateWebhook, DeliveriesQuery, DeliveryList, TEST_EVENT, Webhook, WebhookCreated, WebhookDelivery, WebhookList,
+    CreateWebhook, DeliveriesQuery, DeliveryList, Payload, TEST_EVENT, Webhook, WebhookCreated, WebhookDelivery,
+    WebhookList,
 };
 
 use crate::AppState;
@@ -59,15 +60,16 @@ pub async fn test(
 ) -> ApiResult<axum::Json<WebhookDelivery>> {
     ctx.require(Action::Administer)?;
     let target = s.store.webhook_target(&ctx.ws, id).await?;
-    let event = pad_core::Event {
+    let data = serde_json::json!({ "webhook_id": target.id });
+    let ping = Payload {
         id: 0,
-        kind: TEST_EVENT.to_string(),
+        kind: TEST_EVENT,
         item_ref: None,
-        actor: Some(ctx.caller.user.email.clone()),
+        actor: Some(&ctx.caller.user.email),
         at: s.store.now().await?,
-        data: serde_json::json!({ "webhook_id": target.id }),
+        data: &data,
     };
-    let result = webhooks::send(s.webhook_targets, &target.url, &target.secret, &ctx.ws.slug, &event, 1).await;
+    let result = webhooks::send(s.webhook_targets, &target.url, &target.secret, &ctx.ws.slug, &ping, 1).await;
     Ok(axum::Json(s.store.log_webhook_test(&ctx.ws, target.id, &result).await?))
 }
 

@@ -2,6 +2,7 @@
 //! frontier's order, claim-next under concurrency and its skips, the
 //! handoff note, and quarantine after repeated expiries.
 
+use pad_core::EventKind;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -185,11 +186,11 @@ pub async fn l13_quarantine_after_repeated_expiries(store: Arc<dyn Store>) {
     assert!(refs(&f.store.frontier(&f.ws, &auto, 10).await.unwrap()).is_empty());
     assert_eq!(refs(&f.store.frontier(&f.ws, &FrontierFilter::default(), 10).await.unwrap()), ["TASK-1"]);
     let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap();
-    let q: Vec<_> = events.iter().filter(|e| e.kind == "item.quarantined").collect();
+    let q: Vec<_> = events.iter().filter(|e| e.kind == EventKind::ItemQuarantined).collect();
     assert_eq!(q.len(), 1);
     assert_eq!(q[0].item_ref.as_deref(), Some("TASK-1"));
     assert!(q[0].data["reason"].as_str().unwrap().contains("expired 3 times"), "{}", q[0].data);
-    assert_eq!(events.iter().filter(|e| e.kind == "lease.expired").count(), 3);
+    assert_eq!(events.iter().filter(|e| e.kind == EventKind::LeaseExpired).count(), 3);
 }
 
 /// L11: claim-next passes over excluded refs.

@@ -190,6 +190,21 @@ pub async fn l7_other_user_with_same_holder_is_refused(store: Arc<dyn Store>) {
     assert_eq!(f.get("TASK-1").await.lease, Some(l));
 }
 
+/// L6: a release says how long the lease was held, from its grant to its
+/// end, both on the store's clock (the hold-time metric reads it; an
+/// instance's own clock may differ from the database's).
+pub async fn l6_release_says_how_long_the_lease_was_held(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    f.item("one").await;
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("bot", 60)).await.unwrap();
+    pass(Duration::from_secs(2)).await;
+    let out = f.store.release(&f.ws, &rf("TASK-1"), &f.release("bot")).await.unwrap();
+    let held = out.held.expect("a lease ended");
+    assert!(held >= chrono::Duration::seconds(2) && held < chrono::Duration::seconds(60), "{held:?}");
+    let again = f.store.release(&f.ws, &rf("TASK-1"), &f.release("bot")).await.unwrap();
+    assert_eq!((again.released, again.held), (false, None));
+}
+
 pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;

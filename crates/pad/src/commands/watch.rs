@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use pad_client::{Client, ClientError, EventStream};
 use pad_core::api::{ErrorCode, EventsQuery};
-use pad_core::{Event, ItemRef};
+use pad_core::{Event, EventKind, ItemRef};
 
 use super::Ctx;
 use crate::error::CliError;
@@ -216,33 +216,33 @@ fn summary(e: &Event) -> String {
         let epoch = d.get("epoch").map(ToString::to_string).unwrap_or_else(|| "?".into());
         format!("{holder}, epoch {epoch}")
     };
-    match e.kind.as_str() {
-        "item.created" => text("title").unwrap_or_default().to_string(),
-        "item.updated" => match d.get("fields").and_then(|f| f.as_array()) {
+    match e.kind {
+        EventKind::ItemCreated => text("title").unwrap_or_default().to_string(),
+        EventKind::ItemUpdated => match d.get("fields").and_then(|f| f.as_array()) {
             Some(fields) => {
                 let names: Vec<&str> = fields.iter().filter_map(|f| f.as_str()).collect();
                 format!("changed {}", names.join(", "))
             }
             None => String::new(),
         },
-        "comment.created" => d.get("comment_id").map(|id| format!("comment #{id}")).unwrap_or_default(),
-        "lease.claimed" => match time("expires_at") {
+        EventKind::CommentCreated => d.get("comment_id").map(|id| format!("comment #{id}")).unwrap_or_default(),
+        EventKind::LeaseClaimed => match time("expires_at") {
             Some(until) => format!("{}, until {until}", lease()),
             None => lease(),
         },
-        "lease.released" => lease(),
+        EventKind::LeaseReleased => lease(),
         // L19: an expiry at the cap says so.
-        "lease.expired" if text("cause") == Some("max_hold") => format!("{}, at its max hold", lease()),
-        "lease.expired" => lease(),
+        EventKind::LeaseExpired if text("cause") == Some("max_hold") => format!("{}, at its max hold", lease()),
+        EventKind::LeaseExpired => lease(),
         // L14: the count, when it may be tried again, and why it failed.
-        "lease.failed" => {
+        EventKind::LeaseFailed => {
             let failures = d.get("failures").map(ToString::to_string).unwrap_or_else(|| "?".into());
             let retry = time("retry_at").map(|t| format!(", retry after {t}")).unwrap_or_default();
             let note = text("note").map(|n| format!(": {n}")).unwrap_or_default();
             format!("{}, failure {failures}{retry}{note}", lease())
         }
-        "lease.broken" => format!("{}: {}", lease(), text("reason").unwrap_or("no reason")),
-        "item.quarantined" => text("reason").unwrap_or_default().to_string(),
+        EventKind::LeaseBroken => format!("{}: {}", lease(), text("reason").unwrap_or("no reason")),
+        EventKind::ItemQuarantined => text("reason").unwrap_or_default().to_string(),
         _ if d.is_null() || d.as_object().is_some_and(|o| o.is_empty()) => String::new(),
         _ => d.to_string(),
     }
@@ -257,7 +257,7 @@ mod tests {
     fn event(kind: &str, item_ref: Option<&str>, actor: Option<&str>, data: serde_json::Value) -> Event {
         Event {
             id: 1,
-            kind: kind.into(),
+            kind: kind.parse().expect("a known event kind"),
             item_ref: item_ref.map(Into::into),
             actor: actor.map(Into::into),
             at: chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),

@@ -363,7 +363,7 @@ fn chaos(s: &TestServer, configure: impl Fn(&str)) {
         let page = rt.block_on(c.events(WS, after, 500)).unwrap();
         let Some(last) = page.last() else { break };
         after = last.id;
-        claims += page.iter().filter(|e| serde_json::to_value(&e.kind).unwrap() == "lease.claimed").count();
+        claims += page.iter().filter(|e| e.kind == pad_core::EventKind::LeaseClaimed).count();
     }
     eprintln!("chaos: {claims} claims, {runs} runs, {kills} kills ({lost_grants} jobs killed)");
     assert!(claims <= runs + lost_grants, "churn: {claims} claims > {runs} runs + {lost_grants} jobs killed");

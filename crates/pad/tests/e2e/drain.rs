@@ -336,7 +336,7 @@ fn an_item_whose_holders_keep_crashing_is_quarantined() {
     assert!(show(&s, &r)["labels"].as_array().unwrap().contains(&"needs-human".into()));
 
     let events = block_on(client(&s).events(WS, 0, 500)).unwrap();
-    let q = events.iter().find(|e| e.kind == "item.quarantined").expect("an item.quarantined event");
+    let q = events.iter().find(|e| e.kind == pad_core::EventKind::ItemQuarantined).expect("an item.quarantined event");
     assert_eq!(q.item_ref.as_deref(), Some(r.as_str()));
     let reason = q.data["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("expired 3 times"), "{}", q.data);
@@ -421,7 +421,7 @@ fn drain_never_claims_an_item_it_will_not_run() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stderr(&out).contains("drained 3 items: 3 succeeded, 0 failed"), "{}", stderr(&out));
     let events = block_on(client(&s).events(WS, 0, 500)).unwrap();
-    let kind = |e: &pad_core::Event| serde_json::to_value(&e.kind).unwrap();
+    let kind = |e: &pad_core::Event| serde_json::to_value(e.kind).unwrap();
     let claims = events.iter().filter(|e| kind(e) == "lease.claimed").count();
     let releases = events.iter().filter(|e| kind(e) == "lease.released").count();
     assert_eq!((claims, releases), (3, 3), "one claim and one release per item run");

@@ -93,7 +93,7 @@ async fn a_stream_resumes_after_the_last_id_without_gaps_or_repeats() {
     for _ in 0..100 {
         events.push(next(&mut stream).await);
     }
-    assert!(events.iter().all(|e| e.kind == "comment.created"), "{events:?}");
+    assert!(events.iter().all(|e| e.kind == pad_core::EventKind::CommentCreated), "{events:?}");
     let seen: Vec<i64> = events.iter().map(|e| e.data["comment_id"].as_i64().unwrap()).collect();
     assert_eq!(seen, comment_ids, "the missed comments, in order");
     assert!(events[0].id > last_seen && events.windows(2).all(|w| w[0].id < w[1].id));

@@ -211,7 +211,8 @@ fn release_says_the_ways_on_and_force_on_your_own_lease_keeps_the_reason() {
     assert!(said.contains("Lease released") && said.contains("done early"), "{said}");
     let client = pad_client::Client::new(server.url.parse().unwrap(), &server.token).unwrap();
     let events = tokio::runtime::Runtime::new().unwrap().block_on(client.events("default", 0, 100)).unwrap();
-    let released = events.iter().rfind(|e| e.kind == "lease.released").expect("a lease.released event");
+    let released =
+        events.iter().rfind(|e| e.kind == pad_core::EventKind::LeaseReleased).expect("a lease.released event");
     assert_eq!(released.data["reason"], "done early", "{released:?}");
 }
 

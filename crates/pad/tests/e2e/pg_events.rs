@@ -35,7 +35,7 @@ fn a_stream_on_one_instance_sees_a_claim_made_through_another() {
             let seen = tokio::time::timeout(Duration::from_secs(30), async {
                 loop {
                     let e = stream.next_event().await.expect("stream open").expect("an event");
-                    if e.kind == "lease.claimed" && e.data["holder"] == format!("b-{round}") {
+                    if e.kind == pad_core::EventKind::LeaseClaimed && e.data["holder"] == format!("b-{round}") {
                         return claimed.elapsed();
                     }
                 }
