@@ -114,11 +114,7 @@ impl Fixture {
     }
 
     async fn start(
-        backend: Backend,
-        store: Arc<dyn Store>,
-        db: Db,
-        database_url: Option<String>,
-        cleanup: Cleanup,
+        backend: Backend, store: Arc<dyn Store>, db: Db, database_url: Option<String>, cleanup: Cleanup,
     ) -> Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;

@@ -105,9 +105,7 @@ fn time(micros: i64) -> DateTime<Utc> {
 }
 
 async fn claim(
-    State(db): State<Db>,
-    UrlPath((_ws, item)): UrlPath<(String, String)>,
-    Json(body): Json<ClaimBody>,
+    State(db): State<Db>, UrlPath((_ws, item)): UrlPath<(String, String)>, Json(body): Json<ClaimBody>,
 ) -> Result<Json<ClaimResponse>, StatusCode> {
     let n = number(&item).ok_or(StatusCode::NOT_FOUND)?;
     let holder = body.holder.unwrap_or_default();
@@ -145,9 +143,7 @@ async fn claim(
 }
 
 async fn release(
-    State(db): State<Db>,
-    UrlPath((_ws, item)): UrlPath<(String, String)>,
-    Json(body): Json<ReleaseBody>,
+    State(db): State<Db>, UrlPath((_ws, item)): UrlPath<(String, String)>, Json(body): Json<ReleaseBody>,
 ) -> Result<Json<ReleaseResponse>, StatusCode> {
     let n = number(&item).ok_or(StatusCode::NOT_FOUND)?;
     let holder = body.holder.unwrap_or_default();

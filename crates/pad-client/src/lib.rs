@@ -280,9 +280,7 @@ impl Client {
 
     /// The answer is the only time the signing secret is shown.
     pub async fn create_webhook(
-        &self,
-        ws: &str,
-        body: &pad_core::webhook::CreateWebhook,
+        &self, ws: &str, body: &pad_core::webhook::CreateWebhook,
     ) -> Result<pad_core::webhook::WebhookCreated> {
         self.json(self.request(Method::POST, &["workspaces", ws, "webhooks"]).json(body)).await
     }
@@ -307,10 +305,7 @@ impl Client {
 
     /// The delivery log, newest first.
     pub async fn webhook_deliveries(
-        &self,
-        ws: &str,
-        id: i64,
-        limit: Option<u32>,
+        &self, ws: &str, id: i64, limit: Option<u32>,
     ) -> Result<pad_core::webhook::DeliveryList> {
         let q = pad_core::webhook::DeliveriesQuery { limit };
         self.json(self.request(Method::GET, &["workspaces", ws, "webhooks", &id.to_string(), "deliveries"]).query(&q))

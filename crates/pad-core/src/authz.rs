@@ -111,10 +111,7 @@ pub enum MintRefusal {
 /// Answers the scope to grant: `None` for an unscoped token (all of the
 /// target's workspaces), `Some(role)` for one scoped to this workspace.
 pub fn mint(
-    req: MintRequest,
-    minter_role: Role,
-    minter_scoped: bool,
-    target_role: Option<Role>,
+    req: MintRequest, minter_role: Role, minter_scoped: bool, target_role: Option<Role>,
 ) -> Result<Option<Role>, MintRefusal> {
     if req.for_self {
         // The default keeps a scoped caller's tokens scoped.
@@ -171,11 +168,7 @@ pub enum TokenAccess {
 /// with an unscoped token, so a scoped token never reaches beyond its
 /// workspace and an owner never reaches another user's other workspaces.
 pub fn token_access(
-    caller_email: &str,
-    caller_scoped: bool,
-    caller_role: Role,
-    workspace_slug: &str,
-    token: &crate::TokenInfo,
+    caller_email: &str, caller_scoped: bool, caller_role: Role, workspace_slug: &str, token: &crate::TokenInfo,
 ) -> TokenAccess {
     let own = token.email.eq_ignore_ascii_case(caller_email);
     match token.workspace.as_deref() {

@@ -166,10 +166,7 @@ impl LastLease {
 /// expiry at `expires_at`; otherwise the last ending the store recorded.
 /// `current_note` is the note written under the recorded lease, if any.
 pub fn last_lease(
-    slot: &LeaseSlot,
-    current_note: Option<&str>,
-    recorded: Option<LastLease>,
-    now: Timestamp,
+    slot: &LeaseSlot, current_note: Option<&str>, recorded: Option<LastLease>, now: Timestamp,
 ) -> Option<LastLease> {
     match &slot.current {
         Some(l) if !l.is_live(now) => {
@@ -289,9 +286,7 @@ pub struct InvalidMaxHold(pub String);
 /// (`workspace`, `None` when off) and may not be below the claim's own TTL.
 /// A workspace cap below a claim's TTL caps the grant itself.
 pub fn resolve_max_hold(
-    requested: Option<i64>,
-    workspace: Option<u32>,
-    ttl: Ttl,
+    requested: Option<i64>, workspace: Option<u32>, ttl: Ttl,
 ) -> Result<Option<u32>, InvalidMaxHold> {
     let Some(secs) = requested else { return Ok(workspace) };
     let ceiling = workspace.unwrap_or(MAX_HOLD_MAX_SECONDS);
@@ -321,12 +316,7 @@ pub enum ClaimDecision {
 /// `new_lease_id` is the handle a grant gets (the store allocates it).
 /// A refresh keeps the live lease's cap (L19); a grant's starts now.
 pub fn decide_claim(
-    slot: &LeaseSlot,
-    c: &Claimant<'_>,
-    terms: Terms,
-    refresh: bool,
-    new_lease_id: i64,
-    now: Timestamp,
+    slot: &LeaseSlot, c: &Claimant<'_>, terms: Terms, refresh: bool, new_lease_id: i64, now: Timestamp,
 ) -> ClaimDecision {
     let ttl = terms.ttl;
     let hold_until = terms.max_hold_seconds.map(|m| now + Duration::seconds(i64::from(m)));
@@ -369,11 +359,7 @@ pub enum RenewDecision {
 /// `ttl` of `None` keeps the lease's own TTL. `handle` names the lease by
 /// epoch and/or `lease_id` (L17); the caller has checked it is not empty.
 pub fn decide_renew(
-    slot: &LeaseSlot,
-    c: &Claimant<'_>,
-    handle: LeaseHandle,
-    ttl: Option<Ttl>,
-    now: Timestamp,
+    slot: &LeaseSlot, c: &Claimant<'_>, handle: LeaseHandle, ttl: Option<Ttl>, now: Timestamp,
 ) -> RenewDecision {
     match slot.live(now) {
         None => RenewDecision::Lost(None),
@@ -408,11 +394,7 @@ pub enum ReleaseDecision {
 
 /// `force` must already be authorized (only owners may break a lease).
 pub fn decide_release(
-    slot: &LeaseSlot,
-    c: &Claimant<'_>,
-    handle: LeaseHandle,
-    force: bool,
-    now: Timestamp,
+    slot: &LeaseSlot, c: &Claimant<'_>, handle: LeaseHandle, force: bool, now: Timestamp,
 ) -> ReleaseDecision {
     let Some(live) = slot.live(now) else { return ReleaseDecision::NoLiveLease };
     if live.is_same_holder(c) && handle.matches(live) {
@@ -436,10 +418,7 @@ pub enum EndRefusal {
 /// L14/L15: may the caller end its lease by completing or failing the item?
 /// Like renew: the lease must be live, named by `handle`, and the caller's.
 pub fn decide_end(
-    slot: &LeaseSlot,
-    c: &Claimant<'_>,
-    handle: LeaseHandle,
-    now: Timestamp,
+    slot: &LeaseSlot, c: &Claimant<'_>, handle: LeaseHandle, now: Timestamp,
 ) -> Result<Lease, EndRefusal> {
     match slot.live(now) {
         None => Err(EndRefusal::Lost(None)),

@@ -83,9 +83,7 @@ impl SettingsPatch {
     /// types it. The default must fit under the maximum as they will be after the
     /// change, so lowering both at once works in one request.
     pub fn apply(
-        &self,
-        current: &WorkspaceSettings,
-        name: impl Fn(Setting) -> String,
+        &self, current: &WorkspaceSettings, name: impl Fn(Setting) -> String,
     ) -> Result<WorkspaceSettings, ValidationError> {
         let refuse = |s: Setting, message: String| Err(ValidationError::new(s.field(), message));
         if self.is_empty() {

@@ -226,9 +226,7 @@ async fn apply_migrations(to: &DbUrl) -> Result<(), MoveError> {
 /// Copies every table of `from` into `to`, which must hold no pad data,
 /// then reads the target back and compares counts and checksums.
 pub async fn migrate(
-    from: &DbUrl,
-    to: &DbUrl,
-    progress: &mut (dyn FnMut(Progress<'_>) + Send),
+    from: &DbUrl, to: &DbUrl, progress: &mut (dyn FnMut(Progress<'_>) + Send),
 ) -> Result<Report, MoveError> {
     if from == to {
         return Err(MoveError::Usage("--from and --to name the same store".into()));
@@ -315,10 +313,7 @@ type Sums = HashMap<String, TableSum>;
 type Deferred = (Vec<(String, Value)>, usize, Value);
 
 async fn copy_all(
-    source: &mut Db,
-    target: &mut Db,
-    plans: &[Plan],
-    progress: &mut (dyn FnMut(Progress<'_>) + Send),
+    source: &mut Db, target: &mut Db, plans: &[Plan], progress: &mut (dyn FnMut(Progress<'_>) + Send),
 ) -> Result<(Sums, Vec<(String, String, i64)>), MoveError> {
     let mut sums = HashMap::new();
     let mut counters = Vec::new();
@@ -394,10 +389,7 @@ async fn copy_all(
 /// out (its counter, or a higher value found in use) becomes the floor of the
 /// target's counter. Answers it, if the target keeps this counter.
 async fn carry_counter(
-    source: &mut Db,
-    target: &mut Db,
-    plans: &[Plan],
-    counter: &SharedCounter,
+    source: &mut Db, target: &mut Db, plans: &[Plan], counter: &SharedCounter,
 ) -> Result<Option<i64>, MoveError> {
     let (table, column) = counter.sqlite_next;
     let plan = plans.iter().find(|p| p.target.name == table);

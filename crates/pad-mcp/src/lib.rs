@@ -147,9 +147,7 @@ impl ServerHandler for PadTools {
     }
 
     async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        &self, _request: Option<PaginatedRequestParams>, _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let prompt = Prompt::new(
             PRIME_PROMPT,
@@ -160,9 +158,7 @@ impl ServerHandler for PadTools {
     }
 
     async fn get_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        ctx: RequestContext<RoleServer>,
+        &self, request: GetPromptRequestParams, ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if request.name != PRIME_PROMPT {
             return Err(ErrorData::invalid_params(

@@ -32,9 +32,7 @@ impl PadTools {
         description = "List items in a workspace, oldest first, with filters. An item's `lease` is present only while someone holds it."
     )]
     async fn pad_item_list(
-        &self,
-        Parameters(a): Parameters<ListArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<ListArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let q = ListQuery {
             status: a.status.clone(),
@@ -54,9 +52,7 @@ impl PadTools {
         description = "Show one item by ref (e.g. TASK-5): title, body, status, priority, labels, links, and its live lease if any."
     )]
     async fn pad_item_show(
-        &self,
-        Parameters(a): Parameters<RefArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<RefArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         with_client!(self, ctx, |c| c.item(self.ws(&a.workspace), &a.item_ref))
     }
@@ -71,9 +67,7 @@ impl PadTools {
         description = "Create an item. Returns it, with its new ref."
     )]
     async fn pad_item_create(
-        &self,
-        Parameters(a): Parameters<CreateArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<CreateArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let new = NewItem {
             title: a.title.clone(),
@@ -94,9 +88,7 @@ impl PadTools {
         description = "Update an item's content or status. Pass lease_epoch (from your claim) so the write is refused with lease_lost if you no longer hold the lease; pass expected_updated_at to refuse with update_conflict if someone else edited it since you read it."
     )]
     async fn pad_item_update(
-        &self,
-        Parameters(a): Parameters<UpdateArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<UpdateArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let patch = ItemPatch {
             title: a.title.clone(),
@@ -122,9 +114,7 @@ impl PadTools {
         description = "Add a comment (markdown) to an item: progress reports, findings, questions for a human."
     )]
     async fn pad_item_comment(
-        &self,
-        Parameters(a): Parameters<CommentArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<CommentArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let body = NewComment { body: a.body.clone() };
         with_client!(self, ctx, |c| c.add_comment(self.ws(&a.workspace), &a.item_ref, &body))
@@ -135,9 +125,7 @@ impl PadTools {
         description = "The ready work: open items that are not blocked and not leased, highest priority first, then oldest. Does not claim anything; use pad_claim_next to take one atomically."
     )]
     async fn pad_frontier(
-        &self,
-        Parameters(a): Parameters<FrontierArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<FrontierArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let q = a.filter.query(a.limit);
         with_client!(self, ctx, |c| c.frontier(self.ws(&a.workspace), &q))
@@ -148,9 +136,7 @@ impl PadTools {
         description = "Claim an item's execution lease: exclusive, expiring ownership for ttl_seconds (default 900). Leave holder and session_id out: this session has its own, distinct from every other agent session. Claiming again in the same session refreshes it (refreshed: true). Fails with lease_held when another worker holds it: details.holder and details.expires_in_seconds say who and for how long; choose other work. Remember the returned lease.epoch for renew, fenced updates and release. previous_note carries the last holder's handoff note."
     )]
     async fn pad_item_claim(
-        &self,
-        Parameters(a): Parameters<ClaimArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<ClaimArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let (holder, session_id) = self.claimant(&a.holder, &a.session_id);
         let body = ClaimBody {
@@ -169,9 +155,7 @@ impl PadTools {
         description = "Extend your live lease (heartbeat). Call it before a third of the TTL is left. Needs the epoch from your claim. lease_lost means the lease already expired or another worker took over: stop working on the item. A note records progress for whoever claims next."
     )]
     async fn pad_item_renew(
-        &self,
-        Parameters(a): Parameters<RenewArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<RenewArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let holder = match self.holder_for(&a.holder) {
             Ok(h) => h,
@@ -192,9 +176,7 @@ impl PadTools {
         description = "Release your lease when you stop working on an item, so others can claim it at once. Idempotent: released: false means there was no live lease. Refused with lease_held if another worker holds it."
     )]
     async fn pad_item_release(
-        &self,
-        Parameters(a): Parameters<ReleaseArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<ReleaseArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let holder = match self.holder_for(&a.holder) {
             Ok(h) => h,
@@ -214,9 +196,7 @@ impl PadTools {
         description = "Atomically pick the best ready item matching the filter (highest priority, then oldest) and claim its lease for you. Concurrent callers never get the same item. Returns item: null when nothing is ready. Set autonomous: true to skip items marked needs-human. count claims several at once (see grants); wait_seconds waits for work when none is ready."
     )]
     async fn pad_claim_next(
-        &self,
-        Parameters(a): Parameters<ClaimNextArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<ClaimNextArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let (holder, session_id) = self.claimant(&a.holder, &a.session_id);
         let body = ClaimNextBody {
@@ -237,9 +217,7 @@ impl PadTools {
         description = "Heartbeat for many leases at once: extends each live lease you hold (by ref and epoch, at most 100). Each answer stands alone, in the order asked: lease when renewed, error (e.g. lease_lost: stop working on that item) when not."
     )]
     async fn pad_leases_renew(
-        &self,
-        Parameters(a): Parameters<RenewLeasesArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<RenewLeasesArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let holder = match self.holder_for(&a.holder) {
             Ok(h) => h,
@@ -266,9 +244,7 @@ impl PadTools {
         description = "Finish an item you hold: sets its status (default done) and ends your lease in one step, fenced by the lease's epoch. lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item."
     )]
     async fn pad_item_complete(
-        &self,
-        Parameters(a): Parameters<CompleteArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<CompleteArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let holder = match self.holder_for(&a.holder) {
             Ok(h) => h,
@@ -283,9 +259,7 @@ impl PadTools {
         description = "Give up on an item you hold: ends your lease and counts a failed attempt, fenced by the lease's epoch. Say in note what went wrong and what is left: the next worker reads it. The item is retried later (backoff); after repeated failures it is quarantined (labelled needs-human, quarantined: true). Use it instead of pad_item_release when the attempt failed."
     )]
     async fn pad_item_fail(
-        &self,
-        Parameters(a): Parameters<FailArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<FailArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let holder = match self.holder_for(&a.holder) {
             Ok(h) => h,
@@ -300,9 +274,7 @@ impl PadTools {
         description = "Your session brief: who you are (user, holder, workspace, server), the leases you hold with time left, the top of the ready work, how many items wait for a human, and the tools to use. Call it first."
     )]
     async fn pad_prime(
-        &self,
-        Parameters(a): Parameters<PrimeArgs>,
-        ctx: RequestContext<RoleServer>,
+        &self, Parameters(a): Parameters<PrimeArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let client = match self.client(&ctx) {
             Ok(c) => c,

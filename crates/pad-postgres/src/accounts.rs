@@ -360,12 +360,7 @@ impl AccountSteps for Tx {
     }
 
     async fn insert_token(
-        &mut self,
-        user: i64,
-        name: &str,
-        hash: &str,
-        scope: Option<(i64, Role)>,
-        minted_by: i64,
+        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64,
     ) -> StoreResult<TokenInfo> {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role, minted_by)

@@ -14,11 +14,7 @@ impl PgStore {
     /// that follow need not clear them: they describe the last lease only
     /// while it is that lease.
     pub(crate) async fn record_break(
-        conn: &mut PgConnection,
-        item_id: i64,
-        lease: &Lease,
-        reason: Option<&str>,
-        by: Actor,
+        conn: &mut PgConnection, item_id: i64, lease: &Lease, reason: Option<&str>, by: Actor,
     ) -> StoreResult<()> {
         sqlx::query(
             "UPDATE items SET broken_lease_id = $1, broken_reason = $2,

@@ -69,13 +69,7 @@ const EVENTS_AFTER: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapsho
 impl EventSteps for Tx {
     /// Appends to the event log; see [`EVENTS_PER_TRANSACTION`] for its ids.
     async fn event(
-        &mut self,
-        ws: i64,
-        kind: EventKind,
-        r: &ItemRef,
-        actor: Option<Actor>,
-        at: Timestamp,
-        data: Value,
+        &mut self, ws: i64, kind: EventKind, r: &ItemRef, actor: Option<Actor>, at: Timestamp, data: Value,
     ) -> StoreResult<()> {
         let written: i64 = sqlx::query_scalar(INSERT_EVENT)
             .bind(ws)
@@ -101,11 +95,7 @@ pub(crate) fn too_many_events() -> StoreError {
 #[async_trait]
 impl EventOps for PgStore {
     async fn events_where(
-        &self,
-        ws: &Workspace,
-        after: i64,
-        limit: u32,
-        filter: &EventFilter,
+        &self, ws: &Workspace, after: i64, limit: u32, filter: &EventFilter,
     ) -> StoreResult<Vec<Event>> {
         let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(EVENTS_AFTER);
         qb.push_bind(ws.id).push(" AND e.id > ").push_bind(after);

@@ -36,12 +36,7 @@ impl ImportSteps for Tx {
     }
 
     async fn insert_import(
-        &mut self,
-        ws: i64,
-        key: &str,
-        actor: Actor,
-        at: Timestamp,
-        result: &str,
+        &mut self, ws: i64, key: &str, actor: Actor, at: Timestamp, result: &str,
     ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO imports (workspace_id, import_key, created_by, created_at, result) VALUES ($1, $2, $3, $4, $5)",

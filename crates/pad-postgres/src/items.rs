@@ -34,11 +34,7 @@ impl ItemOps for PgStore {
     }
 
     async fn list_items(
-        &self,
-        ws: &Workspace,
-        filter: &ItemFilter,
-        limit: u32,
-        cursor: Option<&str>,
+        &self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>,
     ) -> StoreResult<Page<Item>> {
         let (after, limit) = shared::list_window(filter, limit, cursor)?;
         let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(ITEM_SELECT);
@@ -303,12 +299,7 @@ impl ItemSteps for Tx {
     // below takes GREATEST(now, updated_at + 1µs).
 
     async fn write_content(
-        &mut self,
-        id: i64,
-        new: &Item,
-        parent: Option<i64>,
-        assignee: Option<i64>,
-        now: Timestamp,
+        &mut self, id: i64, new: &Item, parent: Option<i64>, assignee: Option<i64>, now: Timestamp,
     ) -> StoreResult<Timestamp> {
         sqlx::query_scalar(
             "UPDATE items SET title = $2, body = $3, kind = $4, status = $5, priority = $6, labels = $7,
@@ -393,11 +384,7 @@ impl ItemSteps for Tx {
     }
 
     async fn add_version(
-        &mut self,
-        id: i64,
-        actor: Actor,
-        changes: Map<String, Value>,
-        at: Timestamp,
+        &mut self, id: i64, actor: Actor, changes: Map<String, Value>, at: Timestamp,
     ) -> StoreResult<()> {
         // The item's row is locked (or just inserted), so `MAX(version) + 1` cannot race.
         sqlx::query(
@@ -415,11 +402,7 @@ impl ItemSteps for Tx {
     }
 
     async fn insert_comment(
-        &mut self,
-        item: i64,
-        actor: Actor,
-        body: &str,
-        at: Timestamp,
+        &mut self, item: i64, actor: Actor, body: &str, at: Timestamp,
     ) -> StoreResult<(i64, String)> {
         let row = sqlx::query(
             "INSERT INTO comments (item_id, author_id, body, created_at) VALUES ($1, $2, $3, $4)

@@ -313,11 +313,7 @@ impl Tx {
     /// Anything else (free, expired, ours, missing) goes on to the locking
     /// statement, which decides.
     async fn refused_unlocked(
-        &mut self,
-        ws: &Workspace,
-        r: &ItemRef,
-        req: &ClaimRequest,
-        terms: Terms,
+        &mut self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Option<StoreError>> {
         let row = sqlx::query(PEEK)
             .bind(ws.id)
@@ -343,11 +339,7 @@ impl LeaseSteps for Tx {
     /// L1-L3, L12, L13: the CLAIM statement, its reading through
     /// `decide_claim`, and the events of a grant.
     async fn claim_item(
-        &mut self,
-        ws: &Workspace,
-        r: &ItemRef,
-        req: &ClaimRequest,
-        terms: Terms,
+        &mut self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Claimed> {
         let claimant = req.claimant();
         let loaded = self.holds_ref(r);
@@ -429,10 +421,7 @@ impl LeaseSteps for Tx {
     }
 
     async fn claim_candidates(
-        &mut self,
-        ws: &Workspace,
-        f: &ValidFrontierFilter,
-        limit: usize,
+        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize,
     ) -> StoreResult<Vec<Candidate>> {
         // SKIP LOCKED: concurrent callers (on any instance) pass over rows
         // another is claiming instead of waiting for them; the re-check
@@ -511,12 +500,7 @@ impl LeaseSteps for Tx {
     }
 
     async fn write_failure(
-        &mut self,
-        id: i64,
-        failures: i64,
-        retry_at: Timestamp,
-        note: Option<&str>,
-        at: Timestamp,
+        &mut self, id: i64, failures: i64, retry_at: Timestamp, note: Option<&str>, at: Timestamp,
     ) -> StoreResult<Vec<String>> {
         sqlx::query_scalar(
             "UPDATE items SET failures = $2, retry_at = $3, last_failure_note = $4, last_failure_at = $5,

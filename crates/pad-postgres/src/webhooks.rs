@@ -127,11 +127,7 @@ fn delivery_from_row(row: &PgRow) -> StoreResult<WebhookDelivery> {
 #[async_trait]
 impl WebhookOps for PgStore {
     async fn create_webhook(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        new: &CreateWebhook,
-        secret: &str,
+        &self, ws: &Workspace, actor: Actor, new: &CreateWebhook, secret: &str,
     ) -> StoreResult<Webhook> {
         webhook::validate_url(&new.url)?;
         let events: Vec<&str> = webhook::normalize_events(&new.events).iter().map(|k| k.as_str()).collect();
@@ -350,13 +346,8 @@ impl WebhookOps for PgStore {
 /// One delivery log row (skipped if the subscription was deleted meanwhile),
 /// keeping the newest `DELIVERIES_KEPT` of the subscription.
 async fn log(
-    conn: &mut PgConnection,
-    webhook_id: i64,
-    event_id: Option<i64>,
-    event_type: &str,
-    attempt: u32,
-    result: &AttemptResult,
-    outcome: DeliveryOutcome,
+    conn: &mut PgConnection, webhook_id: i64, event_id: Option<i64>, event_type: &str, attempt: u32,
+    result: &AttemptResult, outcome: DeliveryOutcome,
 ) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO webhook_deliveries (webhook_id, event_id, event_type, attempt, status_code, error, duration_ms, outcome, at)

@@ -100,9 +100,7 @@ impl AuthCache {
     /// Who `credential` stands for: the cached answer, or `load`'s (kept
     /// when it is `Some`).
     pub async fn principal<E>(
-        &self,
-        credential: &Credential,
-        load: impl Future<Output = Result<Option<Principal>, E>>,
+        &self, credential: &Credential, load: impl Future<Output = Result<Option<Principal>, E>>,
     ) -> Result<Option<Principal>, E> {
         let started = Instant::now();
         let generation = match self.lookup(|i| &mut i.principals, credential, started) {
@@ -119,10 +117,7 @@ impl AuthCache {
     /// The workspace `slug` and `user_id`'s role there: the cached answer,
     /// or `load`'s (kept when it is `Ok`).
     pub async fn membership<E>(
-        &self,
-        user_id: i64,
-        slug: &str,
-        load: impl Future<Output = Result<(Workspace, Role), E>>,
+        &self, user_id: i64, slug: &str, load: impl Future<Output = Result<(Workspace, Role), E>>,
     ) -> Result<(Workspace, Role), E> {
         let started = Instant::now();
         let key = (user_id, slug.to_string());
@@ -210,10 +205,7 @@ impl AuthCache {
 
     /// The live entry for `key`, or the generation a miss reads under.
     fn lookup<K: Hash + Eq + Clone, V: Clone>(
-        &self,
-        pick: impl Fn(&mut Inner) -> &mut Fifo<K, V>,
-        key: &K,
-        now: Instant,
+        &self, pick: impl Fn(&mut Inner) -> &mut Fifo<K, V>, key: &K, now: Instant,
     ) -> Result<V, u64> {
         let mut inner = self.lock();
         if let Some(v) = pick(&mut inner).get(key, now) {
@@ -225,12 +217,7 @@ impl AuthCache {
     }
 
     fn store<K: Hash + Eq + Clone, V>(
-        &self,
-        pick: impl Fn(&mut Inner) -> &mut Fifo<K, V>,
-        key: K,
-        value: V,
-        started: Instant,
-        generation: u64,
+        &self, pick: impl Fn(&mut Inner) -> &mut Fifo<K, V>, key: K, value: V, started: Instant, generation: u64,
     ) {
         if self.ttl.is_zero() || self.cap == 0 {
             return;

@@ -319,19 +319,14 @@ impl Ctx {
 /// min(token scope, membership). Not a member, or a token scoped elsewhere:
 /// `not_found`, the same answer, so a token learns nothing beyond its reach.
 pub async fn workspace_role(
-    store: &dyn pad_store::Store,
-    user: Actor,
-    scope: Option<TokenScope>,
-    slug: &str,
+    store: &dyn pad_store::Store, user: Actor, scope: Option<TokenScope>, slug: &str,
 ) -> Result<(Workspace, Role), ApiError> {
     scoped_role(scope, slug, store.membership(user, slug).await)
 }
 
 /// [`workspace_role`] from the answer of `Store::membership`.
 fn scoped_role(
-    scope: Option<TokenScope>,
-    slug: &str,
-    membership: pad_store::StoreResult<(Workspace, Role)>,
+    scope: Option<TokenScope>, slug: &str, membership: pad_store::StoreResult<(Workspace, Role)>,
 ) -> Result<(Workspace, Role), ApiError> {
     // Quoted, so a slug with spaces reads as one name; a non-member learns
     // no more than that it is not theirs.
@@ -349,9 +344,7 @@ fn scoped_role(
 /// stream that outlives its request: `Ok(false)` once the token is revoked,
 /// the session ended, or the membership gone.
 pub async fn still_reaches(
-    store: &dyn pad_store::Store,
-    credential: &Credential,
-    slug: &str,
+    store: &dyn pad_store::Store, credential: &Credential, slug: &str,
 ) -> Result<bool, ApiError> {
     let Some(p) = credential.authenticate(store).await? else { return Ok(false) };
     match workspace_role(store, Actor { user_id: p.user.id }, p.scope, slug).await {

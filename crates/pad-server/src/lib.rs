@@ -215,9 +215,7 @@ fn app(state: AppState) -> Router {
 
 /// Times each request into the request-latency histogram.
 async fn time_request(
-    State(s): State<AppState>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
+    State(s): State<AppState>, req: axum::extract::Request, next: axum::middleware::Next,
 ) -> axum::response::Response {
     let started = std::time::Instant::now();
     let resp = next.run(req).await;
@@ -238,18 +236,14 @@ const EXPIRY_OBSERVER_PERIOD: std::time::Duration = std::time::Duration::from_se
 
 /// Serves until `shutdown` resolves, then finishes in-flight requests.
 pub async fn serve(
-    store: Arc<dyn Store>,
-    listener: tokio::net::TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    store: Arc<dyn Store>, listener: tokio::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     serve_state(AppState::new(store), listener, shutdown).await
 }
 
 /// [`serve`] with a prepared state (e.g. other limits).
 pub async fn serve_state(
-    state: AppState,
-    listener: tokio::net::TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    state: AppState, listener: tokio::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let observer = tokio::spawn(observe_expiries(state.clone()));
     let deliverer = tokio::spawn(webhooks::deliver_loop(state.clone()));

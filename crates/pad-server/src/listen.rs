@@ -46,10 +46,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 const REFUSING_MAX: usize = 64;
 
 pub async fn serve_connections(
-    listener: TcpListener,
-    app: Router,
-    limits: ConnectionLimits,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    listener: TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -117,9 +114,7 @@ impl RequestClock {
 /// request is not answered by its deadline. Only producing the response is
 /// bounded, so an event stream runs on once its headers are sent.
 fn deadline_service(
-    app: Router,
-    clock: Arc<RequestClock>,
-    limit: Duration,
+    app: Router, clock: Arc<RequestClock>, limit: Duration,
 ) -> impl hyper::service::Service<
     hyper::Request<hyper::body::Incoming>,
     Response = axum::response::Response,
@@ -218,9 +213,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Timed<S> {
     }
 
     fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
+        self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
     }

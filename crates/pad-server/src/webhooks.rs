@@ -177,12 +177,7 @@ impl reqwest::dns::Resolve for PublicOnly {
 /// POSTs `payload` to `url` once and says what came back; a target
 /// `targets` refuses is not contacted at all.
 pub async fn send(
-    targets: Targets,
-    url: &str,
-    secret: &str,
-    workspace: &str,
-    payload: &Payload<'_>,
-    attempt: u32,
+    targets: Targets, url: &str, secret: &str, workspace: &str, payload: &Payload<'_>, attempt: u32,
 ) -> AttemptResult {
     let started = Instant::now();
     if let Err(refused) = targets.check(url).await {

@@ -280,12 +280,7 @@ impl AccountSteps for Tx {
     }
 
     async fn insert_token(
-        &mut self,
-        user: i64,
-        name: &str,
-        hash: &str,
-        scope: Option<(i64, Role)>,
-        minted_by: i64,
+        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64,
     ) -> StoreResult<TokenInfo> {
         let conn = self.conn();
         let id: i64 = conn.scalar(

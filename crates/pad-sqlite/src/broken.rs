@@ -15,11 +15,7 @@ impl SqliteStore {
     /// that follow need not clear them: they describe the last lease only
     /// while it is that lease.
     pub(crate) fn record_break(
-        conn: &Connection,
-        item_id: i64,
-        lease: &Lease,
-        reason: Option<&str>,
-        by: Actor,
+        conn: &Connection, item_id: i64, lease: &Lease, reason: Option<&str>, by: Actor,
     ) -> StoreResult<()> {
         conn.exec(
             "UPDATE items SET broken_lease_id = ?, broken_reason = ?,

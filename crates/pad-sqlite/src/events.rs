@@ -14,13 +14,7 @@ use crate::{SqliteStore, Tx};
 #[async_trait]
 impl EventSteps for Tx {
     async fn event(
-        &mut self,
-        ws: i64,
-        kind: EventKind,
-        r: &ItemRef,
-        actor: Option<Actor>,
-        at: Timestamp,
-        data: Value,
+        &mut self, ws: i64, kind: EventKind, r: &ItemRef, actor: Option<Actor>, at: Timestamp, data: Value,
     ) -> StoreResult<()> {
         let conn = self.conn();
         conn.exec(
@@ -35,11 +29,7 @@ impl EventSteps for Tx {
 #[async_trait]
 impl EventOps for SqliteStore {
     async fn events_where(
-        &self,
-        ws: &Workspace,
-        after: i64,
-        limit: u32,
-        filter: &EventFilter,
+        &self, ws: &Workspace, after: i64, limit: u32, filter: &EventFilter,
     ) -> StoreResult<Vec<Event>> {
         let mut q = Sql::new(
             "SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data FROM events e LEFT JOIN users u ON u.id = e.actor_id

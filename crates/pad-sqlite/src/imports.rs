@@ -21,12 +21,7 @@ impl ImportSteps for Tx {
     }
 
     async fn insert_import(
-        &mut self,
-        ws: i64,
-        key: &str,
-        actor: Actor,
-        at: Timestamp,
-        result: &str,
+        &mut self, ws: i64, key: &str, actor: Actor, at: Timestamp, result: &str,
     ) -> StoreResult<()> {
         self.conn().exec(
             "INSERT INTO imports (workspace_id, import_key, created_by, created_at, result) VALUES (?, ?, ?, ?, ?)",

@@ -31,11 +31,7 @@ impl ItemOps for SqliteStore {
     }
 
     async fn list_items(
-        &self,
-        ws: &Workspace,
-        filter: &ItemFilter,
-        limit: u32,
-        cursor: Option<&str>,
+        &self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>,
     ) -> StoreResult<Page<Item>> {
         let (after, limit) = shared::list_window(filter, limit, cursor)?;
         let now = self.clock.read();
@@ -260,12 +256,7 @@ impl ItemSteps for Tx {
     }
 
     async fn write_content(
-        &mut self,
-        id: i64,
-        new: &Item,
-        parent: Option<i64>,
-        assignee: Option<i64>,
-        now: Timestamp,
+        &mut self, id: i64, new: &Item, parent: Option<i64>, assignee: Option<i64>, now: Timestamp,
     ) -> StoreResult<Timestamp> {
         self.conn().exec(
             "UPDATE items SET title = ?, body = ?, kind = ?, status = ?, priority = ?, labels = ?, parent_id = ?,
@@ -322,11 +313,7 @@ impl ItemSteps for Tx {
     }
 
     async fn add_version(
-        &mut self,
-        id: i64,
-        actor: Actor,
-        changes: Map<String, Value>,
-        at: Timestamp,
+        &mut self, id: i64, actor: Actor, changes: Map<String, Value>, at: Timestamp,
     ) -> StoreResult<()> {
         self.conn().exec(
             "INSERT INTO item_versions (item_id, version, actor_id, at, changes)
@@ -337,11 +324,7 @@ impl ItemSteps for Tx {
     }
 
     async fn insert_comment(
-        &mut self,
-        item: i64,
-        actor: Actor,
-        body: &str,
-        at: Timestamp,
+        &mut self, item: i64, actor: Actor, body: &str, at: Timestamp,
     ) -> StoreResult<(i64, String)> {
         self.conn().one(
             "INSERT INTO comments (item_id, author_id, body, created_at) VALUES (?1, ?2, ?3, ?4)

@@ -95,11 +95,7 @@ impl LeaseOps for SqliteStore {
 #[async_trait]
 impl LeaseSteps for Tx {
     async fn claim_item(
-        &mut self,
-        ws: &Workspace,
-        r: &ItemRef,
-        req: &ClaimRequest,
-        terms: Terms,
+        &mut self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Claimed> {
         let now = self.now;
         let mut row = claim_row(self, ws, r)?;
@@ -113,10 +109,7 @@ impl LeaseSteps for Tx {
     }
 
     async fn claim_candidates(
-        &mut self,
-        ws: &Workspace,
-        f: &ValidFrontierFilter,
-        limit: usize,
+        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize,
     ) -> StoreResult<Vec<Candidate>> {
         // The write lock serializes claim-next callers, so no two can pick the
         // same item and none waits on another's rows. A few spare candidates
@@ -204,12 +197,7 @@ impl LeaseSteps for Tx {
     }
 
     async fn write_failure(
-        &mut self,
-        id: i64,
-        failures: i64,
-        retry_at: Timestamp,
-        note: Option<&str>,
-        at: Timestamp,
+        &mut self, id: i64, failures: i64, retry_at: Timestamp, note: Option<&str>, at: Timestamp,
     ) -> StoreResult<Vec<String>> {
         self.conn().one(
             "UPDATE items SET failures = ?1, retry_at = ?2, last_failure_note = ?3, last_failure_at = ?5,
@@ -270,13 +258,7 @@ fn claim_row(tx: &Tx, ws: &Workspace, r: &ItemRef) -> StoreResult<ClaimRow> {
 
 /// The grant-or-refresh half of a claim, on the row [`claim_row`] read.
 async fn claim_locked(
-    tx: &mut Tx,
-    ws: &Workspace,
-    r: &ItemRef,
-    row: &ClaimRow,
-    req: &ClaimRequest,
-    terms: Terms,
-    now: Timestamp,
+    tx: &mut Tx, ws: &Workspace, r: &ItemRef, row: &ClaimRow, req: &ClaimRequest, terms: Terms, now: Timestamp,
 ) -> StoreResult<ClaimOutcome> {
     let claimant = req.claimant();
     let id = row.locked.id;

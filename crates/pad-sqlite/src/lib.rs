@@ -161,8 +161,7 @@ impl SqliteStore {
 
     /// Runs `f` on a read connection.
     async fn read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+        &self, f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
         self.readers.read(f).await
     }

@@ -49,8 +49,7 @@ impl Readers {
 
     /// Runs `f` on the next free read connection.
     pub(crate) async fn read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+        &self, f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |conn| {

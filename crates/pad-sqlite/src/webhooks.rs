@@ -84,11 +84,7 @@ fn delivery_from_row(row: &Row<'_>) -> StoreResult<WebhookDelivery> {
 #[async_trait]
 impl WebhookOps for SqliteStore {
     async fn create_webhook(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        new: &CreateWebhook,
-        secret: &str,
+        &self, ws: &Workspace, actor: Actor, new: &CreateWebhook, secret: &str,
     ) -> StoreResult<Webhook> {
         webhook::validate_url(&new.url)?;
         let events = serde_json::to_string(&webhook::normalize_events(&new.events))
@@ -289,14 +285,8 @@ impl WebhookOps for SqliteStore {
 /// keeping the newest `DELIVERIES_KEPT` of the subscription.
 #[allow(clippy::too_many_arguments)]
 fn log(
-    conn: &Connection,
-    webhook_id: i64,
-    event_id: Option<i64>,
-    event_type: &str,
-    attempt: u32,
-    result: &AttemptResult,
-    outcome: DeliveryOutcome,
-    now: i64,
+    conn: &Connection, webhook_id: i64, event_id: Option<i64>, event_type: &str, attempt: u32, result: &AttemptResult,
+    outcome: DeliveryOutcome, now: i64,
 ) -> StoreResult<()> {
     conn.exec(
         "INSERT INTO webhook_deliveries (webhook_id, event_id, event_type, attempt, status_code, error, duration_ms,

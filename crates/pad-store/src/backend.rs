@@ -62,11 +62,7 @@ pub trait AccountOps: Send + Sync {
 pub trait ItemOps: Send + Sync {
     async fn get_item(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Item>;
     async fn list_items(
-        &self,
-        ws: &Workspace,
-        filter: &ItemFilter,
-        limit: u32,
-        cursor: Option<&str>,
+        &self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>,
     ) -> StoreResult<Page<Item>>;
     async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>>;
     async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>>;
@@ -91,11 +87,7 @@ pub trait LeaseOps: Begin {
 #[async_trait]
 pub trait EventOps: Send + Sync {
     async fn events_where(
-        &self,
-        ws: &Workspace,
-        after: i64,
-        limit: u32,
-        filter: &EventFilter,
+        &self, ws: &Workspace, after: i64, limit: u32, filter: &EventFilter,
     ) -> StoreResult<Vec<Event>>;
 }
 
@@ -103,11 +95,7 @@ pub trait EventOps: Send + Sync {
 #[async_trait]
 pub trait WebhookOps: Send + Sync {
     async fn create_webhook(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        new: &CreateWebhook,
-        secret: &str,
+        &self, ws: &Workspace, actor: Actor, new: &CreateWebhook, secret: &str,
     ) -> StoreResult<Webhook>;
     async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<Webhook>>;
     async fn delete_webhook(&self, ws: &Workspace, id: i64) -> StoreResult<()>;
@@ -152,9 +140,7 @@ impl<B: Backend> Store for B {
         steps::remove_member(self, ws, email).await
     }
     async fn update_settings(
-        &self,
-        ws: &Workspace,
-        patch: &pad_core::settings::SettingsPatch,
+        &self, ws: &Workspace, patch: &pad_core::settings::SettingsPatch,
     ) -> StoreResult<Workspace> {
         steps::update_settings(self, ws, patch).await
     }
@@ -162,13 +148,7 @@ impl<B: Backend> Store for B {
         steps::insert_token(self, user, name, hash, None, user).await
     }
     async fn create_scoped_token(
-        &self,
-        user: Actor,
-        name: &str,
-        hash: &str,
-        ws: &Workspace,
-        role: Role,
-        minted_by: Actor,
+        &self, user: Actor, name: &str, hash: &str, ws: &Workspace, role: Role, minted_by: Actor,
     ) -> StoreResult<TokenInfo> {
         steps::insert_token(self, user, name, hash, Some((ws.id, role)), minted_by).await
     }
@@ -212,11 +192,7 @@ impl<B: Backend> Store for B {
         ItemOps::get_item(self, ws, r).await
     }
     async fn list_items(
-        &self,
-        ws: &Workspace,
-        filter: &ItemFilter,
-        limit: u32,
-        cursor: Option<&str>,
+        &self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>,
     ) -> StoreResult<Page<Item>> {
         ItemOps::list_items(self, ws, filter, limit, cursor).await
     }
@@ -242,10 +218,7 @@ impl<B: Backend> Store for B {
         ItemOps::list_comments(self, ws, r).await
     }
     async fn import(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        req: &pad_core::api::ImportRequest,
+        &self, ws: &Workspace, actor: Actor, req: &pad_core::api::ImportRequest,
     ) -> StoreResult<pad_core::api::ImportResult> {
         steps::import(self, ws, actor, req).await
     }
@@ -268,19 +241,12 @@ impl<B: Backend> Store for B {
         LeaseOps::frontier(self, ws, filter, limit).await
     }
     async fn claim_next(
-        &self,
-        ws: &Workspace,
-        filter: &FrontierFilter,
-        req: &ClaimRequest,
+        &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest,
     ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
         steps::claim_next(self, ws, filter, req).await
     }
     async fn claim_next_many(
-        &self,
-        ws: &Workspace,
-        filter: &FrontierFilter,
-        req: &ClaimRequest,
-        count: u32,
+        &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
     ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
         steps::claim_next_many(self, ws, filter, req, count).await
     }
@@ -294,20 +260,12 @@ impl<B: Backend> Store for B {
         LeaseOps::live_leases(self).await
     }
     async fn events_where(
-        &self,
-        ws: &Workspace,
-        after: i64,
-        limit: u32,
-        filter: &EventFilter,
+        &self, ws: &Workspace, after: i64, limit: u32, filter: &EventFilter,
     ) -> StoreResult<Vec<Event>> {
         EventOps::events_where(self, ws, after, limit, filter).await
     }
     async fn create_webhook(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        new: &CreateWebhook,
-        secret: &str,
+        &self, ws: &Workspace, actor: Actor, new: &CreateWebhook, secret: &str,
     ) -> StoreResult<Webhook> {
         WebhookOps::create_webhook(self, ws, actor, new, secret).await
     }

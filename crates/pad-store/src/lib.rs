@@ -71,9 +71,7 @@ pub trait Store: Send + Sync + 'static {
     /// returns the workspace as it now is. Leases already granted keep their
     /// expiry.
     async fn update_settings(
-        &self,
-        ws: &Workspace,
-        patch: &pad_core::settings::SettingsPatch,
+        &self, ws: &Workspace, patch: &pad_core::settings::SettingsPatch,
     ) -> StoreResult<Workspace>;
 
     /// Stores an unscoped token (all of `user`'s workspaces) by its hash; the
@@ -85,13 +83,7 @@ pub trait Store: Send + Sync + 'static {
     /// at most `role` there (docs/api.md, "Tokens"), minted by `minted_by`
     /// (`user` itself, or an owner minting for a member).
     async fn create_scoped_token(
-        &self,
-        user: Actor,
-        name: &str,
-        hash: &str,
-        ws: &Workspace,
-        role: Role,
-        minted_by: Actor,
+        &self, user: Actor, name: &str, hash: &str, ws: &Workspace, role: Role, minted_by: Actor,
     ) -> StoreResult<TokenInfo>;
     /// Live tokens scoped to `ws` (anyone's), and all live tokens of `user`;
     /// `pad_core::authz::token_visible` picks what a caller sees.
@@ -129,27 +121,15 @@ pub trait Store: Send + Sync + 'static {
     async fn get_item(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Item>;
     /// Items in ref order; `cursor` is the `next_cursor` of the previous page.
     async fn list_items(
-        &self,
-        ws: &Workspace,
-        filter: &ItemFilter,
-        limit: u32,
-        cursor: Option<&str>,
+        &self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>,
     ) -> StoreResult<Page<Item>>;
     /// A content change: one history version, `updated_at` moves on.
     async fn update_item(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        item_ref: &ItemRef,
-        patch: &ItemPatch,
+        &self, ws: &Workspace, actor: Actor, item_ref: &ItemRef, patch: &ItemPatch,
     ) -> StoreResult<Item>;
     /// Soft delete, fenced by epoch and/or lease id when given (L10, L17).
     async fn delete_item(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        item_ref: &ItemRef,
-        fence: LeaseHandle,
+        &self, ws: &Workspace, actor: Actor, item_ref: &ItemRef, fence: LeaseHandle,
     ) -> StoreResult<Item>;
     async fn restore_item(&self, ws: &Workspace, actor: Actor, item_ref: &ItemRef) -> StoreResult<Item>;
 
@@ -169,10 +149,7 @@ pub trait Store: Send + Sync + 'static {
     /// A key `ws` has imported before writes nothing and answers that
     /// import's result with `replayed` set.
     async fn import(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        req: &pad_core::api::ImportRequest,
+        &self, ws: &Workspace, actor: Actor, req: &pad_core::api::ImportRequest,
     ) -> StoreResult<pad_core::api::ImportResult>;
 
     /// L1-L3, L5, L7-L9.
@@ -198,21 +175,14 @@ pub trait Store: Send + Sync + 'static {
     /// L11: atomically picks the best ready item and claims it; `None` when
     /// nothing is ready. Concurrent callers never get the same item.
     async fn claim_next(
-        &self,
-        ws: &Workspace,
-        filter: &FrontierFilter,
-        req: &ClaimRequest,
+        &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest,
     ) -> StoreResult<Option<(Item, ClaimOutcome)>>;
 
     /// L11 for a batch (docs/api.md, "Batches and long polls"): up to
     /// `count` of the best ready items, each under its own lease, epoch and
     /// `lease.claimed` event, best first; empty when nothing is ready.
     async fn claim_next_many(
-        &self,
-        ws: &Workspace,
-        filter: &FrontierFilter,
-        req: &ClaimRequest,
-        count: u32,
+        &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
     ) -> StoreResult<Vec<(Item, ClaimOutcome)>>;
 
     /// L4 for many leases (one heartbeat for a supervisor's jobs): each
@@ -247,11 +217,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Like [`events_after`](Self::events_after), only the events `filter` matches.
     async fn events_where(
-        &self,
-        ws: &Workspace,
-        after: i64,
-        limit: u32,
-        filter: &EventFilter,
+        &self, ws: &Workspace, after: i64, limit: u32, filter: &EventFilter,
     ) -> StoreResult<Vec<Event>>;
 
     // Webhooks (docs/webhooks.md). Every event insert also queues one outbox
@@ -260,11 +226,7 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a subscription with its signing `secret` (kept in clear:
     /// signing needs it). Refused past `WEBHOOKS_PER_WORKSPACE_MAX`.
     async fn create_webhook(
-        &self,
-        ws: &Workspace,
-        actor: Actor,
-        new: &pad_core::webhook::CreateWebhook,
-        secret: &str,
+        &self, ws: &Workspace, actor: Actor, new: &pad_core::webhook::CreateWebhook, secret: &str,
     ) -> StoreResult<pad_core::webhook::Webhook>;
     async fn list_webhooks(&self, ws: &Workspace) -> StoreResult<Vec<pad_core::webhook::Webhook>>;
     /// Deletes the subscription, its pending deliveries and its log.
@@ -272,10 +234,7 @@ pub trait Store: Send + Sync + 'static {
     async fn webhook_target(&self, ws: &Workspace, id: i64) -> StoreResult<WebhookTarget>;
     /// The delivery log of one subscription, newest first.
     async fn webhook_deliveries(
-        &self,
-        ws: &Workspace,
-        id: i64,
-        limit: u32,
+        &self, ws: &Workspace, id: i64, limit: u32,
     ) -> StoreResult<Vec<pad_core::webhook::WebhookDelivery>>;
     /// Claims up to `limit` due outbox rows for `hold_seconds`, only the
     /// oldest pending event of each subscription (in-order delivery), none
@@ -294,9 +253,6 @@ pub trait Store: Send + Sync + 'static {
     async fn trim_webhook_queues(&self, keep: i64) -> StoreResult<u64>;
     /// Logs a `webhook.test` delivery.
     async fn log_webhook_test(
-        &self,
-        ws: &Workspace,
-        id: i64,
-        result: &AttemptResult,
+        &self, ws: &Workspace, id: i64, result: &AttemptResult,
     ) -> StoreResult<pad_core::webhook::WebhookDelivery>;
 }

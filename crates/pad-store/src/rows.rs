@@ -202,11 +202,7 @@ pub fn scope_role(s: Option<String>) -> StoreResult<Option<Role>> {
 
 /// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
 pub fn principal(
-    token_id: i64,
-    workspace_id: Option<i64>,
-    scope_role: Option<String>,
-    user: User,
-    minted_by: Option<i64>,
+    token_id: i64, workspace_id: Option<i64>, scope_role: Option<String>, user: User, minted_by: Option<i64>,
 ) -> StoreResult<Principal> {
     let scope = match (workspace_id, self::scope_role(scope_role)?) {
         (Some(workspace_id), Some(role)) => Some(TokenScope { workspace_id, role }),
@@ -245,8 +241,7 @@ pub const TOKEN_SELECT: &str =
 /// A workspace's settings from its row: `n` reads a whole-number column,
 /// `max_hold` is `max_hold_seconds` (NULL: no cap).
 pub fn workspace_settings(
-    n: impl Fn(&str) -> StoreResult<i64>,
-    max_hold: Option<i64>,
+    n: impl Fn(&str) -> StoreResult<i64>, max_hold: Option<i64>,
 ) -> StoreResult<WorkspaceSettings> {
     let u = |c: &str| u32::try_from(n(c)?).map_err(|e| corrupt(c, e));
     Ok(WorkspaceSettings {

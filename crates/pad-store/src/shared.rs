@@ -48,10 +48,7 @@ pub fn page<R>(rows: &[R], limit: u32, read: impl Fn(&R) -> StoreResult<(i64, It
 /// fence (L10), optimistic concurrency, the patch itself. `None` means the
 /// patch changes nothing, so nothing is written and no version is added.
 pub fn plan_update(
-    slot: &LeaseSlot,
-    old: &Item,
-    patch: &ValidPatch,
-    now: Timestamp,
+    slot: &LeaseSlot, old: &Item, patch: &ValidPatch, now: Timestamp,
 ) -> StoreResult<Option<(Item, Map<String, Value>)>> {
     lease::check_fence(slot, patch.fence, now).map_err(|live| StoreError::lost(live.map(|l| *l), now))?;
     if let Some(expected) = patch.expected_updated_at

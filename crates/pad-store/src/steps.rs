@@ -98,12 +98,7 @@ pub trait AccountSteps: Send {
     async fn lock_settings(&mut self, ws: i64) -> StoreResult<WorkspaceSettings>;
     async fn write_settings(&mut self, ws: i64, next: &WorkspaceSettings) -> StoreResult<Workspace>;
     async fn insert_token(
-        &mut self,
-        user: i64,
-        name: &str,
-        hash: &str,
-        scope: Option<(i64, Role)>,
-        minted_by: i64,
+        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64,
     ) -> StoreResult<TokenInfo>;
 }
 
@@ -134,12 +129,7 @@ pub trait ItemSteps: Send {
     async fn blocker_edges(&mut self, item: i64) -> StoreResult<Vec<(ItemRef, ItemRef)>>;
     /// Writes `new`'s content; returns the new `updated_at`.
     async fn write_content(
-        &mut self,
-        id: i64,
-        new: &Item,
-        parent: Option<i64>,
-        assignee: Option<i64>,
-        now: Timestamp,
+        &mut self, id: i64, new: &Item, parent: Option<i64>, assignee: Option<i64>, now: Timestamp,
     ) -> StoreResult<Timestamp>;
     async fn write_status(&mut self, id: i64, status: Status, now: Timestamp) -> StoreResult<Timestamp>;
     async fn write_deleted(&mut self, id: i64, deleted: bool, now: Timestamp) -> StoreResult<Timestamp>;
@@ -149,19 +139,11 @@ pub trait ItemSteps: Send {
     async fn add_label(&mut self, id: i64, label: &str) -> StoreResult<()>;
     /// Appends one history version. The item's row is locked (or new).
     async fn add_version(
-        &mut self,
-        id: i64,
-        actor: Actor,
-        changes: Map<String, Value>,
-        at: Timestamp,
+        &mut self, id: i64, actor: Actor, changes: Map<String, Value>, at: Timestamp,
     ) -> StoreResult<()>;
     /// Returns the comment's id and its author's email.
     async fn insert_comment(
-        &mut self,
-        item: i64,
-        actor: Actor,
-        body: &str,
-        at: Timestamp,
+        &mut self, item: i64, actor: Actor, body: &str, at: Timestamp,
     ) -> StoreResult<(i64, String)>;
 }
 
@@ -217,18 +199,11 @@ pub trait LeaseSteps: Send {
     /// L1-L3, L12, L13 on one item: grant or refresh, with the expiry of a
     /// lease found expired recorded first. Returns the clock it decided on.
     async fn claim_item(
-        &mut self,
-        ws: &Workspace,
-        r: &ItemRef,
-        req: &ClaimRequest,
-        terms: Terms,
+        &mut self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Claimed>;
     /// L11: the best ready items, locked, in frontier order; empty when none.
     async fn claim_candidates(
-        &mut self,
-        ws: &Workspace,
-        f: &ValidFrontierFilter,
-        limit: usize,
+        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize,
     ) -> StoreResult<Vec<Candidate>>;
     /// L5/L13 on a locked row whose lease has expired: the lease becomes the
     /// last lease (ended `expired` at its expiry, L18) and is forgotten, and
@@ -244,12 +219,7 @@ pub trait LeaseSteps: Send {
     async fn next_failures(&mut self, id: i64) -> StoreResult<i64>;
     /// L12, L14: records a failure (count, backoff, note, `at`); returns the labels.
     async fn write_failure(
-        &mut self,
-        id: i64,
-        failures: i64,
-        retry_at: Timestamp,
-        note: Option<&str>,
-        at: Timestamp,
+        &mut self, id: i64, failures: i64, retry_at: Timestamp, note: Option<&str>, at: Timestamp,
     ) -> StoreResult<Vec<String>>;
     /// L14: records a success at `at`, after the lease ended: the handoff
     /// note (a failure's, or stale progress) is cleared and any backoff
@@ -262,12 +232,6 @@ pub trait LeaseSteps: Send {
 pub trait EventSteps: Send {
     /// Appends one event, in this transaction.
     async fn event(
-        &mut self,
-        ws: i64,
-        kind: EventKind,
-        r: &ItemRef,
-        actor: Option<Actor>,
-        at: Timestamp,
-        data: Value,
+        &mut self, ws: i64, kind: EventKind, r: &ItemRef, actor: Option<Actor>, at: Timestamp, data: Value,
     ) -> StoreResult<()>;
 }

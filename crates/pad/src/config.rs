@@ -175,10 +175,7 @@ impl Settings {
 /// profile > default. The token has no flag (it would land in shell
 /// history) and no project-file entry (that file is meant to be committed).
 pub fn resolve(
-    flags: &GlobalArgs,
-    env: &Env,
-    project: Option<(&Path, &ProjectFile)>,
-    credentials: &Credentials,
+    flags: &GlobalArgs, env: &Env, project: Option<(&Path, &ProjectFile)>, credentials: &Credentials,
     credentials_path: PathBuf,
 ) -> Result<Settings, CliError> {
     let profile = first([

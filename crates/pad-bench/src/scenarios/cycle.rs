@@ -69,11 +69,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
 
 /// One client cycling on its own item until the deadline; latency per cycle.
 fn cycle(
-    fx: &Fixture,
-    via: Via,
-    ws: Workspace,
-    number: i64,
-    deadline: Deadline,
+    fx: &Fixture, via: Via, ws: Workspace, number: i64, deadline: Deadline,
 ) -> impl Future<Output = Result<Samples>> + Send + 'static {
     let (client, store, db, owner) = (fx.client.clone(), fx.store.clone(), fx.db.clone(), fx.owner);
     async move {

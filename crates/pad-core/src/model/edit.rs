@@ -69,10 +69,7 @@ pub(super) fn string_schema(min: usize, max: usize, pattern: Option<&str>) -> ut
 }
 
 pub(super) fn string_array(
-    items: usize,
-    min: usize,
-    max: usize,
-    pattern: Option<&str>,
+    items: usize, min: usize, max: usize, pattern: Option<&str>,
 ) -> utoipa::openapi::schema::Array {
     utoipa::openapi::schema::ArrayBuilder::new().items(string_schema(min, max, pattern)).max_items(Some(items)).build()
 }

@@ -113,11 +113,7 @@ impl Db {
     /// Sets `column` of the row whose primary key is `key` (second pass for
     /// a table's references to itself, e.g. an item's parent).
     pub async fn update_one(
-        &mut self,
-        table: &Table,
-        key: &[(String, Value)],
-        column: &Column,
-        value: Value,
+        &mut self, table: &Table, key: &[(String, Value)], column: &Column, value: Value,
     ) -> Result<(), MoveError> {
         let mut pieces = vec![(column.name.clone(), value, column.phys)];
         let mut sql = format!("UPDATE {} SET {} = ", quote(&table.name), quote(&column.name));

@@ -25,10 +25,7 @@ impl<'de> de::Deserializer<'de> for Names<'_> {
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        fields: &'static [&'static str],
-        _: V,
+        self, _: &'static str, fields: &'static [&'static str], _: V,
     ) -> Result<V::Value, Self::Error> {
         *self.0 = fields;
         Err(de::Error::custom("fields noted"))

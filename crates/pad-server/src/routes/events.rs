@@ -42,9 +42,7 @@ pub use pad_core::api::EventsQuery;
     params(("ws" = String, Path), EventsQuery),
     responses((status = 200, body = EventPage), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn page(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Query(q): Query<EventsQuery>,
+    State(s): State<AppState>, ctx: Ctx, Query(q): Query<EventsQuery>,
 ) -> ApiResult<axum::Json<EventPage>> {
     ctx.require(Action::Read)?;
     let filter = q.filter()?;
@@ -57,10 +55,7 @@ pub async fn page(
     params(("ws" = String, Path), EventsQuery, ("Last-Event-ID" = Option<i64>, Header, description = "resume after this id")),
     responses((status = 200, content_type = "text/event-stream", description = "a stream of events"), (status = 429, body = pad_core::api::ErrorEnvelope, description = "too many open streams for this user"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn stream(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    headers: HeaderMap,
-    Query(q): Query<EventsQuery>,
+    State(s): State<AppState>, ctx: Ctx, headers: HeaderMap, Query(q): Query<EventsQuery>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     ctx.require(Action::Read)?;
     // The page's filters, checked the same way (docs/api.md, Events).

@@ -23,9 +23,7 @@ pub const IMPORT_BODY_LIMIT: usize = 32 * 1024 * 1024;
         (status = 200, body = ImportResult, description = "this key was imported before: nothing written"),
         (status = "default", body = ErrorEnvelope)))]
 pub async fn import(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(req): Json<ImportRequest, IMPORT_BODY_LIMIT>,
+    State(s): State<AppState>, ctx: Ctx, Json(req): Json<ImportRequest, IMPORT_BODY_LIMIT>,
 ) -> ApiResult<(StatusCode, axum::Json<ImportResult>)> {
     ctx.require(Action::Write)?;
     // Adding kinds is an owner's change, as at POST …/kinds.

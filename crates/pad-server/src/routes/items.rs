@@ -26,9 +26,7 @@ pub async fn list(State(s): State<AppState>, ctx: Ctx, Query(q): Query<ListQuery
     params(("ws" = String, Path)), request_body = NewItem,
     responses((status = 201, body = Item), (status = "default", body = ErrorEnvelope)))]
 pub async fn create(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(new): Json<NewItem>,
+    State(s): State<AppState>, ctx: Ctx, Json(new): Json<NewItem>,
 ) -> ApiResult<(StatusCode, axum::Json<Item>)> {
     ctx.require(Action::Write)?;
     let item = s.store.create_item(&ctx.ws, ctx.actor(), &new).await?;
@@ -50,10 +48,7 @@ pub async fn show(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) ->
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = ItemPatch,
     responses((status = 200, body = Item), (status = 409, body = ErrorEnvelope, description = "update_conflict or lease_lost"), (status = "default", body = ErrorEnvelope)))]
 pub async fn update(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Json(patch): Json<ItemPatch>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(patch): Json<ItemPatch>,
 ) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
     let item = s.store.update_item(&ctx.ws, ctx.actor(), &r, &patch).await?;
@@ -66,10 +61,7 @@ pub async fn update(
     params(("ws" = String, Path), ("ref" = String, Path), DeleteQuery),
     responses((status = 200, body = Item), (status = "default", body = ErrorEnvelope)))]
 pub async fn delete(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Query(q): Query<DeleteQuery>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Query(q): Query<DeleteQuery>,
 ) -> JsonOut<Item> {
     ctx.require(Action::Write)?;
     let fence = pad_core::lease::LeaseHandle { epoch: q.lease_epoch, lease_id: q.lease_id };
@@ -109,10 +101,7 @@ pub async fn comments(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = NewComment,
     responses((status = 201, body = Comment), (status = "default", body = ErrorEnvelope)))]
 pub async fn comment(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Json(c): Json<NewComment>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(c): Json<NewComment>,
 ) -> ApiResult<(StatusCode, axum::Json<Comment>)> {
     ctx.require(Action::Write)?;
     let comment = s.store.add_comment(&ctx.ws, ctx.actor(), &r, &c.body).await?;

@@ -20,13 +20,8 @@ use crate::metrics::LeaseCount;
 
 /// A claim as the store takes it: the holder defaults to the caller's email.
 fn claim_request(
-    ctx: &Ctx,
-    holder: Option<String>,
-    session_id: Option<String>,
-    ttl_seconds: Option<TtlSeconds>,
-    note: Option<String>,
-    refresh: Option<bool>,
-    max_hold_seconds: Option<i64>,
+    ctx: &Ctx, holder: Option<String>, session_id: Option<String>, ttl_seconds: Option<TtlSeconds>,
+    note: Option<String>, refresh: Option<bool>, max_hold_seconds: Option<i64>,
 ) -> ClaimRequest {
     ClaimRequest {
         actor: ctx.actor(),
@@ -55,10 +50,7 @@ fn renew_request(ctx: &Ctx, body: RenewBody) -> RenewRequest {
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = ClaimBody,
     responses((status = 200, body = ClaimResponse), (status = 409, body = ErrorEnvelope, description = "lease_held: another worker's live lease; details name it, Retry-After says when it expires"), (status = "default", body = ErrorEnvelope)))]
 pub async fn claim(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Json(body): Json<ClaimBody>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<ClaimBody>,
 ) -> ApiResult<axum::Json<ClaimResponse>> {
     ctx.require(Action::Lease)?;
     let req = claim_request(
@@ -94,10 +86,7 @@ pub async fn claim(
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = RenewBody,
     responses((status = 200, body = RenewResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: expired, released or re-granted"), (status = "default", body = ErrorEnvelope)))]
 pub async fn renew(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Json(body): Json<RenewBody>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<RenewBody>,
 ) -> ApiResult<axum::Json<RenewResponse>> {
     ctx.require(Action::Lease)?;
     let req = renew_request(&ctx, body);
@@ -111,10 +100,7 @@ pub async fn renew(
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = ReleaseBody,
     responses((status = 200, body = ReleaseResponse), (status = 409, body = ErrorEnvelope), (status = "default", body = ErrorEnvelope)))]
 pub async fn release(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Json(body): Json<ReleaseBody>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<ReleaseBody>,
 ) -> ApiResult<axum::Json<ReleaseResponse>> {
     ctx.require(Action::Lease)?;
     if body.force {
@@ -148,10 +134,7 @@ pub async fn release(
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = CompleteBody,
     responses((status = 200, body = CompleteResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: the lease named is not the live one (expired, released, re-granted, or another item's); lease_held: another worker's"), (status = "default", body = ErrorEnvelope)))]
 pub async fn complete(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Json(body): Json<CompleteBody>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<CompleteBody>,
 ) -> ApiResult<axum::Json<CompleteResponse>> {
     // A status change is an item write as well as a lease end.
     ctx.require(Action::Write)?;
@@ -175,10 +158,7 @@ pub async fn complete(
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = FailBody,
     responses((status = 200, body = FailResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: the lease named is not the live one; lease_held: another worker's"), (status = "default", body = ErrorEnvelope)))]
 pub async fn fail(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
-    Json(body): Json<FailBody>,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<FailBody>,
 ) -> ApiResult<axum::Json<FailResponse>> {
     ctx.require(Action::Lease)?;
     let req = FailRequest {
@@ -208,9 +188,7 @@ pub async fn fail(
     params(("ws" = String, Path), ("ref" = String, Path)),
     responses((status = 200, body = pad_core::Item), (status = 403, body = ErrorEnvelope, description = "forbidden: only owners requeue"), (status = "default", body = ErrorEnvelope)))]
 pub async fn requeue(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    ItemPath(r): ItemPath,
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath,
 ) -> ApiResult<axum::Json<pad_core::Item>> {
     ctx.require(Action::BreakLease)?;
     let item = s.store.requeue(&ctx.ws, ctx.actor(), &r).await?;
@@ -230,9 +208,7 @@ fn held(s: &AppState, ctx: &Ctx, last: Option<&pad_core::lease::LastLease>) {
     params(("ws" = String, Path), FrontierQuery),
     responses((status = 200, body = FrontierList), (status = "default", body = ErrorEnvelope)))]
 pub async fn frontier(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Query(q): Query<FrontierQuery>,
+    State(s): State<AppState>, ctx: Ctx, Query(q): Query<FrontierQuery>,
 ) -> ApiResult<axum::Json<FrontierList>> {
     ctx.require(Action::Read)?;
     let items = s.store.frontier(&ctx.ws, &q.filter(), q.limit.unwrap_or(pad_core::LIST_LIMIT_DEFAULT)).await?;
@@ -247,9 +223,7 @@ pub async fn frontier(
     params(("ws" = String, Path)), request_body = ClaimNextBody,
     responses((status = 200, body = ClaimNextResponse), (status = "default", body = ErrorEnvelope)))]
 pub async fn claim_next(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(body): Json<ClaimNextBody>,
+    State(s): State<AppState>, ctx: Ctx, Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
     let batch = Batch::new(body.count, body.wait_seconds)?;
@@ -301,9 +275,7 @@ pub async fn claim_next(
     params(("ws" = String, Path)), request_body = RenewLeasesBody,
     responses((status = 200, body = RenewLeasesResponse), (status = "default", body = ErrorEnvelope)))]
 pub async fn renew_leases(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(body): Json<RenewLeasesBody>,
+    State(s): State<AppState>, ctx: Ctx, Json(body): Json<RenewLeasesBody>,
 ) -> ApiResult<axum::Json<RenewLeasesResponse>> {
     ctx.require(Action::Lease)?;
     if body.leases.len() > RENEW_LEASES_MAX {

@@ -54,9 +54,7 @@ pub struct RenderRequest {
     params(("ws" = String, Path)), request_body = RenderRequest,
     responses((status = 200, body = BodyHtml), (status = "default", body = ErrorEnvelope)))]
 pub async fn render(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(req): Json<RenderRequest>,
+    State(s): State<AppState>, ctx: Ctx, Json(req): Json<RenderRequest>,
 ) -> ApiResult<axum::Json<BodyHtml>> {
     ctx.require(Action::Read)?;
     pad_core::validate::body("markdown", &req.markdown, pad_core::BODY_MAX_BYTES)

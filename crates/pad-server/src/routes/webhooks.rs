@@ -21,9 +21,7 @@ use crate::webhooks;
     request_body = CreateWebhook,
     responses((status = 201, body = WebhookCreated), (status = "default", body = ErrorEnvelope)))]
 pub async fn create(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(body): Json<CreateWebhook>,
+    State(s): State<AppState>, ctx: Ctx, Json(body): Json<CreateWebhook>,
 ) -> ApiResult<(StatusCode, axum::Json<WebhookCreated>)> {
     ctx.require(Action::Administer)?;
     let secret = webhooks::new_secret();
@@ -54,9 +52,7 @@ pub async fn delete(State(s): State<AppState>, ctx: Ctx, WebhookId(id): WebhookI
     params(("ws" = String, Path), ("id" = i64, Path)),
     responses((status = 200, body = WebhookDelivery), (status = "default", body = ErrorEnvelope)))]
 pub async fn test(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    WebhookId(id): WebhookId,
+    State(s): State<AppState>, ctx: Ctx, WebhookId(id): WebhookId,
 ) -> ApiResult<axum::Json<WebhookDelivery>> {
     ctx.require(Action::Administer)?;
     let target = s.store.webhook_target(&ctx.ws, id).await?;
@@ -90,10 +86,7 @@ pub async fn resume(State(s): State<AppState>, ctx: Ctx, WebhookId(id): WebhookI
     params(("ws" = String, Path), ("id" = i64, Path), DeliveriesQuery),
     responses((status = 200, body = DeliveryList), (status = "default", body = ErrorEnvelope)))]
 pub async fn deliveries(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    WebhookId(id): WebhookId,
-    Query(q): Query<DeliveriesQuery>,
+    State(s): State<AppState>, ctx: Ctx, WebhookId(id): WebhookId, Query(q): Query<DeliveriesQuery>,
 ) -> ApiResult<axum::Json<DeliveryList>> {
     ctx.require(Action::Administer)?;
     let deliveries = s.store.webhook_deliveries(&ctx.ws, id, q.limit.unwrap_or(50)).await?;

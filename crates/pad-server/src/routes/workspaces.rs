@@ -49,9 +49,7 @@ pub async fn list(State(s): State<AppState>, caller: Caller) -> JsonOut<Workspac
 #[utoipa::path(post, path = "/api/v1/workspaces", tag = "workspaces", request_body = CreateWorkspace,
     responses((status = 201, body = WorkspaceView), (status = "default", body = ErrorEnvelope)))]
 pub async fn create(
-    State(s): State<AppState>,
-    caller: Caller,
-    Json(body): Json<CreateWorkspace>,
+    State(s): State<AppState>, caller: Caller, Json(body): Json<CreateWorkspace>,
 ) -> ApiResult<(StatusCode, axum::Json<WorkspaceView>)> {
     caller.require_unscoped()?;
     s.accounts.charge(caller.actor().user_id, Budget::Workspaces).map_err(budget_spent)?;
@@ -74,9 +72,7 @@ pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<WorkspaceView>
     responses((status = 200, body = WorkspaceView), (status = 400, body = ErrorEnvelope, description = "validation_failed, naming the setting"),
         (status = 403, body = ErrorEnvelope, description = "forbidden: not an owner"), (status = "default", body = ErrorEnvelope)))]
 pub async fn update_settings(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(body): Json<SettingsPatch>,
+    State(s): State<AppState>, ctx: Ctx, Json(body): Json<SettingsPatch>,
 ) -> JsonOut<WorkspaceView> {
     ctx.require(Action::Administer)?;
     // The settings ride in the cached workspace row (docs/operations.md,
@@ -103,9 +99,7 @@ pub async fn kinds(State(s): State<AppState>, ctx: Ctx) -> JsonOut<KindList> {
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/kinds", tag = "workspaces", params(("ws" = String, Path)),
     request_body = CreateKind, responses((status = 201, body = Kind), (status = "default", body = ErrorEnvelope)))]
 pub async fn add_kind(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(body): Json<CreateKind>,
+    State(s): State<AppState>, ctx: Ctx, Json(body): Json<CreateKind>,
 ) -> ApiResult<(StatusCode, axum::Json<Kind>)> {
     ctx.require(Action::Administer)?;
     Ok((StatusCode::CREATED, axum::Json(s.store.add_kind(&ctx.ws, &body.name, &body.prefix).await?)))
@@ -150,9 +144,7 @@ fn budget_spent((message, wait): (String, u64)) -> ApiError {
     params(("ws" = String, Path), ("email" = String, Path)),
     responses((status = 204, description = "removed"), (status = "default", body = ErrorEnvelope)))]
 pub async fn remove_member(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    MemberEmail(email): MemberEmail,
+    State(s): State<AppState>, ctx: Ctx, MemberEmail(email): MemberEmail,
 ) -> ApiResult<StatusCode> {
     ctx.require(Action::Administer)?;
     let _fresh = s.auth_cache.invalidation();
@@ -179,9 +171,7 @@ fn access(ctx: &Ctx, t: &pad_core::TokenInfo) -> TokenAccess {
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/tokens", tag = "members", params(("ws" = String, Path)),
     request_body = CreateToken, responses((status = 201, body = TokenCreated), (status = "default", body = ErrorEnvelope)))]
 pub async fn create_token(
-    State(s): State<AppState>,
-    ctx: Ctx,
-    Json(body): Json<CreateToken>,
+    State(s): State<AppState>, ctx: Ctx, Json(body): Json<CreateToken>,
 ) -> ApiResult<(StatusCode, axum::Json<TokenCreated>)> {
     let other = body.email.as_deref().filter(|e| !e.eq_ignore_ascii_case(&ctx.caller.user.email));
     let (target, target_role) = match other {

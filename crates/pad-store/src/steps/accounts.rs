@@ -99,12 +99,7 @@ pub async fn remove_member<S: Begin>(s: &S, ws: &Workspace, email: &str) -> Stor
 
 /// One token insert, under the per-user cap (docs/api.md, "Tokens").
 pub async fn insert_token<S: Begin>(
-    s: &S,
-    user: Actor,
-    name: &str,
-    hash: &str,
-    scope: Option<(i64, Role)>,
-    minted_by: Actor,
+    s: &S, user: Actor, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: Actor,
 ) -> StoreResult<TokenInfo> {
     validate::text("name", name, 1, 200, Lines::Single)?;
     let mut tx = s.begin().await?;
@@ -121,9 +116,7 @@ pub async fn insert_token<S: Begin>(
 /// maximum (docs/api.md, "Workspace settings"). Leases already granted keep
 /// their expiry.
 pub async fn update_settings<S: Begin>(
-    s: &S,
-    ws: &Workspace,
-    patch: &pad_core::settings::SettingsPatch,
+    s: &S, ws: &Workspace, patch: &pad_core::settings::SettingsPatch,
 ) -> StoreResult<Workspace> {
     let mut tx = s.begin().await?;
     let current = tx.lock_settings(ws.id).await?;

@@ -20,10 +20,7 @@ pub async fn create_item<S: Begin>(s: &S, ws: &Workspace, actor: Actor, new: &Ne
 
 /// An item create inside `tx` (also used by [`import`]).
 pub(super) async fn create_in<T: WriteTx>(
-    tx: &mut T,
-    ws: &Workspace,
-    actor: Actor,
-    v: &ValidNewItem,
+    tx: &mut T, ws: &Workspace, actor: Actor, v: &ValidNewItem,
 ) -> StoreResult<Item> {
     // The kind's counter stays held until commit, so numbers are distinct;
     // a refused create rolls its number back.
@@ -56,11 +53,7 @@ async fn set_blockers<T: WriteTx>(tx: &mut T, ws: &Workspace, item: i64, blocker
 /// A content change: the fence (L10), optimistic concurrency, links and
 /// their cycles, one history version and `item.updated`.
 pub async fn update_item<S: Begin>(
-    s: &S,
-    ws: &Workspace,
-    actor: Actor,
-    r: &ItemRef,
-    patch: &ItemPatch,
+    s: &S, ws: &Workspace, actor: Actor, r: &ItemRef, patch: &ItemPatch,
 ) -> StoreResult<Item> {
     let p: ValidPatch = patch.validate()?;
     let mut tx = s.begin().await?;
@@ -74,11 +67,7 @@ pub async fn update_item<S: Begin>(
 /// A content change inside `tx` (also used by [`import`]); false when the
 /// patch changed nothing (and nothing was written).
 pub(super) async fn update_in<T: WriteTx>(
-    tx: &mut T,
-    ws: &Workspace,
-    actor: Actor,
-    r: &ItemRef,
-    p: &ValidPatch,
+    tx: &mut T, ws: &Workspace, actor: Actor, r: &ItemRef, p: &ValidPatch,
 ) -> StoreResult<(Item, bool)> {
     if p.blocked_by.is_some() || !p.add_blocked_by.is_empty() || !p.remove_blocked_by.is_empty() {
         tx.lock_blockers(ws).await?;
@@ -139,12 +128,7 @@ pub async fn requeue<S: Begin>(s: &S, ws: &Workspace, actor: Actor, r: &ItemRef)
 
 /// Soft delete (fenced, L10) or restore.
 pub async fn set_deleted<S: Begin>(
-    s: &S,
-    ws: &Workspace,
-    actor: Actor,
-    r: &ItemRef,
-    fence: LeaseHandle,
-    deleted: bool,
+    s: &S, ws: &Workspace, actor: Actor, r: &ItemRef, fence: LeaseHandle, deleted: bool,
 ) -> StoreResult<Item> {
     let mut tx = s.begin().await?;
     let (item, changed) = set_deleted_in(&mut tx, ws, actor, r, fence, deleted).await?;
@@ -157,12 +141,7 @@ pub async fn set_deleted<S: Begin>(
 /// [`set_deleted`] inside `tx` (also used by [`import`]); false when the
 /// item already was so.
 pub(super) async fn set_deleted_in<T: WriteTx>(
-    tx: &mut T,
-    ws: &Workspace,
-    actor: Actor,
-    r: &ItemRef,
-    fence: LeaseHandle,
-    deleted: bool,
+    tx: &mut T, ws: &Workspace, actor: Actor, r: &ItemRef, fence: LeaseHandle, deleted: bool,
 ) -> StoreResult<(Item, bool)> {
     let locked = tx.lock_item(ws, r).await?;
     let now = locked.now;
@@ -180,11 +159,7 @@ pub(super) async fn set_deleted_in<T: WriteTx>(
 }
 
 pub async fn add_comment<S: Begin>(
-    s: &S,
-    ws: &Workspace,
-    actor: Actor,
-    r: &ItemRef,
-    body: &str,
+    s: &S, ws: &Workspace, actor: Actor, r: &ItemRef, body: &str,
 ) -> StoreResult<pad_core::Comment> {
     pad_core::model::validate_comment(body)?;
     let mut tx = s.begin().await?;
@@ -195,11 +170,7 @@ pub async fn add_comment<S: Begin>(
 
 /// A comment inside `tx` (also used by [`import`]).
 pub(super) async fn comment_in<T: WriteTx>(
-    tx: &mut T,
-    ws: &Workspace,
-    actor: Actor,
-    r: &ItemRef,
-    body: &str,
+    tx: &mut T, ws: &Workspace, actor: Actor, r: &ItemRef, body: &str,
 ) -> StoreResult<pad_core::Comment> {
     // Locked so a concurrent delete cannot slip in between check and insert.
     let locked = tx.lock_item(ws, r).await?.live(r)?;

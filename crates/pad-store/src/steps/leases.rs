@@ -33,10 +33,7 @@ pub async fn claim<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &ClaimRequ
 /// quarantines the item and the filter excludes `needs-human`, the item is
 /// passed over.
 pub async fn claim_next<S: Begin>(
-    s: &S,
-    ws: &Workspace,
-    filter: &FrontierFilter,
-    req: &ClaimRequest,
+    s: &S, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest,
 ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
     Ok(claim_next_many(s, ws, filter, req, 1).await?.pop())
 }
@@ -45,11 +42,7 @@ pub async fn claim_next<S: Begin>(
 /// of the best ready items, each claimed under its own lease, in one
 /// transaction, best first.
 pub async fn claim_next_many<S: Begin>(
-    s: &S,
-    ws: &Workspace,
-    filter: &FrontierFilter,
-    req: &ClaimRequest,
-    count: u32,
+    s: &S, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
 ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
     let f = filter.validate()?;
     let terms = req.validate(&ws.settings)?;
@@ -88,12 +81,7 @@ pub async fn claim_next_many<S: Begin>(
 /// L5/L13 on a locked row whose lease `old` has expired: counts it and
 /// records it. Returns whether that quarantined the item.
 pub async fn expire<T: WriteTx>(
-    tx: &mut T,
-    ws: &Workspace,
-    id: i64,
-    r: &ItemRef,
-    old: Lease,
-    now: Timestamp,
+    tx: &mut T, ws: &Workspace, id: i64, r: &ItemRef, old: Lease, now: Timestamp,
 ) -> StoreResult<bool> {
     let (expiries, labels) = tx.count_expiry(id, now).await?;
     let e = Expiry {
@@ -152,10 +140,7 @@ pub async fn explain_lost<T: ItemSteps>(tx: &mut T, item: i64, handle: LeaseHand
 
 /// L15: sets the status and ends the caller's live lease in one transaction.
 pub async fn complete<S: Begin + ?Sized>(
-    s: &S,
-    ws: &Workspace,
-    r: &ItemRef,
-    req: &CompleteRequest,
+    s: &S, ws: &Workspace, r: &ItemRef, req: &CompleteRequest,
 ) -> StoreResult<Item> {
     req.validate()?;
     let claimant = req.claimant();

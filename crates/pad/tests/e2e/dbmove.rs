@@ -145,10 +145,7 @@ async fn fill(c: &Client) -> Filled {
 /// After a move: the same answers, both tokens, the live lease, event ids
 /// and numbering all carry on. Answers the new items' refs.
 async fn check_moved(
-    server: &TestServer,
-    owner_token: &str,
-    f: &Filled,
-    before: &BTreeMap<String, (Value, Value, Value)>,
+    server: &TestServer, owner_token: &str, f: &Filled, before: &BTreeMap<String, (Value, Value, Value)>,
     events_before: &[i64],
 ) -> String {
     let owner = client(server, owner_token);

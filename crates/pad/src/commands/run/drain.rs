@@ -145,12 +145,7 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
 /// yet, in one request, waiting up to `wait` seconds for the first: the
 /// same request for the first item as for the ten-thousandth.
 async fn claim(
-    w: &Worker<'_>,
-    filter: &FrontierFilter,
-    session: &str,
-    report: &Report,
-    count: usize,
-    wait: u32,
+    w: &Worker<'_>, filter: &FrontierFilter, session: &str, report: &Report, count: usize, wait: u32,
 ) -> Result<Vec<Granted>, CliError> {
     let count = u32::try_from(count).unwrap_or(CLAIM_NEXT_COUNT_MAX).min(CLAIM_NEXT_COUNT_MAX);
     let body = ClaimNextBody {

@@ -24,11 +24,7 @@ use crate::output;
 /// `stop` carries the signals pad got; `heartbeat` renews this lease with
 /// the supervisor's others (one request for all of them).
 pub(super) async fn supervise(
-    w: &Worker<'_>,
-    g: Granted,
-    mut stop: Stop,
-    report: &Report,
-    heartbeat: &Heartbeat,
+    w: &Worker<'_>, g: Granted, mut stop: Stop, report: &Report, heartbeat: &Heartbeat,
 ) -> Result<Ran, CliError> {
     let started = Instant::now();
     let mut ran = Ran {

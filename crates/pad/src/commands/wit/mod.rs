@@ -210,10 +210,7 @@ impl Wit {
 
     /// Up to `LIST_ITEMS_MAX` items, page by page.
     async fn list(
-        &self,
-        status: Option<String>,
-        kind: Option<String>,
-        parent: Option<&ItemRef>,
+        &self, status: Option<String>, kind: Option<String>, parent: Option<&ItemRef>,
     ) -> Result<Vec<Item>, CliError> {
         let mut items = Vec::new();
         let mut cursor = None;

@@ -220,13 +220,7 @@ impl Recorder {
     }
 
     pub async fn update_title(
-        &self,
-        c: &Client,
-        ws: &str,
-        worker: &str,
-        item: &str,
-        title: &str,
-        lease_epoch: Option<i64>,
+        &self, c: &Client, ws: &str, worker: &str, item: &str, title: &str, lease_epoch: Option<i64>,
     ) -> Outcome {
         let patch = ItemPatch { title: Some(title.into()), lease_epoch, ..Default::default() };
         let op = Op::Update { item: item.into(), title: title.into(), lease_epoch };

@@ -143,11 +143,7 @@ impl Drop for TestServer {
 /// `pad serve` on `listen`, and the URL it reports once it listens. Its
 /// stderr is appended to `log_path`.
 fn spawn(
-    home: &std::path::Path,
-    database_url: &str,
-    listen: &str,
-    rust_log: &str,
-    log_path: &std::path::Path,
+    home: &std::path::Path, database_url: &str, listen: &str, rust_log: &str, log_path: &std::path::Path,
 ) -> (Child, String) {
     let mut log = std::fs::OpenOptions::new().create(true).append(true).open(log_path).expect("server log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_pad"))
