@@ -154,8 +154,8 @@ impl LeaseOps for PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db)?;
-        let locked = rows::locked(row.as_ref(), r)?.live(r)?;
-        let wrote = rows::written_lease(row.as_ref().expect("Locked::from_row refuses a missing row"))?;
+        let locked = rows::locked(row.as_ref(), r)?.undeleted(r)?;
+        let wrote = rows::written_lease(row.as_ref().expect("rows::locked refuses a missing row"))?;
         let now = locked.now;
         match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
             RenewDecision::Renewed(l) => {
@@ -194,7 +194,7 @@ impl LeaseOps for PgStore {
             .await
             .map_err(db)?;
         let locked = rows::locked(row.as_ref(), r)?;
-        let cleared: bool = row.as_ref().expect("Locked::from_row refuses a missing row").get("cleared");
+        let cleared: bool = row.as_ref().expect("rows::locked refuses a missing row").get("cleared");
         let now = locked.now;
         let decision = lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now);
         let ends = matches!(decision, ReleaseDecision::Released(_) | ReleaseDecision::Broken(_));
@@ -246,7 +246,7 @@ impl LeaseOps for PgStore {
             .fetch_optional(&mut *tx.conn)
             .await
             .map_err(db)?;
-        let locked = rows::locked(row.as_ref(), r)?.live(r)?;
+        let locked = rows::locked(row.as_ref(), r)?.undeleted(r)?;
         let now = locked.now;
         let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
             Ok(l) => l,
@@ -362,7 +362,7 @@ impl LeaseSteps for Tx {
             .fetch_optional(&mut *self.conn)
             .await
             .map_err(db)?;
-        let locked = rows::locked_as(row.as_ref(), r, "prev_")?.live(r)?;
+        let locked = rows::locked_as(row.as_ref(), r, "prev_")?.undeleted(r)?;
         let row = row.expect("rows::locked refuses a missing row");
         let wrote = rows::written_lease(&row)?;
         let now = locked.now;

@@ -22,7 +22,7 @@ impl LeaseOps for SqliteStore {
         let ttl = req.validate(&ws.settings)?;
         let mut tx = self.begin().await?;
         let now = tx.now;
-        let locked = tx.lock_item(ws, r).await?.live(r)?;
+        let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
         let claimant = req.claimant();
         match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
             RenewDecision::Renewed(l) => {
@@ -99,7 +99,7 @@ impl LeaseSteps for Tx {
     ) -> StoreResult<Claimed> {
         let now = self.now;
         let mut row = claim_row(self, ws, r)?;
-        row.locked = row.locked.live(r)?;
+        row.locked = row.locked.undeleted(r)?;
         if let Some(old) = row.locked.slot.current.clone().filter(|l| !l.is_live(now)) {
             steps::expire(self, ws, row.locked.id, r, old, now).await?;
             row = claim_row(self, ws, r)?;

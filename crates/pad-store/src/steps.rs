@@ -62,8 +62,9 @@ pub struct Locked {
 }
 
 impl Locked {
-    /// Deleted items take no leases and no edits.
-    pub fn live(self, r: &ItemRef) -> StoreResult<Self> {
+    /// The row, unless its item is deleted: deleted items take no leases and
+    /// no edits. (Not "live", which in pad means an unexpired lease.)
+    pub fn undeleted(self, r: &ItemRef) -> StoreResult<Self> {
         if self.deleted { Err(StoreError::not_found(format!("item {r} (deleted)"))) } else { Ok(self) }
     }
 }

@@ -72,7 +72,7 @@ pub(super) async fn update_in<T: WriteTx>(
     if p.blocked_by.is_some() || !p.add_blocked_by.is_empty() || !p.remove_blocked_by.is_empty() {
         tx.lock_blockers(ws).await?;
     }
-    let locked = tx.lock_item(ws, r).await?.live(r)?;
+    let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
     let now = locked.now;
     // L10: the row is locked until commit, so the fence holds for the write.
     let old = tx.load_item(locked.id, now).await?;
@@ -112,7 +112,7 @@ pub(super) async fn update_in<T: WriteTx>(
 /// docs/leases.md, "Requeue".
 pub async fn requeue<S: Begin>(s: &S, ws: &Workspace, actor: Actor, r: &ItemRef) -> StoreResult<Item> {
     let mut tx = s.begin().await?;
-    let locked = tx.lock_item(ws, r).await?.live(r)?;
+    let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
     let now = locked.now;
     let old = tx.load_item(locked.id, now).await?;
     let expiries = tx.lease_expiries(locked.id).await?;
@@ -173,7 +173,7 @@ pub(super) async fn comment_in<T: WriteTx>(
     tx: &mut T, ws: &Workspace, actor: Actor, r: &ItemRef, body: &str,
 ) -> StoreResult<pad_core::Comment> {
     // Locked so a concurrent delete cannot slip in between check and insert.
-    let locked = tx.lock_item(ws, r).await?.live(r)?;
+    let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
     let (id, author) = tx.insert_comment(locked.id, actor, body, locked.now).await?;
     tx.event(ws.id, EventKind::CommentCreated, r, Some(actor), locked.now, event::commented(id)).await?;
     Ok(pad_core::Comment { id, author, body: body.to_string(), created_at: locked.now })

@@ -146,7 +146,7 @@ pub async fn complete<S: Begin + ?Sized>(
     let claimant = req.claimant();
     let mut tx = s.begin().await?;
     // The row stays locked until commit, so the lease decided on is the one ended.
-    let locked = tx.lock_item(ws, r).await?.live(r)?;
+    let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
     let now = locked.now;
     let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
         Ok(l) => l,
@@ -177,7 +177,7 @@ pub async fn fail<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &FailReques
     let threshold = req.validate(&ws.settings)?;
     let claimant = req.claimant();
     let mut tx = s.begin().await?;
-    let locked = tx.lock_item(ws, r).await?.live(r)?;
+    let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
     let now = locked.now;
     let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
         Ok(l) => l,
