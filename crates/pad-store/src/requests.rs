@@ -104,7 +104,6 @@ pub struct ClaimOutcome {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseOutcome {
-    pub released: bool,
     pub reason: ReleaseReason,
     /// The lease that ended, if one did.
     pub lease: Option<Lease>,
@@ -114,15 +113,20 @@ pub struct ReleaseOutcome {
 }
 
 impl ReleaseOutcome {
+    /// A lease ended (released or broken): the API's `released`.
+    pub fn released(&self) -> bool {
+        self.reason != ReleaseReason::NoLiveLease
+    }
+
     /// Nothing live to release (L6): `released: false`, not an error.
     pub fn no_live_lease() -> Self {
-        ReleaseOutcome { released: false, reason: ReleaseReason::NoLiveLease, lease: None, held: None }
+        ReleaseOutcome { reason: ReleaseReason::NoLiveLease, lease: None, held: None }
     }
 
     /// `lease` ended `how` (released or broken) at `now`.
     pub fn ended(lease: Lease, how: LeaseEnd, now: Timestamp) -> Self {
         let reason = if how == LeaseEnd::Broken { ReleaseReason::Broken } else { ReleaseReason::Released };
-        ReleaseOutcome { released: true, reason, held: Some(now - lease.acquired_at), lease: Some(lease) }
+        ReleaseOutcome { reason, held: Some(now - lease.acquired_at), lease: Some(lease) }
     }
 }
 

@@ -72,8 +72,8 @@ async fn a_claim_of_a_held_item_is_refused_without_waiting_for_its_row_lock() {
         reason: None,
         succeeded: false,
     };
-    assert!(store.release(&ws, &r, &release).await.unwrap().released);
+    assert!(store.release(&ws, &r, &release).await.unwrap().released());
     assert_eq!(store.claim(&ws, &r, &claim(owner, "second")).await.unwrap().lease.holder, "second");
     release.holder = "second".into();
-    assert!(store.release(&ws, &r, &release).await.unwrap().released);
+    assert!(store.release(&ws, &r, &release).await.unwrap().released());
 }

@@ -115,7 +115,7 @@ pub async fn release(
         succeeded: body.succeeded,
     };
     let out = s.store.release(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
-    if out.released {
+    if out.released() {
         s.metrics.count(&ctx.ws.slug, LeaseCount::Release);
         s.event_committed();
     }
@@ -124,7 +124,7 @@ pub async fn release(
     }
     Ok(axum::Json(ReleaseResponse {
         item_ref: r.to_string(),
-        released: out.released,
+        released: out.released(),
         reason: out.reason.as_str().to_string(),
     }))
 }

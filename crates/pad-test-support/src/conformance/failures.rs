@@ -207,7 +207,7 @@ pub async fn l14_a_success_clears_the_failure_handoff(store: Arc<dyn Store>) {
         } else {
             let ok =
                 ReleaseRequest { succeeded: true, handle: LeaseHandle::epoch(again.lease.epoch), ..f.release("w") };
-            assert!(f.store.release(&f.ws, &rf(r), &ok).await.unwrap().released);
+            assert!(f.store.release(&f.ws, &rf(r), &ok).await.unwrap().released());
         }
         let item = f.get(r).await;
         let (failed, succeeded) = (item.last_failure_at.unwrap(), item.last_success_at.expect("a success is recorded"));

@@ -24,7 +24,7 @@ pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
     assert_eq!((observed[0].workspace.as_str(), observed[0].quarantined), (f.ws.slug.as_str(), false));
     assert_eq!(observed[0].held, chrono::Duration::seconds(1));
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0);
-    assert!(!f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap().released);
+    assert!(!f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap().released());
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("v", 60)).await.unwrap().lease;
     assert_eq!(l.epoch, 2);
     let types = event_types(&f).await;

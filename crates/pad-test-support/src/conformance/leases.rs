@@ -156,7 +156,7 @@ pub async fn l6_release_is_idempotent_and_refuses_others(store: Arc<dyn Store>) 
     let f = Fixture::new(store).await;
     f.item("one").await;
     let none = f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-a")).await.unwrap();
-    assert!(!none.released);
+    assert!(!none.released());
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 60)).await.unwrap().lease;
     assert_eq!(held_by(f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-b")).await.unwrap_err()), "runner-a");
     let mut wrong_epoch = f.release("runner-a");
@@ -166,10 +166,10 @@ pub async fn l6_release_is_idempotent_and_refuses_others(store: Arc<dyn Store>) 
     let mut ours = f.release("runner-a");
     ours.handle = LeaseHandle::epoch(l.epoch);
     let out = f.store.release(&f.ws, &rf("TASK-1"), &ours).await.unwrap();
-    assert!(out.released);
+    assert!(out.released());
     assert_eq!(f.get("TASK-1").await.lease, None);
     let again = f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-a")).await.unwrap();
-    assert!(!again.released);
+    assert!(!again.released());
     // Released means claimable by anyone at once.
     f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap();
 }
@@ -202,7 +202,7 @@ pub async fn l6_release_says_how_long_the_lease_was_held(store: Arc<dyn Store>) 
     let held = out.held.expect("a lease ended");
     assert!(held >= chrono::Duration::seconds(2) && held < chrono::Duration::seconds(60), "{held:?}");
     let again = f.store.release(&f.ws, &rf("TASK-1"), &f.release("bot")).await.unwrap();
-    assert_eq!((again.released, again.held), (false, None));
+    assert_eq!((again.released(), again.held), (false, None));
 }
 
 pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
@@ -218,7 +218,7 @@ pub async fn l7_owner_breaks_a_lease_with_a_reason(store: Arc<dyn Store>) {
     );
     brk.reason = Some("stuck".into());
     let out = f.store.release(&f.ws, &rf("TASK-1"), &brk).await.unwrap();
-    assert!(out.released);
+    assert!(out.released());
     assert_eq!(out.reason, pad_store::ReleaseReason::Broken);
     assert_eq!(out.lease.unwrap().holder, "runner-e");
     assert_eq!(f.get("TASK-1").await.lease, None);
@@ -358,7 +358,7 @@ pub async fn epochs_are_never_reused(store: Arc<dyn Store>) {
         assert_eq!(l.epoch, expected);
         let mut rel = f.release(&l.holder);
         rel.handle = LeaseHandle::epoch(l.epoch);
-        assert!(f.store.release(&f.ws, &rf("TASK-1"), &rel).await.unwrap().released);
+        assert!(f.store.release(&f.ws, &rf("TASK-1"), &rel).await.unwrap().released());
     }
 }
 
@@ -393,7 +393,7 @@ pub async fn l17_lease_ids_name_one_grant_in_the_workspace(store: Arc<dyn Store>
     // Release by handle; the handle then names an ended lease.
     let release = |id| ReleaseRequest { handle: LeaseHandle::lease_id(id), ..f.release("w") };
     lost(f.store.release(&f.ws, &rf("TASK-1"), &release(b.lease_id)).await.unwrap_err());
-    assert!(f.store.release(&f.ws, &rf("TASK-1"), &release(a.lease_id)).await.unwrap().released);
+    assert!(f.store.release(&f.ws, &rf("TASK-1"), &release(a.lease_id)).await.unwrap().released());
     lost(f.store.renew(&f.ws, &rf("TASK-1"), &by_id(a.lease_id)).await.unwrap_err());
     let again = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     assert!(again.lease_id != a.lease_id && again.lease_id != b.lease_id);
