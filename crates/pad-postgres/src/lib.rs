@@ -22,6 +22,16 @@
 //! `events`, `rows`. Operations whose flow is the same on both backends are
 //! `pad_store::steps`, over the steps [`Tx`] implements here.
 
+/// The columns a lease decision reads of an item's row (`rows::locked`):
+/// what [`locked_item!`] locks, and what a claim's unlocked first read sees.
+macro_rules! lease_row {
+    () => {
+        "id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
+        lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_note, lease_note_holder,
+        lease_id, lease_note_lease_id"
+    };
+}
+
 /// Locks an item's row and then reads the clock: `prev` is the latest
 /// committed version (READ COMMITTED re-reads it after any lock wait), `cur`
 /// adds `db_now`, taken only once `prev` has produced its locked row. Every
@@ -29,13 +39,9 @@
 /// list, `prev` reads those columns instead of the lease's.
 macro_rules! locked_item {
     () => {
-        locked_item!(
-            "id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch, lease_acquired_at,
-                   lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_note, lease_note_holder,
-                   lease_id, lease_note_lease_id"
-        )
+        locked_item!(lease_row!())
     };
-    ($cols:literal) => {
+    ($cols:expr) => {
         concat!(
             "WITH prev AS MATERIALIZED (
             SELECT ",

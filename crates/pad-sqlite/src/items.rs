@@ -137,14 +137,7 @@ impl ItemSteps for Tx {
                         lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_id
                  FROM items WHERE workspace_id = ? AND prefix = ? AND number = ?",
                 (ws.id, &r.prefix, r.number),
-                |row| {
-                    Ok(Locked {
-                        id: row.col("id")?,
-                        deleted: row.col::<Option<i64>>("deleted_at")?.is_some(),
-                        slot: rows::lease_slot(row)?,
-                        now,
-                    })
-                },
+                |row| rows::locked_from_row(row, now),
             )?
             .ok_or_else(|| StoreError::not_found(format!("item {r}")))
     }

@@ -242,12 +242,7 @@ fn claim_row(tx: &Tx, ws: &Workspace, r: &ItemRef) -> StoreResult<ClaimRow> {
             (ws.id, &r.prefix, r.number),
             |row| {
                 Ok(ClaimRow {
-                    locked: Locked {
-                        id: row.col("id")?,
-                        deleted: row.col::<Option<i64>>("deleted_at")?.is_some(),
-                        slot: rows::lease_slot(row)?,
-                        now,
-                    },
+                    locked: rows::locked_from_row(row, now)?,
                     note: (row.col("lease_note")?, row.col("lease_note_holder")?),
                     next_lease_id: row.col("next_lease_id")?,
                 })

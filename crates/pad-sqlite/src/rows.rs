@@ -4,6 +4,7 @@ use pad_core::lease::LeaseSlot;
 use pad_core::{Item, Principal, Role, Timestamp, TokenInfo, User, Workspace};
 use pad_store::StoreResult;
 use pad_store::rows::{self as shared_rows, ItemColumns, LastLeaseColumns, LeaseColumns};
+use pad_store::steps::Locked;
 use rusqlite::Row;
 
 use crate::sql::{Col, Db, micros};
@@ -43,6 +44,18 @@ pub fn lease_columns(row: &Row<'_>) -> StoreResult<LeaseColumns> {
 
 pub fn lease_slot(row: &Row<'_>) -> StoreResult<LeaseSlot> {
     lease_columns(row)?.slot()
+}
+
+/// An item's row under the write flow's lock: its id, whether it is
+/// deleted, and its lease (the columns of `i.id, i.deleted_at` and the
+/// `lease_*` ones, [`lease_slot`]'s).
+pub fn locked_from_row(row: &Row<'_>, now: Timestamp) -> StoreResult<Locked> {
+    Ok(Locked {
+        id: row.col("id")?,
+        deleted: row.col::<Option<i64>>("deleted_at")?.is_some(),
+        slot: lease_slot(row)?,
+        now,
+    })
 }
 
 /// A row of [`ITEM_SELECT`], read at `now`.

@@ -104,7 +104,8 @@ pub(super) const CLAIM_LOADED: &str =
 /// A claim's look before it waits for the row lock (docs/leases.md, "A
 /// refusal does not queue"): the row as last committed, read on the
 /// database clock, without a lock.
-pub(super) const PEEK: &str = "SELECT id, deleted_at, lease_holder, lease_user_id, lease_session_id, lease_epoch,
-        lease_acquired_at, lease_renewed_at, lease_expires_at, lease_ttl_seconds, lease_hold_until, lease_note,
-        lease_note_holder, lease_id, lease_note_lease_id, clock_timestamp() AS db_now
-    FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3";
+pub(super) const PEEK: &str = concat!(
+    "SELECT ",
+    lease_row!(),
+    ", clock_timestamp() AS db_now FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3"
+);
