@@ -7,16 +7,17 @@
 use async_trait::async_trait;
 use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Terms, Ttl};
 use pad_core::{
-    EventKind, FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Timestamp, ValidFrontierFilter, Workspace,
+    EventKind, FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Status, Timestamp, ValidFrontierFilter, Workspace,
 };
-use pad_store::steps::{self, Begin, Candidate, Claimed, EventSteps, Expiry, LeaseSteps, WriteTx};
+use pad_store::steps::{self, Candidate, Claimed, EventSteps, Expiry, LeaseSteps};
 use pad_store::{
-    ClaimOutcome, ClaimRequest, CompleteRequest, LeaseOps, ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError,
-    StoreResult, shared,
+    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, LeaseOps, ReleaseOutcome, ReleaseRequest,
+    RenewRequest, StoreError, StoreResult, shared,
 };
 use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder, Row};
 
+use crate::group::Call;
 use crate::items::push_parent;
 use crate::rows::{self, ITEM_SELECT, item_from_row};
 use crate::{PgStore, Tx, db};
@@ -135,12 +136,11 @@ fn disagree(wrote: impl std::fmt::Debug, decided: impl std::fmt::Debug) -> Store
     StoreError::Internal(format!("lease statement and lease rule disagree: wrote {wrote:?}, rule decided {decided:?}"))
 }
 
-#[async_trait]
-impl LeaseOps for PgStore {
-    async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
+/// The lease calls that share a transaction (`group.rs`), each as it runs there.
+impl Tx {
+    pub(crate) async fn renew(&mut self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
         let ttl = req.validate(&ws.settings)?;
         let claimant = req.claimant();
-        // One statement, so no transaction: it commits or does nothing.
         let row = sqlx::query(RENEW)
             .bind(ws.id)
             .bind(&r.prefix)
@@ -151,7 +151,7 @@ impl LeaseOps for PgStore {
             .bind(ttl.map(ttl_param))
             .bind(&req.note)
             .bind(req.handle.lease_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn)
             .await
             .map_err(db)?;
         let locked = rows::locked(row.as_ref(), r)?.undeleted(r)?;
@@ -164,11 +164,8 @@ impl LeaseOps for PgStore {
             }
             RenewDecision::Lost(live) => {
                 agree(wrote.as_ref(), None)?;
-                // Told why (L7): read how the caller's lease ended, then let go.
-                let mut tx = self.begin().await?;
-                let e = steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await;
-                tx.rollback().await;
-                Err(e)
+                // Told why (L7): how the caller's lease ended.
+                Err(steps::explain_lost(self, locked.id, req.handle, StoreError::lost(live, now)).await)
             }
             RenewDecision::Held(l) => {
                 agree(wrote.as_ref(), None)?;
@@ -177,10 +174,12 @@ impl LeaseOps for PgStore {
         }
     }
 
-    async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
+    pub(crate) async fn release(
+        &mut self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest,
+    ) -> StoreResult<ReleaseOutcome> {
         req.validate()?;
         let claimant = req.claimant();
-        let mut tx = self.begin().await?;
+        let tx = self;
         let row = sqlx::query(RELEASE)
             .bind(ws.id)
             .bind(&r.prefix)
@@ -207,10 +206,8 @@ impl LeaseOps for PgStore {
             refused => {
                 // L5/L13: a recorded but expired lease is observed here, once.
                 if let (ReleaseDecision::NoLiveLease, Some(old)) = (&refused, &locked.slot.current) {
-                    steps::expire(&mut tx, ws, locked.id, r, old.clone(), now).await?;
+                    steps::expire(tx, ws, locked.id, r, old.clone(), now).await?;
                 }
-                // Committing also drops the row lock now.
-                tx.commit().await?;
                 return match refused {
                     ReleaseDecision::Held(l) => Err(StoreError::held(l, now)),
                     ReleaseDecision::Lost(l) => Err(StoreError::lost(Some(l), now)),
@@ -227,17 +224,16 @@ impl LeaseOps for PgStore {
         let data = shared::event::ended(&lease, kind, req.reason.as_deref());
         let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
         tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
-        tx.commit().await?;
         Ok(ReleaseOutcome::ended(lease, kind, now))
     }
 
-    /// L15 as `pad_store::steps::complete` decides it, in two statements and
-    /// their transaction: the lock with the item, then every write with the item
-    /// as left (docs/benchmarks.md, "Round trips on PostgreSQL").
-    async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
+    /// L15 as `pad_store::steps::complete` decides it, in two statements:
+    /// the lock with the item, then every write with the item as left
+    /// (docs/benchmarks.md, "Round trips on PostgreSQL").
+    pub(crate) async fn complete(&mut self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
         req.validate()?;
         let claimant = req.claimant();
-        let mut tx = self.begin().await?;
+        let tx = self;
         // The row stays locked until commit, so the lease decided on is the one ended.
         let row = sqlx::query(LOCK_FOR_COMPLETE)
             .bind(ws.id)
@@ -251,16 +247,13 @@ impl LeaseOps for PgStore {
         let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
             Ok(l) => l,
             Err(e) => {
-                return Err(steps::explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await);
+                return Err(steps::explain_lost(tx, locked.id, req.handle, shared::end_refused(e, now)).await);
             }
         };
-        // Only its status is compared, which the locked row holds.
-        let old = item_from_row(&row.expect("rows::locked refuses a missing row"), now)?;
-        let changed = (old.status != req.status).then(|| {
-            // A content change like any update: one version, `updated_at` moves.
-            let new = Item { status: req.status, ..old.clone() };
-            new.changes_since(Some(&old))
-        });
+        let status: String = row.expect("rows::locked refuses a missing row").get("status");
+        let status = status.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
+        // A content change like any update: one version, `updated_at` moves.
+        let changed = (status != req.status).then(|| Item::status_changes(status, req.status));
         let row = sqlx::query(COMPLETE)
             .bind(locked.id)
             .bind(changed.as_ref().map(|_| req.status.as_str()))
@@ -280,11 +273,38 @@ impl LeaseOps for PgStore {
         if row.get::<i64, _>("events_written") != 1 + i64::from(changed.is_some()) {
             return Err(crate::events::too_many_events());
         }
-        let item = item_from_row(&row, now)?;
-        tx.commit().await?;
-        Ok(item)
+        item_from_row(&row, now)
+    }
+}
+
+#[async_trait]
+impl LeaseOps for PgStore {
+    async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
+        let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
+        self.group.call(|reply| Call::Renew { ws, r, req, reply }).await
     }
 
+    async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
+        let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
+        self.group.call(|reply| Call::Release { ws, r, req, reply }).await
+    }
+
+    async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
+        let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
+        self.group.call(|reply| Call::Complete { ws, r, req, reply }).await
+    }
+
+    async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
+        let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
+        self.group.call(|reply| Call::Fail { ws, r, req, reply }).await
+    }
+
+    async fn claim_next_many(
+        &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
+    ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
+        let (ws, filter, req) = (ws.clone(), filter.clone(), req.clone());
+        self.group.call(|reply| Call::ClaimNext { ws, filter, req, count, reply }).await
+    }
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
         let f = filter.validate()?;
         let mut qb = QueryBuilder::new(ITEM_SELECT);
@@ -572,6 +592,8 @@ pub(crate) fn push_frontier(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, f: 
     if let Some(p) = &f.parent {
         push_parent(qb, ws, p);
     }
-    qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ")
-        .push_bind(i64::from(limit.clamp(1, LIST_LIMIT_MAX)));
+    // The limit is written into the statement, not bound: with it known,
+    // PostgreSQL can keep one plan for each limit instead of planning every
+    // claim-next again (docs/benchmarks.md, "Planning the frontier").
+    qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ").push(limit.clamp(1, LIST_LIMIT_MAX));
 }

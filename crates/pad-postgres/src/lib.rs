@@ -125,6 +125,7 @@ macro_rules! enqueue_events {
 mod accounts;
 mod broken;
 mod events;
+mod group;
 mod imports;
 mod items;
 mod leases;
@@ -140,6 +141,8 @@ use async_trait::async_trait;
 use pad_core::{ItemRef, Timestamp};
 use pad_store::steps::{Begin, WriteTx};
 use pad_store::{Backend, StoreError, StoreResult};
+
+pub use group::GroupStats;
 use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
@@ -167,6 +170,8 @@ fn ping_if_idle(conn: &mut sqlx::PgConnection, meta: sqlx::pool::PoolConnectionM
 
 pub struct PgStore {
     pool: PgPool,
+    /// Lease calls that share a transaction (`group.rs`).
+    group: Arc<group::Group>,
     /// Wake-ups for long polls from every instance (`ready.rs`).
     ready: Arc<ready::Ready>,
 }
@@ -223,7 +228,7 @@ impl Begin for PgStore {
     type Tx = Tx;
 
     async fn begin(&self) -> StoreResult<Tx> {
-        Ok(Tx { conn: self.pool.begin().await.map_err(db)?, locked: Vec::new() })
+        Tx::begin_on(&self.pool).await
     }
 }
 
@@ -270,7 +275,14 @@ impl PgStore {
             .test_before_acquire(false)
             .before_acquire(ping_if_idle)
             .connect_lazy_with(opts.clone());
-        Ok(PgStore { pool, ready: ready::Ready::new(opts) })
+        Ok(PgStore {
+            group: group::Group::new(
+                pool.clone(),
+                std::env::var("PAD_PG_LEASE_LANES").ok().and_then(|v| v.parse().ok()).unwrap_or(4),
+            ),
+            pool,
+            ready: ready::Ready::new(opts),
+        })
     }
 
     /// Runs migrations on a one-connection pool of their own. sqlx's migrator
@@ -291,6 +303,29 @@ impl PgStore {
             sqlx::migrate::MigrateError::Execute(e) => db(e),
             e => StoreError::Internal(format!("migrations: {e}")),
         })
+    }
+
+    /// What the lease calls' shared transactions have done (`group.rs`).
+    pub fn group_stats(&self) -> GroupStats {
+        self.group.stats()
+    }
+
+    /// For tests: lease calls queue and none runs until [`PgStore::unhold_group`].
+    #[doc(hidden)]
+    pub fn hold_group(&self) {
+        self.group.hold();
+    }
+
+    /// For tests: how many lease calls are queued.
+    #[doc(hidden)]
+    pub fn queued_calls(&self) -> usize {
+        self.group.queued()
+    }
+
+    /// For tests: runs the calls queued while held.
+    #[doc(hidden)]
+    pub fn unhold_group(&self) {
+        self.group.unhold();
     }
 
     pub async fn close(&self) {

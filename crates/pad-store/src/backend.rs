@@ -79,6 +79,18 @@ pub trait LeaseOps: Begin {
     async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
         steps::complete(self, ws, r, req).await
     }
+    /// The shared flow in a transaction of its own unless the dialect shares
+    /// one between concurrent calls (PostgreSQL: docs/leases.md, "Lease
+    /// calls that share a transaction").
+    async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
+        steps::fail(self, ws, r, req).await
+    }
+    /// As [`LeaseOps::fail`]: the shared flow, or the dialect's shared transaction.
+    async fn claim_next_many(
+        &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
+    ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
+        steps::claim_next_many(self, ws, filter, req, count).await
+    }
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>>;
     async fn live_leases(&self) -> StoreResult<Vec<(String, u64)>>;
 }
@@ -235,7 +247,7 @@ impl<B: Backend> Store for B {
         LeaseOps::complete(self, ws, r, req).await
     }
     async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
-        steps::fail(self, ws, r, req).await
+        LeaseOps::fail(self, ws, r, req).await
     }
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
         LeaseOps::frontier(self, ws, filter, limit).await
@@ -243,12 +255,12 @@ impl<B: Backend> Store for B {
     async fn claim_next(
         &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest,
     ) -> StoreResult<Option<(Item, ClaimOutcome)>> {
-        steps::claim_next(self, ws, filter, req).await
+        Ok(LeaseOps::claim_next_many(self, ws, filter, req, 1).await?.pop())
     }
     async fn claim_next_many(
         &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
     ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
-        steps::claim_next_many(self, ws, filter, req, count).await
+        LeaseOps::claim_next_many(self, ws, filter, req, count).await
     }
     fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
         Backend::ready_signals(self)

@@ -27,6 +27,23 @@ mod tests {
         }
     }
 
+    /// A complete's version (L15) is written from the status alone: it must
+    /// be what a diff of the whole item gives.
+    #[test]
+    fn status_changes_are_the_diff_of_a_status_move() {
+        let old: Item = serde_json::from_value(serde_json::json!({
+            "ref": "TASK-1", "kind": "task", "title": "t", "body": "b", "status": "in-progress",
+            "priority": "high", "labels": ["x"], "parent": null, "blocked_by": [], "blocked_by_open": [],
+            "assignee": "a@example.com", "created_by": "a@example.com", "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z", "deleted_at": null, "comments_count": 2, "lease": null
+        }))
+        .unwrap();
+        for to in [Status::Done, Status::Cancelled, Status::Open] {
+            let new = Item { status: to, ..old.clone() };
+            assert_eq!(Item::status_changes(old.status, to), new.changes_since(Some(&old)), "{to:?}");
+        }
+    }
+
     #[test]
     fn slugs() {
         assert!(validate_slug("slug", "default").is_ok());

@@ -131,6 +131,14 @@ impl Item {
         Ok(new)
     }
 
+    /// What [`Item::changes_since`] gives for a version that only moves the
+    /// status from `from` to `to` (a complete, L15), without the rest of the item.
+    pub fn status_changes(from: Status, to: Status) -> serde_json::Map<String, serde_json::Value> {
+        let mut out = serde_json::Map::new();
+        out.insert("status".into(), serde_json::json!({ "from": from, "to": to }));
+        out
+    }
+
     /// The content fields that differ from `old`, as `{field: {from, to}}`:
     /// the body of a history version. Empty when nothing changed.
     pub fn changes_since(&self, old: Option<&Item>) -> serde_json::Map<String, serde_json::Value> {

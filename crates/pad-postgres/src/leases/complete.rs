@@ -1,11 +1,11 @@
 //! Complete's two statements (L15): the lock that reads the item, and
 //! every write in one.
 
-/// Locks an item for [`complete`] and reads all of it. Only what the row
-/// itself holds may be trusted: the joined columns come from the
-/// statement's snapshot, which may predate a writer that held the lock.
+/// Locks an item for [`complete`] and reads what the decision needs: the
+/// lease and the status (a complete's version only moves the status). The
+/// item as left comes back from [`COMPLETE`].
 pub(super) const LOCK_FOR_COMPLETE: &str =
-    concat!(locked_item!("*"), " SELECT cur.*, ", item_joined_columns!("cur"), " FROM cur", item_joins!("cur"));
+    concat!(locked_item!(concat!(lease_row!(), ", status")), " SELECT * FROM cur");
 
 /// L15's writes once `decide_end` allowed them, as one statement: the status
 /// (if it changes: a content change, with its history version and

@@ -6,4 +6,5 @@ mod common;
 
 mod conformance;
 mod contention;
+mod group;
 mod instances;

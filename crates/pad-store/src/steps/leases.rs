@@ -41,13 +41,25 @@ pub async fn claim_next<S: Begin>(
 /// L11 for a batch (docs/api.md, "Batches and long polls"): up to `count`
 /// of the best ready items, each claimed under its own lease, in one
 /// transaction, best first.
-pub async fn claim_next_many<S: Begin>(
+pub async fn claim_next_many<S: Begin + ?Sized>(
     s: &S, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
+) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
+    let mut tx = s.begin().await?;
+    let granted = claim_next_in(&mut tx, ws, filter, req, count).await?;
+    tx.commit().await?;
+    Ok(granted)
+}
+
+/// [`claim_next_many`] inside a transaction the caller commits (or shares
+/// with other lease calls: docs/leases.md, "Lease calls that share a
+/// transaction"). On an error the caller must roll back: a recorded expiry
+/// may have been written.
+pub async fn claim_next_in<T: WriteTx>(
+    tx: &mut T, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
 ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
     let f = filter.validate()?;
     let terms = req.validate(&ws.settings)?;
     let want = usize::try_from(count).unwrap_or(usize::MAX).max(1);
-    let mut tx = s.begin().await?;
     let mut granted = Vec::new();
     'search: while granted.len() < want {
         let candidates = tx.claim_candidates(ws, &f, want - granted.len()).await?;
@@ -58,7 +70,7 @@ pub async fn claim_next_many<S: Begin>(
         // no longer a candidate: the search always moves on.
         for c in candidates {
             if let Some(old) = c.expired {
-                let quarantined = expire(&mut tx, ws, c.id, &c.item_ref, old, c.now).await?;
+                let quarantined = expire(tx, ws, c.id, &c.item_ref, old, c.now).await?;
                 if quarantined && f.without_labels.iter().any(|l| l == NEEDS_HUMAN) {
                     continue;
                 }
@@ -74,7 +86,6 @@ pub async fn claim_next_many<S: Begin>(
             }
         }
     }
-    tx.commit().await?;
     Ok(granted)
 }
 
@@ -173,15 +184,27 @@ pub async fn complete<S: Begin + ?Sized>(
 
 /// L14: ends the caller's live lease as failed, counts the failure, keeps
 /// the note, sets `retry_at`, and quarantines at the threshold.
-pub async fn fail<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
+pub async fn fail<S: Begin + ?Sized>(
+    s: &S, ws: &Workspace, r: &ItemRef, req: &FailRequest,
+) -> StoreResult<FailOutcome> {
+    let mut tx = s.begin().await?;
+    let outcome = fail_in(&mut tx, ws, r, req).await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// [`fail`] inside a transaction the caller commits or shares; on an error
+/// it must roll back.
+pub async fn fail_in<T: WriteTx>(
+    tx: &mut T, ws: &Workspace, r: &ItemRef, req: &FailRequest,
+) -> StoreResult<FailOutcome> {
     let threshold = req.validate(&ws.settings)?;
     let claimant = req.claimant();
-    let mut tx = s.begin().await?;
     let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
     let now = locked.now;
     let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
         Ok(l) => l,
-        Err(e) => return Err(explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
+        Err(e) => return Err(explain_lost(tx, locked.id, req.handle, shared::end_refused(e, now)).await),
     };
     let failures = tx.next_failures(locked.id).await?;
     let st = &ws.settings;
@@ -198,6 +221,5 @@ pub async fn fail<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &FailReques
         tx.event(ws.id, EventKind::ItemQuarantined, r, None, now, data).await?;
     }
     let item = tx.load_item(locked.id, now).await?;
-    tx.commit().await?;
     Ok(FailOutcome { item, quarantined })
 }

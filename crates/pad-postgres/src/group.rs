@@ -1,0 +1,315 @@
+//! Lease calls that share a transaction (docs/leases.md, "Lease calls that
+//! share a transaction"): concurrent claim-next, complete, fail, renew and
+//! release calls at this instance queue here; one task runs the queue as one
+//! transaction, the calls one after another, and commits once. A
+//! transaction's cost on this database is mostly its commit and its round
+//! trips, not its statements, so a drain's workers share them.
+//!
+//! Isolation: when every call of a batch succeeded, the batch commits and
+//! each caller gets its answer after that commit. When any call failed (a
+//! refusal, a rule, the database), the batch rolls back and every call runs
+//! again alone, in its own transaction, as it would without the group: one
+//! call never fails or changes its neighbours, and a failing call's partial
+//! writes never commit. A failed commit answers every call with its error:
+//! whether it committed is then unknown, as for a single call.
+//!
+//! Deadlocks: calls on named items run in item order, so two batches (of
+//! this instance or another) lock shared rows in the same order. Claim-next
+//! takes only rows no one holds (`SKIP LOCKED`).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pad_core::{FrontierFilter, Item, ItemRef, Lease, Workspace};
+use pad_store::steps::WriteTx;
+use pad_store::{
+    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ReleaseOutcome, ReleaseRequest,
+    RenewRequest, StoreError, StoreResult, steps,
+};
+use sqlx::PgPool;
+use tokio::sync::oneshot;
+
+use crate::{Tx, db};
+
+/// The most calls one transaction carries; a longer queue is the next batch.
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// A lease call, owned, with where its answer goes.
+pub(crate) enum Call {
+    ClaimNext {
+        ws: Workspace,
+        filter: FrontierFilter,
+        req: ClaimRequest,
+        count: u32,
+        reply: Reply<Vec<(Item, ClaimOutcome)>>,
+    },
+    Complete {
+        ws: Workspace,
+        r: ItemRef,
+        req: CompleteRequest,
+        reply: Reply<Item>,
+    },
+    Fail {
+        ws: Workspace,
+        r: ItemRef,
+        req: FailRequest,
+        reply: Reply<FailOutcome>,
+    },
+    Renew {
+        ws: Workspace,
+        r: ItemRef,
+        req: RenewRequest,
+        reply: Reply<Lease>,
+    },
+    Release {
+        ws: Workspace,
+        r: ItemRef,
+        req: ReleaseRequest,
+        reply: Reply<ReleaseOutcome>,
+    },
+}
+
+/// A call's answer, kept until its transaction commits.
+pub(crate) struct Reply<T> {
+    to: oneshot::Sender<StoreResult<T>>,
+    kept: Option<StoreResult<T>>,
+}
+
+impl<T> Reply<T> {
+    /// Keeps `answer`; whether the call succeeded.
+    fn keep(&mut self, answer: StoreResult<T>) -> bool {
+        let ok = answer.is_ok();
+        self.kept = Some(answer);
+        ok
+    }
+
+    fn send(self, answer: Option<StoreError>) {
+        let answer = match (answer, self.kept) {
+            (Some(e), _) => Err(e),
+            (None, Some(kept)) => kept,
+            (None, None) => Err(StoreError::Internal("a lease call was answered before it ran".into())),
+        };
+        // The caller may have gone (a closed connection): its answer is then lost.
+        let _ = self.to.send(answer);
+    }
+}
+
+impl Call {
+    /// The item a call names, which orders a batch; claim-next names none and goes first.
+    fn order_key(&self) -> Option<(i64, &str, i64)> {
+        match self {
+            Call::ClaimNext { .. } => None,
+            Call::Complete { ws, r, .. }
+            | Call::Fail { ws, r, .. }
+            | Call::Renew { ws, r, .. }
+            | Call::Release { ws, r, .. } => Some((ws.id, r.prefix.as_str(), r.number)),
+        }
+    }
+
+    /// Runs the call's statements in `tx`, keeping the answer; whether it succeeded.
+    async fn run(&mut self, tx: &mut Tx) -> bool {
+        match self {
+            Call::ClaimNext { ws, filter, req, count, reply } => {
+                reply.keep(steps::claim_next_in(tx, ws, filter, req, *count).await)
+            }
+            Call::Complete { ws, r, req, reply } => reply.keep(tx.complete(ws, r, req).await),
+            Call::Fail { ws, r, req, reply } => reply.keep(steps::fail_in(tx, ws, r, req).await),
+            Call::Renew { ws, r, req, reply } => reply.keep(tx.renew(ws, r, req).await),
+            Call::Release { ws, r, req, reply } => reply.keep(tx.release(ws, r, req).await),
+        }
+    }
+
+    /// Sends the kept answer, or `error` for every call of a failed commit.
+    fn answer(self, error: Option<StoreError>) {
+        match self {
+            Call::ClaimNext { reply, .. } => reply.send(error),
+            Call::Complete { reply, .. } => reply.send(error),
+            Call::Fail { reply, .. } => reply.send(error),
+            Call::Renew { reply, .. } => reply.send(error),
+            Call::Release { reply, .. } => reply.send(error),
+        }
+    }
+
+    /// Runs the call in a transaction of its own and answers it.
+    async fn alone(mut self, pool: &PgPool) {
+        let error = match Tx::begin_on(pool).await {
+            Err(e) => Some(e),
+            Ok(mut tx) => {
+                if self.run(&mut tx).await {
+                    tx.commit().await.err()
+                } else {
+                    tx.rollback().await;
+                    None
+                }
+            }
+        };
+        self.answer(error);
+    }
+}
+
+/// What the group has done, for tests and the benchmark's notes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Transactions that carried more than one call and committed.
+    pub shared: u64,
+    /// Calls those transactions carried.
+    pub shared_calls: u64,
+    /// Batches rolled back because a call failed: their calls ran alone.
+    pub rerun: u64,
+}
+
+#[derive(Default)]
+struct State {
+    queue: Vec<Call>,
+    /// Tasks running the queue, each a transaction at a time: up to `lanes`.
+    leaders: usize,
+    /// Tests hold the queue to make a batch of a known size.
+    held: bool,
+    stats: GroupStats,
+}
+
+pub(crate) struct Group {
+    pool: PgPool,
+    lanes: usize,
+    state: Mutex<State>,
+}
+
+impl Group {
+    pub(crate) fn new(pool: PgPool, lanes: usize) -> Arc<Group> {
+        Arc::new(Group { pool, lanes: lanes.max(1), state: Mutex::new(State::default()) })
+    }
+
+    /// Whether a new leader should start, counting it if so.
+    fn new_leader(&self, s: &mut State) -> bool {
+        let lead = !s.held && !s.queue.is_empty() && s.leaders < self.lanes;
+        s.leaders += usize::from(lead);
+        lead
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Nothing panics while the lock is held; recover the data if it ever did.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues a call made by `make` and waits for its answer.
+    pub(crate) async fn call<T>(self: &Arc<Self>, make: impl FnOnce(Reply<T>) -> Call) -> StoreResult<T> {
+        let (to, answer) = oneshot::channel();
+        let lead = {
+            let mut s = self.state();
+            s.queue.push(make(Reply { to, kept: None }));
+            self.new_leader(&mut s)
+        };
+        if lead {
+            tokio::spawn(Arc::clone(self).lead());
+        }
+        answer.await.map_err(|_| StoreError::Unavailable("the lease call was dropped before it was answered".into()))?
+    }
+
+    /// Runs batches until the queue is empty. A spawned task, so no caller
+    /// waits for others' calls to be answered before its own.
+    async fn lead(self: Arc<Self>) {
+        // Should a batch panic, its callers are told `unavailable` (their
+        // replies drop) and the queue gets a new leader.
+        struct Leading(Option<Arc<Group>>);
+        impl Drop for Leading {
+            fn drop(&mut self) {
+                if let Some(group) = self.0.take() {
+                    group.state().leaders -= 1;
+                    group.unhold_if_queued();
+                }
+            }
+        }
+        let mut leading = Leading(Some(Arc::clone(&self)));
+        loop {
+            let batch = {
+                let mut s = self.state();
+                if s.queue.is_empty() || s.held {
+                    // Under the lock that queues calls: a call queued after
+                    // this sees no leader and starts one.
+                    s.leaders -= 1;
+                    leading.0 = None;
+                    return;
+                }
+                let n = s.queue.len().min(MAX_BATCH);
+                s.queue.drain(..n).collect::<Vec<_>>()
+            };
+            self.run_batch(batch).await;
+        }
+    }
+
+    async fn run_batch(&self, mut batch: Vec<Call>) {
+        if batch.len() == 1 {
+            batch.pop().expect("one call").alone(&self.pool).await;
+            return;
+        }
+        // Stable: calls on one item keep their arrival order.
+        batch.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+        let mut tx = match Tx::begin_on(&self.pool).await {
+            Ok(tx) => tx,
+            Err(e) => {
+                for call in batch {
+                    call.answer(Some(e.clone()));
+                }
+                return;
+            }
+        };
+        let mut all_ok = true;
+        for call in &mut batch {
+            if !call.run(&mut tx).await {
+                all_ok = false;
+                break;
+            }
+        }
+        if all_ok {
+            let error = tx.commit().await.err();
+            if error.is_none() {
+                let mut s = self.state();
+                s.stats.shared += 1;
+                s.stats.shared_calls += batch.len() as u64;
+            }
+            for call in batch {
+                call.answer(error.clone());
+            }
+            return;
+        }
+        tx.rollback().await;
+        self.state().stats.rerun += 1;
+        futures::future::join_all(batch.into_iter().map(|call| call.alone(&self.pool))).await;
+    }
+
+    pub(crate) fn stats(&self) -> GroupStats {
+        self.state().stats
+    }
+
+    /// Tests: while held, calls queue and none runs.
+    pub(crate) fn hold(&self) {
+        self.state().held = true;
+    }
+
+    /// Tests: the calls queued while held.
+    pub(crate) fn queued(&self) -> usize {
+        self.state().queue.len()
+    }
+
+    /// Tests: runs what queued while held, as batches of up to [`MAX_BATCH`].
+    pub(crate) fn unhold(self: &Arc<Self>) {
+        self.state().held = false;
+        self.unhold_if_queued();
+    }
+
+    /// Starts a leader if calls wait and none runs them.
+    fn unhold_if_queued(self: &Arc<Self>) {
+        let lead = {
+            let mut s = self.state();
+            self.new_leader(&mut s)
+        };
+        if lead {
+            tokio::spawn(Arc::clone(self).lead());
+        }
+    }
+}
+
+impl Tx {
+    pub(crate) async fn begin_on(pool: &PgPool) -> StoreResult<Tx> {
+        Ok(Tx { conn: pool.begin().await.map_err(db)?, locked: Vec::new() })
+    }
+}
