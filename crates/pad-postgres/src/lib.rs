@@ -150,6 +150,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Pool size per instance unless `PAD_PG_MAX_CONNECTIONS` says otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+/// Connections lease calls' shared transactions use at once unless
+/// `PAD_PG_LEASE_LANES` says otherwise (`group.rs`).
+pub const DEFAULT_LEASE_LANES: usize = 4;
 /// How long a request waits for a connection before answering `unavailable`.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// A pooled connection idle for longer is pinged before it is handed out.
@@ -245,12 +248,19 @@ impl WriteTx for Tx {
 }
 
 fn max_connections_from_env() -> StoreResult<u32> {
-    match std::env::var("PAD_PG_MAX_CONNECTIONS") {
-        Err(_) => Ok(DEFAULT_MAX_CONNECTIONS),
-        Ok(v) => v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-            StoreError::invalid("PAD_PG_MAX_CONNECTIONS", format!("{v:?} is not a positive number of connections"))
-        }),
-    }
+    count_from_env("PAD_PG_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)
+}
+
+/// A positive count from the environment variable `name`, else `default`.
+fn count_from_env<N: FromStr + PartialOrd + From<u8>>(name: &str, default: N) -> StoreResult<N> {
+    std::env::var(name).map_or(Ok(default), |v| parse_count(name, &v))
+}
+
+fn parse_count<N: FromStr + PartialOrd + From<u8>>(name: &str, v: &str) -> StoreResult<N> {
+    v.parse::<N>()
+        .ok()
+        .filter(|n| *n > N::from(0))
+        .ok_or_else(|| StoreError::invalid(name, format!("{v:?} is not a positive number")))
 }
 
 impl PgStore {
@@ -261,6 +271,7 @@ impl PgStore {
     }
 
     pub async fn open_with(url: &str, max_connections: u32) -> StoreResult<Self> {
+        let lanes = count_from_env("PAD_PG_LEASE_LANES", DEFAULT_LEASE_LANES)?;
         let opts = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::invalid("database_url", format!("not a PostgreSQL URL: {e}")))?;
         Self::migrate(&opts).await?;
@@ -276,10 +287,8 @@ impl PgStore {
             .before_acquire(ping_if_idle)
             .connect_lazy_with(opts.clone());
         Ok(PgStore {
-            group: group::Group::new(
-                pool.clone(),
-                std::env::var("PAD_PG_LEASE_LANES").ok().and_then(|v| v.parse().ok()).unwrap_or(4),
-            ),
+            // Half the pool at most: reads and other writes always find a connection.
+            group: group::Group::new(pool.clone(), lanes.min(usize::try_from(max_connections / 2).unwrap_or(1))),
             pool,
             ready: ready::Ready::new(opts),
         })
@@ -345,5 +354,17 @@ impl Backend for PgStore {
 
     fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
         Some(self.ready.subscribe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pool_and_lane_counts_are_positive_numbers() {
+        assert_eq!(super::parse_count::<usize>("PAD_PG_LEASE_LANES", "4").unwrap(), 4);
+        for bad in ["0", "-1", "four", "", "1.5"] {
+            let e = super::parse_count::<usize>("PAD_PG_LEASE_LANES", bad).unwrap_err();
+            assert!(e.to_string().contains("PAD_PG_LEASE_LANES"), "{bad}: {e}");
+        }
     }
 }

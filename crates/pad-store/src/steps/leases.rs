@@ -28,19 +28,12 @@ pub async fn claim<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &ClaimRequ
     }
 }
 
-/// L11: picks the best ready item and claims it, in one transaction.
-/// An expired lease found on the way is recorded first; if that
-/// quarantines the item and the filter excludes `needs-human`, the item is
-/// passed over.
-pub async fn claim_next<S: Begin>(
-    s: &S, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest,
-) -> StoreResult<Option<(Item, ClaimOutcome)>> {
-    Ok(claim_next_many(s, ws, filter, req, 1).await?.pop())
-}
-
 /// L11 for a batch (docs/api.md, "Batches and long polls"): up to `count`
 /// of the best ready items, each claimed under its own lease, in one
 /// transaction, best first.
+/// An expired lease found on the way is recorded first; if that
+/// quarantines the item and the filter excludes `needs-human`, the item is
+/// passed over.
 pub async fn claim_next_many<S: Begin + ?Sized>(
     s: &S, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
 ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
