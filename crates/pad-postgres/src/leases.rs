@@ -279,6 +279,15 @@ impl Tx {
 
 #[async_trait]
 impl LeaseOps for PgStore {
+    /// A claim that the row as last committed refuses is answered before
+    /// any transaction opens; the rest is the shared flow.
+    async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
+        if let Some(refused) = self.refused_unlocked(ws, r, req).await? {
+            return Err(refused);
+        }
+        steps::claim(self, ws, r, req).await
+    }
+
     async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
         self.group.call(|reply| Call::Renew { ws, r, req, reply }).await
@@ -324,22 +333,24 @@ impl LeaseOps for PgStore {
         Ok(rows.iter().map(|r| (r.get("slug"), u64::try_from(r.get::<i64, _>("n")).unwrap_or(0))).collect())
     }
 }
-impl Tx {
+impl PgStore {
     /// L2 without queueing (docs/leases.md, "A refusal does not queue"): a
     /// claim of an item another holder's live lease holds is refused on the
-    /// row as last committed, read without a lock, so contending claimers
-    /// do not wait in line for the row only to be told `lease_held`. The
-    /// refusal is the rule's, on the database clock, and true when read.
-    /// Anything else (free, expired, ours, missing) goes on to the locking
-    /// statement, which decides.
+    /// row as last committed, read without a lock and outside any
+    /// transaction (one round trip), so contending claimers neither wait in
+    /// line for the row only to be told `lease_held` nor open a transaction
+    /// to hear it. The refusal is the rule's, on the database clock, and
+    /// true when read. Anything else (free, expired, ours, missing) goes on
+    /// to the locking statement, which decides.
     async fn refused_unlocked(
-        &mut self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
+        &self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
     ) -> StoreResult<Option<StoreError>> {
+        let terms = req.validate(&ws.settings)?;
         let row = sqlx::query(PEEK)
             .bind(ws.id)
             .bind(&r.prefix)
             .bind(r.number)
-            .fetch_optional(&mut *self.conn)
+            .fetch_optional(&self.pool)
             .await
             .map_err(db)?;
         let Some(row) = row else { return Ok(None) };
@@ -363,9 +374,6 @@ impl LeaseSteps for Tx {
     ) -> StoreResult<Claimed> {
         let claimant = req.claimant();
         let loaded = self.holds_ref(r);
-        if !loaded && let Some(refused) = self.refused_unlocked(ws, r, req, terms).await? {
-            return Err(refused);
-        }
         let row = sqlx::query(if loaded { CLAIM_LOADED } else { CLAIM })
             .bind(ws.id)
             .bind(&r.prefix)

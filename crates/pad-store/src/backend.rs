@@ -72,6 +72,12 @@ pub trait ItemOps: Send + Sync {
 /// transaction of its own, and the frontier.
 #[async_trait]
 pub trait LeaseOps: Begin {
+    /// L1-L3: the shared flow, unless the dialect answers some claims
+    /// before it opens a transaction (PostgreSQL: docs/leases.md, "A
+    /// refusal does not queue").
+    async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
+        steps::claim(self, ws, r, req).await
+    }
     async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease>;
     async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome>;
     /// The shared flow unless the dialect has a faster one (PostgreSQL
@@ -235,7 +241,7 @@ impl<B: Backend> Store for B {
         steps::import(self, ws, actor, req).await
     }
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
-        steps::claim(self, ws, r, req).await
+        LeaseOps::claim(self, ws, r, req).await
     }
     async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
         LeaseOps::renew(self, ws, r, req).await

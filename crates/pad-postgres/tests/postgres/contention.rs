@@ -9,20 +9,8 @@ use std::time::Duration;
 
 use pad_core::NewItem;
 use pad_postgres::PgStore;
-use pad_store::{Actor, ClaimRequest, Store, StoreError};
+use pad_store::{Actor, Store, StoreError};
 use sqlx::Connection;
-
-fn claim(actor: Actor, holder: &str) -> ClaimRequest {
-    ClaimRequest {
-        actor,
-        holder: holder.into(),
-        session_id: None,
-        ttl_seconds: Some(300),
-        note: None,
-        refresh: true,
-        max_hold_seconds: None,
-    }
-}
 
 /// Another transaction holds the item's row lock (as a concurrent claim,
 /// renew or release would) while a second holder claims the held item: the
@@ -43,7 +31,7 @@ async fn a_claim_of_a_held_item_is_refused_without_waiting_for_its_row_lock() {
     let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
     let item = store.create_item(&ws, owner, &NewItem { title: "one".into(), ..Default::default() }).await.unwrap();
     let r = item.item_ref.clone();
-    store.claim(&ws, &r, &claim(owner, "first")).await.unwrap();
+    store.claim(&ws, &r, &common::claim(owner, "first", true)).await.unwrap();
 
     let mut locker = sqlx::PgConnection::connect(&db.url).await.unwrap();
     let mut tx = locker.begin().await.unwrap();
@@ -54,9 +42,10 @@ async fn a_claim_of_a_held_item_is_refused_without_waiting_for_its_row_lock() {
         .await
         .unwrap();
 
-    let refused = tokio::time::timeout(Duration::from_secs(60), store.claim(&ws, &r, &claim(owner, "second")))
-        .await
-        .expect("the claim waited for the row lock");
+    let refused =
+        tokio::time::timeout(Duration::from_secs(60), store.claim(&ws, &r, &common::claim(owner, "second", true)))
+            .await
+            .expect("the claim waited for the row lock");
     match refused {
         Err(StoreError::LeaseHeld { lease, .. }) => assert_eq!(lease.holder, "first"),
         other => panic!("expected lease_held naming the first holder, got {other:?}"),
@@ -73,7 +62,7 @@ async fn a_claim_of_a_held_item_is_refused_without_waiting_for_its_row_lock() {
         succeeded: false,
     };
     assert!(store.release(&ws, &r, &release).await.unwrap().released());
-    assert_eq!(store.claim(&ws, &r, &claim(owner, "second")).await.unwrap().lease.holder, "second");
+    assert_eq!(store.claim(&ws, &r, &common::claim(owner, "second", true)).await.unwrap().lease.holder, "second");
     release.holder = "second".into();
     assert!(store.release(&ws, &r, &release).await.unwrap().released());
 }

@@ -15,19 +15,7 @@ use std::time::Duration;
 use pad_core::lease::LeaseHandle;
 use pad_core::{FrontierFilter, ItemRef, NewItem, Status, Workspace};
 use pad_postgres::{GroupStats, PgStore};
-use pad_store::{Actor, ClaimRequest, CompleteRequest, RenewRequest, Store, StoreError};
-
-fn claim(actor: Actor, holder: &str) -> ClaimRequest {
-    ClaimRequest {
-        actor,
-        holder: holder.into(),
-        session_id: None,
-        ttl_seconds: Some(300),
-        note: None,
-        refresh: false,
-        max_hold_seconds: None,
-    }
-}
+use pad_store::{Actor, CompleteRequest, RenewRequest, Store, StoreError};
 
 fn done(actor: Actor, holder: &str, epoch: i64) -> CompleteRequest {
     CompleteRequest {
@@ -73,7 +61,7 @@ async fn a_refused_call_in_a_batch_fails_none_of_the_others() {
     let (store, owner, ws, refs) = setup(&db, 6).await;
     let mut epochs = Vec::new();
     for (i, r) in refs.iter().enumerate() {
-        epochs.push(store.claim(&ws, r, &claim(owner, &format!("w{i}"))).await.unwrap().lease.epoch);
+        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
     }
     let before = store.group_stats();
 
@@ -120,15 +108,15 @@ async fn concurrent_lease_calls_share_one_commit() {
     };
     let (store, owner, ws, refs) = setup(&db, 6).await;
     // Two items already leased, to renew and to complete.
-    let renewed = store.claim(&ws, &refs[0], &claim(owner, "r")).await.unwrap().lease.epoch;
-    let completed = store.claim(&ws, &refs[1], &claim(owner, "c")).await.unwrap().lease.epoch;
+    let renewed = store.claim(&ws, &refs[0], &common::claim(owner, "r", false)).await.unwrap().lease.epoch;
+    let completed = store.claim(&ws, &refs[1], &common::claim(owner, "c", false)).await.unwrap().lease.epoch;
     let before = store.group_stats();
 
     store.hold_group();
     let mut nexts = Vec::new();
     for i in 0..3 {
         let (store, ws) = (Arc::clone(&store), ws.clone());
-        let req = claim(owner, &format!("n{i}"));
+        let req = common::claim(owner, &format!("n{i}"), false);
         nexts.push(tokio::spawn(async move { store.claim_next(&ws, &FrontierFilter::default(), &req).await }));
     }
     let renew = {
@@ -198,7 +186,7 @@ async fn claim_next_batches_on_three_instances_grant_each_item_once() {
                     let count = 1 + (round + u32::try_from(w).unwrap()) % 4;
                     round += 1;
                     let batch = store
-                        .claim_next_many(&ws, &FrontierFilter::default(), &claim(owner, &holder), count)
+                        .claim_next_many(&ws, &FrontierFilter::default(), &common::claim(owner, &holder, false), count)
                         .await
                         .unwrap();
                     if batch.is_empty() {

@@ -11,7 +11,9 @@ use crate::{
 };
 
 /// L1-L3, L5, L7-L9, L12, L13.
-pub async fn claim<S: Begin>(s: &S, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
+pub async fn claim<S: Begin + ?Sized>(
+    s: &S, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
+) -> StoreResult<ClaimOutcome> {
     let terms = req.validate(&ws.settings)?;
     let mut tx = s.begin().await?;
     match tx.claim_item(ws, r, req, terms).await {
