@@ -146,7 +146,7 @@ impl Call {
     }
 }
 
-/// What the group has done, for tests and the benchmark's notes.
+/// What the group has done, for tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct GroupStats {
     /// Transactions that carried more than one call and committed.

@@ -141,10 +141,10 @@ use async_trait::async_trait;
 use pad_core::{ItemRef, Timestamp};
 use pad_store::steps::{Begin, WriteTx};
 use pad_store::{Backend, StoreError, StoreResult};
-
-pub use group::GroupStats;
 use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+pub use group::GroupStats;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 

@@ -1,5 +1,5 @@
-//! Complete's two statements (L15): the lock that reads the item, and
-//! every write in one.
+//! Complete's two statements (L15): the lock that reads the lease and the
+//! status, and every write in one.
 
 /// Locks an item for [`complete`] and reads what the decision needs: the
 /// lease and the status (a complete's version only moves the status). The
