@@ -129,8 +129,13 @@ impl Call {
         }
     }
 
-    /// Runs the call in a transaction of its own and answers it.
+    /// Runs the call in a transaction of its own and answers it; a renew,
+    /// one statement, needs none.
     async fn alone(mut self, pool: &PgPool) {
+        if let Call::Renew { ws, r, req, reply } = &mut self {
+            reply.keep(crate::leases::renew_alone(pool, ws, r, req).await);
+            return self.answer(None);
+        }
         let error = match Tx::begin_on(pool).await {
             Err(e) => Some(e),
             Ok(mut tx) => {

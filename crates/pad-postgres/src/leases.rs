@@ -9,13 +9,13 @@ use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecis
 use pad_core::{
     EventKind, FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Status, Timestamp, ValidFrontierFilter, Workspace,
 };
-use pad_store::steps::{self, Candidate, Claimed, EventSteps, Expiry, LeaseSteps};
+use pad_store::steps::{self, Candidate, Claimed, EventSteps, Expiry, LeaseSteps, WriteTx};
 use pad_store::{
     ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, LeaseOps, ReleaseOutcome, ReleaseRequest,
     RenewRequest, StoreError, StoreResult, shared,
 };
 use serde_json::Value;
-use sqlx::{Postgres, QueryBuilder, Row};
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
 use crate::group::Call;
 use crate::items::push_parent;
@@ -136,41 +136,78 @@ fn disagree(wrote: impl std::fmt::Debug, decided: impl std::fmt::Debug) -> Store
     StoreError::Internal(format!("lease statement and lease rule disagree: wrote {wrote:?}, rule decided {decided:?}"))
 }
 
+/// A renew the statement refused because the caller's lease is gone (L7):
+/// the refusal still to be explained from the item's last lease.
+struct Lost {
+    item: i64,
+    error: StoreError,
+}
+
+/// L4 as one statement on `conn`, in a transaction or alone: it commits or
+/// writes nothing either way.
+async fn renew_statement(
+    conn: &mut PgConnection, ws: &Workspace, r: &ItemRef, req: &RenewRequest,
+) -> StoreResult<Result<Lease, Lost>> {
+    let ttl = req.validate(&ws.settings)?;
+    let claimant = req.claimant();
+    let row = sqlx::query(RENEW)
+        .bind(ws.id)
+        .bind(&r.prefix)
+        .bind(r.number)
+        .bind(req.actor.user_id)
+        .bind(&req.holder)
+        .bind(req.handle.epoch)
+        .bind(ttl.map(ttl_param))
+        .bind(&req.note)
+        .bind(req.handle.lease_id)
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
+    let locked = rows::locked(row.as_ref(), r)?.undeleted(r)?;
+    let wrote = rows::written_lease(row.as_ref().expect("rows::locked refuses a missing row"))?;
+    let now = locked.now;
+    match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
+        RenewDecision::Renewed(l) => {
+            agree(wrote.as_ref(), Some(&l))?;
+            Ok(Ok(l))
+        }
+        RenewDecision::Lost(live) => {
+            agree(wrote.as_ref(), None)?;
+            Ok(Err(Lost { item: locked.id, error: StoreError::lost(live, now) }))
+        }
+        RenewDecision::Held(l) => {
+            agree(wrote.as_ref(), None)?;
+            Err(StoreError::held(l, now))
+        }
+    }
+}
+
+/// A renew with no other lease call to share a transaction with: its one
+/// statement alone, without `BEGIN` and `COMMIT` (what a lone heartbeat
+/// costs); only a refusal to explain opens a read transaction. Alone, a
+/// statement that disagreed with the rule ([`agree`]) has already committed:
+/// the error is still answered, as before the group existed.
+pub(crate) async fn renew_alone(pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
+    let mut conn = pool.acquire().await.map_err(db)?;
+    match renew_statement(&mut conn, ws, r, req).await? {
+        Ok(lease) => Ok(lease),
+        Err(Lost { item, error }) => {
+            drop(conn);
+            let mut tx = Tx::begin_on(pool).await?;
+            let error = steps::explain_lost(&mut tx, item, req.handle, error).await;
+            tx.rollback().await;
+            Err(error)
+        }
+    }
+}
+
 /// The lease calls that share a transaction (`group.rs`), each as it runs there.
 impl Tx {
     pub(crate) async fn renew(&mut self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
-        let ttl = req.validate(&ws.settings)?;
-        let claimant = req.claimant();
-        let row = sqlx::query(RENEW)
-            .bind(ws.id)
-            .bind(&r.prefix)
-            .bind(r.number)
-            .bind(req.actor.user_id)
-            .bind(&req.holder)
-            .bind(req.handle.epoch)
-            .bind(ttl.map(ttl_param))
-            .bind(&req.note)
-            .bind(req.handle.lease_id)
-            .fetch_optional(&mut *self.conn)
-            .await
-            .map_err(db)?;
-        let locked = rows::locked(row.as_ref(), r)?.undeleted(r)?;
-        let wrote = rows::written_lease(row.as_ref().expect("rows::locked refuses a missing row"))?;
-        let now = locked.now;
-        match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
-            RenewDecision::Renewed(l) => {
-                agree(wrote.as_ref(), Some(&l))?;
-                Ok(l)
-            }
-            RenewDecision::Lost(live) => {
-                agree(wrote.as_ref(), None)?;
-                // Told why (L7): how the caller's lease ended.
-                Err(steps::explain_lost(self, locked.id, req.handle, StoreError::lost(live, now)).await)
-            }
-            RenewDecision::Held(l) => {
-                agree(wrote.as_ref(), None)?;
-                Err(StoreError::held(l, now))
-            }
+        match renew_statement(&mut self.conn, ws, r, req).await? {
+            Ok(lease) => Ok(lease),
+            // Told why (L7): how the caller's lease ended.
+            Err(Lost { item, error }) => Err(steps::explain_lost(self, item, req.handle, error).await),
         }
     }
 
