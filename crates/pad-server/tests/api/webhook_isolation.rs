@@ -63,19 +63,24 @@ async fn hanging_receivers_hold_back_only_their_own_queues() {
                     s.post(&s.owner, &format!("/api/v1/workspaces/{ws}/webhooks"), json!({ "url": hang.url })).await;
                 assert_eq!(a.status, 201, "{:?}", a.body);
             }
-            s.create_item(&s.owner, &ws, "flood").await;
+        }
+        // Another workspace's receiver, which answers at once.
+        let good = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", good.local_addr().unwrap());
+        let a = s.post(&s.owner, "/api/v1/workspaces/default/webhooks", json!({ "url": url })).await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+
+        // Everything is set up before the flood: from its first event the
+        // hanging sends' 10 s bound runs, and only the wanted item's few
+        // requests come after it.
+        for w in 0..HOSTILE_WORKSPACES {
+            s.create_item(&s.owner, &format!("hostile-{w}"), "flood").await;
         }
         // The hanging deliveries are in flight (the old loop's first round
         // of 32 at least).
         while hang.accepted.load(Ordering::SeqCst) < 32 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-
-        // Another workspace's receiver, which answers at once.
-        let good = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", good.local_addr().unwrap());
-        let a = s.post(&s.owner, "/api/v1/workspaces/default/webhooks", json!({ "url": url })).await;
-        assert_eq!(a.status, 201, "{:?}", a.body);
         let started = Instant::now();
         s.create_item(&s.owner, "default", "wanted").await;
         let (mut conn, _) = good.accept().await.unwrap();

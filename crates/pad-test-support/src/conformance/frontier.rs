@@ -139,14 +139,14 @@ pub async fn l11_claim_next_with_nothing_ready_is_none(store: Arc<dyn Store>) {
 pub async fn l12_handoff_note_reaches_the_next_claimant(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
-    let first = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap();
+    let first = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 3)).await.unwrap();
     assert_eq!((first.previous_note, first.previous_holder), (None, None));
     let mut renew = f.renew("runner-a", first.lease.epoch);
     renew.note = Some("migrated 3 of 7 tables".into());
     f.store.renew(&f.ws, &rf("TASK-1"), &renew).await.unwrap();
     // While the lease lives, its note is readable on the item.
     assert_eq!(f.get("TASK-1").await.lease_note.as_deref(), Some("migrated 3 of 7 tables"));
-    pass(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(3100)).await;
     // Expired: no live lease, so no live note (the handoff below still has it).
     assert_eq!(f.get("TASK-1").await.lease_note, None);
     let second = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap();

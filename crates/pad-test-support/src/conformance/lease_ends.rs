@@ -14,15 +14,16 @@ use super::{Fixture, event_types, events_of, lost, pass, rf};
 pub async fn expiry_is_observed_exactly_once(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("a").await;
-    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 1)).await.unwrap();
+    // 3 s: the two reads below must see the lease live, also on a busy machine.
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 3)).await.unwrap();
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0, "a live lease is not expired");
     assert_eq!(f.store.live_leases().await.unwrap(), [(f.ws.slug.clone(), 1)]);
-    pass(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(3100)).await;
     assert!(f.store.live_leases().await.unwrap().is_empty(), "an expired lease is not live, recorded or not");
     let observed = f.store.observe_expiries().await.unwrap();
     assert_eq!(observed.len(), 1);
     assert_eq!((observed[0].workspace.as_str(), observed[0].quarantined), (f.ws.slug.as_str(), false));
-    assert_eq!(observed[0].held, chrono::Duration::seconds(1));
+    assert_eq!(observed[0].held, chrono::Duration::seconds(3));
     assert_eq!(f.store.observe_expiries().await.unwrap().len(), 0);
     assert!(!f.store.release(&f.ws, &rf("TASK-1"), &f.release("w")).await.unwrap().released());
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("v", 60)).await.unwrap().lease;
@@ -128,20 +129,22 @@ pub async fn l18_last_lease_shows_how_each_lease_ended(store: Arc<dyn Store>) {
 pub async fn l19_renewals_cannot_extend_a_lease_past_its_max_hold(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("stuck in a loop").await;
-    let capped = ClaimRequest { max_hold_seconds: Some(3), ..f.claim("w", 2) };
+    // Each step has 1.5 s to spare before the lease it needs ends: on
+    // PostgreSQL `pass` is real time, and a commit on a busy machine is slow.
+    let capped = ClaimRequest { max_hold_seconds: Some(6), ..f.claim("w", 4) };
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &capped).await.unwrap().lease;
-    let cap = l.acquired_at + chrono::Duration::seconds(3);
-    assert_eq!((l.hold_until, l.expires_at), (Some(cap), l.acquired_at + chrono::Duration::seconds(2)));
+    let cap = l.acquired_at + chrono::Duration::seconds(6);
+    assert_eq!((l.hold_until, l.expires_at), (Some(cap), l.acquired_at + chrono::Duration::seconds(4)));
     assert!(!l.is_capped());
-    pass(Duration::from_millis(1500)).await;
+    pass(Duration::from_millis(2500)).await;
     let renewed = f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("w", l.epoch)).await.unwrap();
     assert_eq!(renewed.expires_at, cap, "the renewal stops at the cap, not a TTL on");
     assert!(renewed.is_capped());
-    let refreshed = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 2)).await.unwrap();
+    let refreshed = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 4)).await.unwrap();
     assert!(refreshed.refreshed);
     assert_eq!(refreshed.lease.expires_at, cap, "a refresh is capped too");
     assert_eq!(f.get("TASK-1").await.lease.unwrap().hold_until, Some(cap), "the item shows the cap");
-    pass(Duration::from_millis(1600)).await;
+    pass(Duration::from_millis(3600)).await;
     let late = f.store.renew(&f.ws, &rf("TASK-1"), &f.renew("w", l.epoch)).await;
     assert!(matches!(late, Err(StoreError::LeaseLost { .. })), "{late:?}");
     // The workspace's cap applies to a claim that names none.

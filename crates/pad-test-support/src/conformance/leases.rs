@@ -139,10 +139,10 @@ pub async fn l4_renew_after_expiry_is_lost(store: Arc<dyn Store>) {
 pub async fn l5_expired_lease_is_absent_and_claimable(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap();
+    f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 3)).await.unwrap();
     let leased = ItemFilter { leased: Some(true), ..Default::default() };
     assert_eq!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.len(), 1);
-    pass(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(3100)).await;
     // Nothing ran in between: expiry alone made it absent everywhere.
     assert_eq!(f.get("TASK-1").await.lease, None);
     assert!(f.store.list_items(&f.ws, &leased, 50, None).await.unwrap().items.is_empty());
@@ -330,11 +330,11 @@ pub async fn l9_leases_never_touch_content(store: Arc<dyn Store>) {
 pub async fn l10_fenced_writes_need_the_live_epoch(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     f.item("one").await;
-    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 1)).await.unwrap().lease;
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-a", 3)).await.unwrap().lease;
     let fenced =
         |epoch, title: &str| ItemPatch { title: Some(title.into()), lease_epoch: Some(epoch), ..Default::default() };
     f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(l.epoch, "by a")).await.unwrap();
-    pass(Duration::from_millis(1100)).await;
+    pass(Duration::from_millis(3100)).await;
     let b = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("runner-b", 60)).await.unwrap().lease;
     match f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &fenced(l.epoch, "stale a")).await {
         Err(StoreError::LeaseLost { current, .. }) => assert_eq!(current.unwrap().holder, "runner-b"),

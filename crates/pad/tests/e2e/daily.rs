@@ -498,7 +498,7 @@ fn a_worker_whose_lease_was_broken_is_told_why() {
     // `pad run` loses the lease at its next heartbeat and says why.
     let run = server
         .pad()
-        .args(["run", "TASK-2", "--holder", "runner", "--ttl", "3s", "--kill-after", "1s", "--", "sleep", "30"])
+        .args(["run", "TASK-2", "--holder", "runner", "--ttl", "6s", "--kill-after", "1s", "--", "sleep", "30"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -523,7 +523,7 @@ fn a_worker_whose_lease_was_broken_is_told_why() {
     // So does `pad drain`.
     let drain = server
         .pad()
-        .args(["drain", "--once", "--holder", "drainer", "--ttl", "3s", "--kill-after", "1s", "--", "sleep", "30"])
+        .args(["drain", "--once", "--holder", "drainer", "--ttl", "6s", "--kill-after", "1s", "--", "sleep", "30"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -158,7 +158,7 @@ fn run_keeps_the_lease_alive_and_releases_it_at_exit() {
         format!("echo \"$PAD_REF $PAD_LEASE_EPOCH $PAD_HOLDER $PAD_SESSION_ID\" > {}; sleep 10", env_file.display());
     let mut run = spawn_run(
         &s,
-        &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script],
+        &["run", &r, "--holder", "runner-a", "--ttl", "6s", "--kill-after", "1s", "--", "sh", "-c", &script],
     );
 
     wait_for("the lease", Duration::from_secs(30), || show(&s, &r).get("lease").is_some());
@@ -198,7 +198,7 @@ fn a_killed_run_frees_the_item_when_its_lease_expires() {
     let s = TestServer::start();
     let r = create(&s, "crashy job");
     let mut run =
-        spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sleep", "5"]);
+        spawn_run(&s, &["run", &r, "--holder", "runner-a", "--ttl", "6s", "--kill-after", "1s", "--", "sleep", "5"]);
     wait_for("the lease", Duration::from_secs(30), || show(&s, &r).get("lease").is_some());
     run.kill().unwrap(); // SIGKILL: no release, no more renewals
     run.wait().unwrap();
@@ -206,7 +206,7 @@ fn a_killed_run_frees_the_item_when_its_lease_expires() {
     let expiry = expires_at(&lease);
     // The lease ends one TTL after its last renewal, which came before the kill.
     let renewed: DateTime<Utc> = lease["renewed_at"].as_str().unwrap().parse().unwrap();
-    assert_eq!(expiry - renewed, chrono::Duration::seconds(3), "the lease outlives its TTL: {lease}");
+    assert_eq!(expiry - renewed, chrono::Duration::seconds(6), "the lease outlives its TTL: {lease}");
 
     let early = s.pad_output(["item", "claim", &r, "--holder", "runner-b"]);
     assert_eq!(code(&early), 7, "claimed before expiry: {}", stdout(&early));
@@ -227,7 +227,7 @@ fn a_broken_lease_stops_the_child_and_run_exits_7() {
     let script = format!("trap \"echo got-term > {}; exit 0\" TERM; while true; do sleep 0.1; done", flag.display());
     let run = spawn_run(
         &s,
-        &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script],
+        &["run", &r, "--holder", "runner-a", "--ttl", "6s", "--kill-after", "1s", "--", "sh", "-c", &script],
     );
     wait_for("the lease", Duration::from_secs(30), || show(&s, &r).get("lease").is_some());
 

@@ -213,7 +213,7 @@ fn the_leases_of_all_jobs_are_renewed_in_one_request() {
         .pad()
         .env("PAD_URL", &proxy.url)
         .env("PAD_TOKEN", &s.token)
-        .args(["drain", "--jobs", "3", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script])
+        .args(["drain", "--jobs", "3", "--ttl", "6s", "--kill-after", "1s", "--", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -222,13 +222,17 @@ impl Watch {
         Watch { child, rx, lines: Vec::new() }
     }
 
+    /// The next line, waiting out a reconnect too: after a server restart
+    /// `pad watch` may be in its longest pause (10 s, docs/api.md) first.
     fn next(&mut self) -> serde_json::Value {
-        match self.rx.recv_timeout(PATIENCE) {
+        match self.rx.recv_timeout(PATIENCE + Duration::from_secs(10)) {
             Ok(line) => {
                 self.lines.push(line.clone());
                 line
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => panic!("no line from pad watch within {PATIENCE:?}"),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no line from pad watch within {PATIENCE:?} and a reconnect")
+            }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let (code, stderr) = self.exit();
                 panic!("pad watch exited ({code:?}): {stderr}")

@@ -204,7 +204,7 @@ fn guard_runs_nothing_without_a_live_lease_and_runs_inside_pad_run() {
 fn guard_stops_its_command_when_the_lease_is_lost() {
     let s = TestServer::start();
     let r = create(&s, "deploy");
-    let lease = claim(&s, &r, "ci-7", "3s");
+    let lease = claim(&s, &r, "ci-7", "6s");
     let id = lease["lease"]["lease_id"].as_i64().unwrap().to_string();
     let (flag, up) = (s.home.join("term"), s.home.join("up"));
     let script = format!(

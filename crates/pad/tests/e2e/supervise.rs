@@ -158,8 +158,9 @@ fn drain_jobs_death_stops_every_group(ignore_term: bool) {
     drain.kill().unwrap(); // SIGKILL: pad gets no say
     drain.wait().unwrap();
     let killed = Instant::now();
-    let limit = if ignore_term { Duration::from_secs(4) } else { Duration::from_secs(3) };
-    wait_for("every job's process group to be gone", limit, || in_groups(&groups).is_empty());
+    // Within the 30 s leases, checked below; the time is printed, not
+    // bounded more tightly: a loaded machine schedules the guards late.
+    wait_for("every job's process group to be gone", Duration::from_secs(20), || in_groups(&groups).is_empty());
     eprintln!("3 job groups gone {:?} after the drain's kill -9", killed.elapsed());
     for r in &refs {
         assert_eq!(show(&s, r)["lease"]["holder"], "jobs-s1", "{r}: the lease is still live, nobody else's");
@@ -184,7 +185,7 @@ fn a_lost_lease_stops_the_whole_group_and_leftovers_are_stopped_at_exit() {
     std::fs::create_dir(&dir).unwrap();
     let script = family_script(&dir, false);
     let run =
-        spawn(&s, &["run", &r, "--holder", "runner-a", "--ttl", "3s", "--kill-after", "1s", "--", "sh", "-c", &script]);
+        spawn(&s, &["run", &r, "--holder", "runner-a", "--ttl", "6s", "--kill-after", "1s", "--", "sh", "-c", &script]);
     wait_for("both pids", Duration::from_secs(30), || dir.join("grandchild").exists() && dir.join("child").exists());
     let grandchild = read_pid(&dir.join("grandchild")).unwrap();
     let broke = s.pad_output(["item", "release", &r, "--force", "--reason", "stuck for hours"]);
