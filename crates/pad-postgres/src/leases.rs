@@ -15,6 +15,8 @@ use pad_store::{
     RenewRequest, StoreError, StoreResult, shared,
 };
 use serde_json::Value;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
 use crate::group::Call;
@@ -136,6 +138,15 @@ fn disagree(wrote: impl std::fmt::Debug, decided: impl std::fmt::Debug) -> Store
     StoreError::Internal(format!("lease statement and lease rule disagree: wrote {wrote:?}, rule decided {decided:?}"))
 }
 
+/// A lease statement with the arguments the claim, renew and release
+/// statements start with: $1 workspace, $2 prefix, $3 number (the item),
+/// $4 user and $5 holder (the claimant).
+fn by_claimant<'q>(
+    sql: &'static str, ws: &Workspace, r: &'q ItemRef, user: i64, holder: &'q str,
+) -> Query<'q, Postgres, PgArguments> {
+    sqlx::query(sql).bind(ws.id).bind(&r.prefix).bind(r.number).bind(user).bind(holder)
+}
+
 /// A renew the statement refused because the caller's lease is gone (L7):
 /// the refusal still to be explained from the item's last lease.
 struct Lost {
@@ -150,12 +161,7 @@ async fn renew_statement(
 ) -> StoreResult<Result<Lease, Lost>> {
     let ttl = req.validate(&ws.settings)?;
     let claimant = req.claimant();
-    let row = sqlx::query(RENEW)
-        .bind(ws.id)
-        .bind(&r.prefix)
-        .bind(r.number)
-        .bind(req.actor.user_id)
-        .bind(&req.holder)
+    let row = by_claimant(RENEW, ws, r, req.actor.user_id, &req.holder)
         .bind(req.handle.epoch)
         .bind(ttl.map(ttl_param))
         .bind(&req.note)
@@ -217,12 +223,7 @@ impl Tx {
         req.validate()?;
         let claimant = req.claimant();
         let tx = self;
-        let row = sqlx::query(RELEASE)
-            .bind(ws.id)
-            .bind(&r.prefix)
-            .bind(r.number)
-            .bind(req.actor.user_id)
-            .bind(&req.holder)
+        let row = by_claimant(RELEASE, ws, r, req.actor.user_id, &req.holder)
             .bind(req.handle.epoch)
             .bind(req.force)
             .bind(req.handle.lease_id)
@@ -411,12 +412,7 @@ impl LeaseSteps for Tx {
     ) -> StoreResult<Claimed> {
         let claimant = req.claimant();
         let loaded = self.holds_ref(r);
-        let row = sqlx::query(if loaded { CLAIM_LOADED } else { CLAIM })
-            .bind(ws.id)
-            .bind(&r.prefix)
-            .bind(r.number)
-            .bind(req.actor.user_id)
-            .bind(&req.holder)
+        let row = by_claimant(if loaded { CLAIM_LOADED } else { CLAIM }, ws, r, req.actor.user_id, &req.holder)
             .bind(&req.session_id)
             .bind(ttl_param(terms.ttl))
             .bind(&req.note)
