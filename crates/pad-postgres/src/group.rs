@@ -281,6 +281,11 @@ impl Group {
         futures::future::join_all(batch.into_iter().map(|call| call.alone(&self.pool))).await;
     }
 
+    /// Closes the lease calls' connections.
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+    }
+
     pub(crate) fn stats(&self) -> GroupStats {
         self.state().stats
     }

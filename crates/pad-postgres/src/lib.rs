@@ -263,6 +263,28 @@ fn parse_count<N: FromStr + PartialOrd + From<u8>>(name: &str, v: &str) -> Store
         .ok_or_else(|| StoreError::invalid(name, format!("{v:?} is not a positive number")))
 }
 
+/// How `PAD_PG_MAX_CONNECTIONS` is shared: the lease calls' shared
+/// transactions get `lanes` connections, at most half (and at least one),
+/// and everything else the rest (at least one). Returns (rest, lanes).
+fn split_pool(max_connections: u32, lanes: usize) -> (u32, u32) {
+    let lanes = u32::try_from(lanes).unwrap_or(u32::MAX).min(max_connections / 2).max(1);
+    (max_connections.saturating_sub(lanes).max(1), lanes)
+}
+
+/// A pool of at most `size` connections.
+fn pool_options(size: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        // Pings a pooled connection before use if it sat idle, so
+        // connections that died with a database restart are replaced
+        // instead of failing a request. sqlx pings every connection as it
+        // returns to the pool, so one back within IDLE_PING_AFTER was alive
+        // just now: pinging it again would cost each request a round trip.
+        .test_before_acquire(false)
+        .before_acquire(ping_if_idle)
+}
+
 impl PgStore {
     /// Connects to `postgres://…` / `postgresql://…`, applies migrations, and
     /// pools up to `PAD_PG_MAX_CONNECTIONS` (default 16) connections.
@@ -275,20 +297,15 @@ impl PgStore {
         let opts = PgConnectOptions::from_str(url)
             .map_err(|e| StoreError::invalid("database_url", format!("not a PostgreSQL URL: {e}")))?;
         Self::migrate(&opts).await?;
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            // Pings a pooled connection before use if it sat idle, so
-            // connections that died with a database restart are replaced
-            // instead of failing a request. sqlx pings every connection as it
-            // returns to the pool, so one back within IDLE_PING_AFTER was alive
-            // just now: pinging it again would cost each request a round trip.
-            .test_before_acquire(false)
-            .before_acquire(ping_if_idle)
-            .connect_lazy_with(opts.clone());
+        let (others, lanes) = split_pool(max_connections, lanes);
+        let pool = pool_options(others).connect_lazy_with(opts.clone());
+        // The lease calls that share transactions have connections of their
+        // own, on which PostgreSQL keeps one plan per statement
+        // (docs/operations.md, "Sizing the PostgreSQL pool").
+        let lease_pool =
+            pool_options(lanes).connect_lazy_with(opts.clone().options([("plan_cache_mode", "force_generic_plan")]));
         Ok(PgStore {
-            // Half the pool at most: reads and other writes always find a connection.
-            group: group::Group::new(pool.clone(), lanes.min(usize::try_from(max_connections / 2).unwrap_or(1))),
+            group: group::Group::new(lease_pool, usize::try_from(lanes).unwrap_or(1)),
             pool,
             ready: ready::Ready::new(opts),
         })
@@ -339,6 +356,7 @@ impl PgStore {
 
     pub async fn close(&self) {
         self.pool.close().await;
+        self.group.close().await;
     }
 }
 
@@ -359,6 +377,16 @@ impl Backend for PgStore {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_lease_lanes_take_at_most_half_of_the_connections() {
+        use super::split_pool;
+        assert_eq!(split_pool(16, 4), (12, 4));
+        assert_eq!(split_pool(6, 4), (3, 3));
+        assert_eq!(split_pool(4, 1), (3, 1));
+        assert_eq!(split_pool(2, 4), (1, 1));
+        assert_eq!(split_pool(1, 4), (1, 1), "one each at least");
+    }
+
     #[test]
     fn pool_and_lane_counts_are_positive_numbers() {
         assert_eq!(super::parse_count::<usize>("PAD_PG_LEASE_LANES", "4").unwrap(), 4);
