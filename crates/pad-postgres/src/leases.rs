@@ -121,7 +121,8 @@ mod expire;
 mod release;
 mod renew;
 
-use claim::{CLAIM, CLAIM_LOADED, PEEK};
+pub(crate) use claim::PEEK;
+use claim::{CLAIM, CLAIM_LOADED};
 use complete::{COMPLETE, LOCK_FOR_COMPLETE};
 use expire::{EXPIRE, OBSERVE_EXPIRED};
 use release::RELEASE;
@@ -318,12 +319,21 @@ impl Tx {
 #[async_trait]
 impl LeaseOps for PgStore {
     /// A claim that the row as last committed refuses is answered before
-    /// any transaction opens; the rest is the shared flow.
+    /// any transaction opens; the rest shares a transaction with the lease
+    /// calls around it, one claim of an item at a time (docs/leases.md,
+    /// "Claims on one item share their read").
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
-        if let Some(refused) = self.refused_unlocked(ws, r, req).await? {
-            return Err(refused);
+        loop {
+            if let Some(refused) = self.refused_unlocked(ws, r, req).await? {
+                return Err(refused);
+            }
+            // One claim of this instance at a time goes on to the row lock;
+            // the others read again once its turn ends (`peek.rs`).
+            if let Some(_turn) = self.peeks.turn(ws, r).await {
+                let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
+                return self.group.call(|reply| Call::Claim { ws, r, req, reply }).await;
+            }
         }
-        steps::claim(self, ws, r, req).await
     }
 
     async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
@@ -378,24 +388,16 @@ impl PgStore {
     /// transaction (one round trip), so contending claimers neither wait in
     /// line for the row only to be told `lease_held` nor open a transaction
     /// to hear it. The refusal is the rule's, on the database clock, and
-    /// true when read. Anything else (free, expired, ours, missing) goes on
-    /// to the locking statement, which decides.
+    /// true when read, as is `not_found` for an item missing or deleted.
+    /// Anything else (free, expired, ours) goes on to the locking
+    /// statement, which decides.
     async fn refused_unlocked(
         &self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
     ) -> StoreResult<Option<StoreError>> {
         let terms = req.validate(&ws.settings)?;
-        let row = sqlx::query(PEEK)
-            .bind(ws.id)
-            .bind(&r.prefix)
-            .bind(r.number)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db)?;
-        let Some(row) = row else { return Ok(None) };
-        let seen = rows::locked(Some(&row), r)?;
-        if seen.deleted {
-            return Ok(None);
-        }
+        // Refused as the locking statement would refuse it, so a claim of
+        // no item never makes a shared transaction run again.
+        let seen = self.peeks.read(ws, r).await?.undeleted(r)?;
         Ok(match lease::decide_claim(&seen.slot, &req.claimant(), terms, req.refresh, 0, seen.now) {
             ClaimDecision::Held(l) => Some(StoreError::held(l, seen.now)),
             _ => None,

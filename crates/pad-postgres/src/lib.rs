@@ -129,6 +129,7 @@ mod group;
 mod imports;
 mod items;
 mod leases;
+mod peek;
 mod ready;
 mod rows;
 mod webhooks;
@@ -177,6 +178,8 @@ pub struct PgStore {
     group: Arc<group::Group>,
     /// Wake-ups for long polls from every instance (`ready.rs`).
     ready: Arc<ready::Ready>,
+    /// Claims' unlocked reads, shared per item (`peek.rs`).
+    peeks: Arc<peek::Peeks>,
 }
 
 /// Maps a driver error once, at this crate's boundary. Anything that says
@@ -306,6 +309,7 @@ impl PgStore {
             pool_options(lanes).connect_lazy_with(opts.clone().options([("plan_cache_mode", "force_generic_plan")]));
         Ok(PgStore {
             group: group::Group::new(lease_pool, usize::try_from(lanes).unwrap_or(1)),
+            peeks: peek::Peeks::new(pool.clone()),
             pool,
             ready: ready::Ready::new(opts),
         })
@@ -352,6 +356,31 @@ impl PgStore {
     #[doc(hidden)]
     pub fn unhold_group(&self) {
         self.group.unhold();
+    }
+
+    /// For tests: how many unlocked reads claims have made (`peek.rs`).
+    #[doc(hidden)]
+    pub fn claim_reads(&self) -> u64 {
+        self.peeks.made()
+    }
+
+    /// For tests: while held, a claim's unlocked read, once run, waits
+    /// before it answers.
+    #[doc(hidden)]
+    pub fn hold_claim_reads(&self, held: bool) {
+        self.peeks.hold(held);
+    }
+
+    /// For tests: (claims waiting for the next read, reads paused).
+    #[doc(hidden)]
+    pub fn claim_reads_waiting(&self) -> (usize, u64) {
+        self.peeks.waiting_and_paused()
+    }
+
+    /// For tests: claims waiting for another claim's turn at a row lock.
+    #[doc(hidden)]
+    pub fn claim_turns_waiting(&self) -> usize {
+        self.peeks.waiting_for_turns()
     }
 
     pub async fn close(&self) {

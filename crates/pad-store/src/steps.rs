@@ -28,7 +28,7 @@ pub use accounts::{
 pub use import::{ImportSteps, import};
 pub use items::{add_comment, create_item, requeue, set_deleted, update_item};
 pub use leases::{
-    claim, claim_next_in, claim_next_many, complete, expire, explain_lost, fail, fail_in, observe_expiries,
+    claim, claim_in, claim_next_in, claim_next_many, complete, expire, explain_lost, fail, fail_in, observe_expiries,
     record_expiry,
 };
 
@@ -54,7 +54,7 @@ pub trait WriteTx: AccountSteps + ItemSteps + LeaseSteps + EventSteps + ImportSt
 
 /// An item row under this transaction's lock, with the clock read after
 /// taking it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Locked {
     pub id: i64,
     pub deleted: bool,

@@ -104,7 +104,7 @@ pub(super) const CLAIM_LOADED: &str =
 /// A claim's look before it waits for the row lock (docs/leases.md, "A
 /// refusal does not queue"): the row as last committed, read on the
 /// database clock, without a lock.
-pub(super) const PEEK: &str = concat!(
+pub(crate) const PEEK: &str = concat!(
     "SELECT ",
     lease_row!(),
     ", clock_timestamp() AS db_now FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3"

@@ -1,6 +1,7 @@
 //! A refusal does not queue (docs/leases.md): a claim of an item another
 //! holder's live lease holds is answered `lease_held` from the row as last
-//! committed, without waiting for the row's lock.
+//! committed, without waiting for the row's lock. Claims on one item share
+//! that read: those that arrive while one is in flight share the next.
 
 use crate::common;
 
@@ -65,4 +66,192 @@ async fn a_claim_of_a_held_item_is_refused_without_waiting_for_its_row_lock() {
     assert_eq!(store.claim(&ws, &r, &common::claim(owner, "second", true)).await.unwrap().lease.holder, "second");
     release.holder = "second".into();
     assert!(store.release(&ws, &r, &release).await.unwrap().released());
+}
+
+/// Waits until the store reports `waiting` claims queued for the next read
+/// and `paused` reads held after running: signals from the code, not sleeps.
+async fn reads_reach(store: &PgStore, waiting: usize, paused: u64) {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while store.claim_reads_waiting() != (waiting, paused) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("never reached {waiting} waiting, {paused} paused: {:?}", store.claim_reads_waiting()));
+}
+
+async fn one_item(db: &common::ScratchDb) -> (Arc<PgStore>, Actor, pad_core::Workspace, pad_core::ItemRef) {
+    let store = Arc::new(PgStore::open_with(&db.url, 4).await.unwrap());
+    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+    let item = store.create_item(&ws, owner, &NewItem { title: "one".into(), ..Default::default() }).await.unwrap();
+    (store, owner, ws, item.item_ref)
+}
+
+/// Twenty claims of a held item: the first one's read is held after it
+/// ran, the other nineteen arrive meanwhile and queue, and one more read
+/// answers all nineteen. Every claim is refused; two reads were made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_of_one_held_item_share_one_read() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED claims_of_one_held_item_share_one_read: {} is not set", common::ENV);
+    };
+    let (store, owner, ws, r) = one_item(&db).await;
+    store.claim(&ws, &r, &common::claim(owner, "first", true)).await.unwrap();
+    let before = store.claim_reads();
+
+    store.hold_claim_reads(true);
+    let claim = |i: usize| {
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        tokio::spawn(async move { store.claim(&ws, &r, &common::claim(owner, &format!("racer-{i}"), true)).await })
+    };
+    let mut claims = vec![claim(0)];
+    reads_reach(&store, 0, 1).await;
+    claims.extend((1..20).map(claim));
+    reads_reach(&store, 19, 1).await;
+    store.hold_claim_reads(false);
+
+    for (i, answer) in futures::future::join_all(claims).await.into_iter().enumerate() {
+        match answer.unwrap() {
+            Err(StoreError::LeaseHeld { lease, .. }) => assert_eq!(lease.holder, "first", "claim {i}"),
+            other => panic!("claim {i}: expected lease_held, got {other:?}"),
+        }
+    }
+    assert_eq!(store.claim_reads(), before + 2, "one read for the first claim, one for the nineteen after it");
+    assert_eq!(store.claim_reads_waiting(), (0, 0));
+}
+
+/// A claim never gets a read that began before it arrived: the first
+/// claim's read sees the item held, the lease is released while that read
+/// is held from answering, and a claim arriving then is answered by a new
+/// read, which finds the item free: the first is refused, the second wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_decided_on_a_read_that_began_after_it_arrived() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_claim_is_decided_on_a_read_that_began_after_it_arrived: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, r) = one_item(&db).await;
+    store.claim(&ws, &r, &common::claim(owner, "first", true)).await.unwrap();
+
+    store.hold_claim_reads(true);
+    let early = {
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        tokio::spawn(async move { store.claim(&ws, &r, &common::claim(owner, "early", true)).await })
+    };
+    reads_reach(&store, 0, 1).await;
+    let release = pad_store::ReleaseRequest {
+        actor: owner,
+        holder: "first".into(),
+        handle: Default::default(),
+        force: false,
+        reason: None,
+        succeeded: false,
+    };
+    assert!(store.release(&ws, &r, &release).await.unwrap().released());
+    let late = {
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        tokio::spawn(async move { store.claim(&ws, &r, &common::claim(owner, "late", true)).await })
+    };
+    reads_reach(&store, 1, 1).await;
+    store.hold_claim_reads(false);
+
+    match early.await.unwrap() {
+        Err(StoreError::LeaseHeld { lease, .. }) => assert_eq!(lease.holder, "first"),
+        other => panic!("the early claim read before the release: expected lease_held, got {other:?}"),
+    }
+    assert_eq!(late.await.unwrap().unwrap().lease.holder, "late", "the late claim read after the release");
+}
+
+/// Ten claims of a free item whose row another transaction has locked:
+/// one claim waits for the row lock in the database, the other nine wait
+/// in the instance for its turn (counted by the store, and seen in
+/// `pg_stat_activity`: one session waits for a lock, not ten). Once the lock goes, the first
+/// is granted and the nine, reading again, are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_that_may_win_one_item_take_its_row_lock_one_at_a_time() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED claims_that_may_win_one_item_take_its_row_lock_one_at_a_time: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, r) = one_item(&db).await;
+    let mut locker = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut tx = locker.begin().await.unwrap();
+    sqlx::query("SELECT id FROM items WHERE prefix = $1 AND number = $2 FOR UPDATE")
+        .bind(&r.prefix)
+        .bind(r.number)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+
+    let claims: Vec<_> = (0..10)
+        .map(|i| {
+            let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+            tokio::spawn(async move { store.claim(&ws, &r, &common::claim(owner, &format!("racer-{i}"), true)).await })
+        })
+        .collect();
+    let mut watcher = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let lock_waits = || {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+    };
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let waits = lock_waits().fetch_one(&mut watcher).await.unwrap();
+            if store.claim_turns_waiting() == 9 && waits >= 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("nine claims never waited for the first one's turn: {}", store.claim_turns_waiting()));
+    assert_eq!(lock_waits().fetch_one(&mut watcher).await.unwrap(), 1, "one claim waits for the row lock");
+    tx.commit().await.unwrap();
+
+    let answers: Vec<_> = futures::future::join_all(claims).await.into_iter().map(|a| a.unwrap()).collect();
+    let winners: Vec<_> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "exactly one claim wins: {answers:?}");
+    let holder = &winners[0].lease.holder;
+    for answer in &answers {
+        match answer {
+            Ok(_) => {}
+            Err(StoreError::LeaseHeld { lease, .. }) => assert_eq!(&lease.holder, holder),
+            other => panic!("expected lease_held naming the winner, got {other:?}"),
+        }
+    }
+    assert_eq!(store.claim_turns_waiting(), 0);
+}
+
+/// A claim of an item that does not exist, or is deleted, is answered
+/// `not_found` from its read: it never joins a shared transaction (the
+/// group is held here, so one that did would not be answered), and the
+/// answer is the locking statement's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_no_item_is_refused_from_its_read() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED a_claim_of_no_item_is_refused_from_its_read: {} is not set", common::ENV);
+    };
+    let (store, owner, ws, r) = one_item(&db).await;
+    store.delete_item(&ws, owner, &r, Default::default()).await.unwrap();
+    let missing = pad_core::ItemRef { prefix: r.prefix.clone(), number: r.number + 1 };
+
+    store.hold_group();
+    for (r, what) in [(&r, format!("item {r} (deleted)")), (&missing, format!("item {missing}"))] {
+        let answer =
+            tokio::time::timeout(Duration::from_secs(60), store.claim(&ws, r, &common::claim(owner, "x", true)))
+                .await
+                .expect("the claim waited for the held group");
+        match answer {
+            Err(StoreError::NotFound { what: got }) => assert_eq!(got, what),
+            other => panic!("expected not_found for {r}, got {other:?}"),
+        }
+    }
+    assert_eq!(store.queued_calls(), 0, "no claim reached the shared transaction");
+    store.unhold_group();
 }
