@@ -1,6 +1,6 @@
 //! Lease calls that share a transaction (docs/leases.md, "Lease calls that
-//! share a transaction"): concurrent claim, claim-next, complete, fail,
-//! renew and release calls at this instance queue here; one task runs the queue as one
+//! share a transaction"): concurrent claim-next, complete, fail, renew and
+//! release calls at this instance queue here; one task runs the queue as one
 //! transaction, the calls one after another, and commits once. A
 //! transaction's cost on this database is mostly its commit and its round
 //! trips, not its statements, so a drain's workers share them.
@@ -35,12 +35,6 @@ pub(crate) const MAX_BATCH: usize = 64;
 
 /// A lease call, owned, with where its answer goes.
 pub(crate) enum Call {
-    Claim {
-        ws: Workspace,
-        r: ItemRef,
-        req: ClaimRequest,
-        reply: Reply<ClaimOutcome>,
-    },
     ClaimNext {
         ws: Workspace,
         filter: FrontierFilter,
@@ -104,8 +98,7 @@ impl Call {
     fn order_key(&self) -> Option<(i64, &str, i64)> {
         match self {
             Call::ClaimNext { .. } => None,
-            Call::Claim { ws, r, .. }
-            | Call::Complete { ws, r, .. }
+            Call::Complete { ws, r, .. }
             | Call::Fail { ws, r, .. }
             | Call::Renew { ws, r, .. }
             | Call::Release { ws, r, .. } => Some((ws.id, r.prefix.as_str(), r.number)),
@@ -115,7 +108,6 @@ impl Call {
     /// Runs the call's statements in `tx`, keeping the answer; whether it succeeded.
     async fn run(&mut self, tx: &mut Tx) -> bool {
         match self {
-            Call::Claim { ws, r, req, reply } => reply.keep(steps::claim_in(tx, ws, r, req).await),
             Call::ClaimNext { ws, filter, req, count, reply } => {
                 reply.keep(steps::claim_next_in(tx, ws, filter, req, *count).await)
             }
@@ -129,7 +121,6 @@ impl Call {
     /// Sends the kept answer, or `error` for every call of a failed commit.
     fn answer(self, error: Option<StoreError>) {
         match self {
-            Call::Claim { reply, .. } => reply.send(error),
             Call::ClaimNext { reply, .. } => reply.send(error),
             Call::Complete { reply, .. } => reply.send(error),
             Call::Fail { reply, .. } => reply.send(error),

@@ -319,9 +319,9 @@ impl Tx {
 #[async_trait]
 impl LeaseOps for PgStore {
     /// A claim that the row as last committed refuses is answered before
-    /// any transaction opens; the rest shares a transaction with the lease
-    /// calls around it, one claim of an item at a time (docs/leases.md,
-    /// "Claims on one item share their read").
+    /// any transaction opens; the rest is the shared flow, in a transaction
+    /// of its own, one claim of an item at a time (docs/leases.md, "Claims
+    /// on one item share their read").
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
         loop {
             if let Some(refused) = self.refused_unlocked(ws, r, req).await? {
@@ -330,8 +330,7 @@ impl LeaseOps for PgStore {
             // One claim of this instance at a time goes on to the row lock;
             // the others read again once its turn ends (`peek.rs`).
             if let Some(_turn) = self.peeks.turn(ws, r).await {
-                let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-                return self.group.call(|reply| Call::Claim { ws, r, req, reply }).await;
+                return steps::claim(self, ws, r, req).await;
             }
         }
     }

@@ -28,7 +28,7 @@ pub use accounts::{
 pub use import::{ImportSteps, import};
 pub use items::{add_comment, create_item, requeue, set_deleted, update_item};
 pub use leases::{
-    claim, claim_in, claim_next_in, claim_next_many, complete, expire, explain_lost, fail, fail_in, observe_expiries,
+    claim, claim_next_in, claim_next_many, complete, expire, explain_lost, fail, fail_in, observe_expiries,
     record_expiry,
 };
 

@@ -157,54 +157,6 @@ async fn concurrent_lease_calls_share_one_commit() {
     assert_eq!(store.get_item(&ws, &refs[1]).await.unwrap().status, Status::Done);
 }
 
-/// Claims of named items that their read lets through join the shared
-/// transaction too: four claims and a release queue as one batch, commit
-/// once, and each caller gets its own grant.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_of_named_items_share_one_commit() {
-    let Some(db) = common::ScratchDb::create().await else {
-        return eprintln!("SKIPPED claims_of_named_items_share_one_commit: {} is not set", common::ENV);
-    };
-    let (store, owner, ws, refs) = setup(&db, 5).await;
-    store.claim(&ws, &refs[4], &common::claim(owner, "leaving", false)).await.unwrap();
-    let before = store.group_stats();
-
-    store.hold_group();
-    let claims: Vec<_> = refs[..4]
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
-            tokio::spawn(async move { store.claim(&ws, &r, &common::claim(owner, &format!("c{i}"), false)).await })
-        })
-        .collect();
-    let release = {
-        let (store, ws, r) = (Arc::clone(&store), ws.clone(), refs[4].clone());
-        let req = pad_store::ReleaseRequest {
-            actor: owner,
-            holder: "leaving".into(),
-            handle: Default::default(),
-            force: false,
-            reason: None,
-            succeeded: false,
-        };
-        tokio::spawn(async move { store.release(&ws, &r, &req).await })
-    };
-    queued(&store, 5).await;
-    store.unhold_group();
-
-    for (i, claim) in claims.into_iter().enumerate() {
-        assert_eq!(claim.await.unwrap().unwrap().lease.holder, format!("c{i}"));
-        let item = store.get_item(&ws, &refs[i]).await.unwrap();
-        assert_eq!(item.lease.expect("the grant committed").holder, format!("c{i}"));
-    }
-    assert!(release.await.unwrap().unwrap().released());
-    assert_eq!(
-        store.group_stats(),
-        GroupStats { shared: before.shared + 1, shared_calls: before.shared_calls + 5, rerun: before.rerun },
-    );
-}
-
 /// Three instances, each with eight workers claiming batches of one to four
 /// and completing them, until the queue is empty: every item is granted
 /// exactly once, whatever the batches were.

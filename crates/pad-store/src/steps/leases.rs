@@ -10,7 +10,7 @@ use crate::{
     ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, StoreError, StoreResult,
 };
 
-/// L1-L3, L5, L7-L9, L12, L13 in a transaction of its own.
+/// L1-L3, L5, L7-L9, L12, L13.
 pub async fn claim<S: Begin + ?Sized>(
     s: &S, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
 ) -> StoreResult<ClaimOutcome> {
@@ -28,15 +28,6 @@ pub async fn claim<S: Begin + ?Sized>(
             Err(e)
         }
     }
-}
-
-/// A claim in `tx`, which the caller commits (PostgreSQL's shared
-/// transactions); on an error the caller rolls back.
-pub async fn claim_in<T: WriteTx>(
-    tx: &mut T, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
-) -> StoreResult<ClaimOutcome> {
-    let terms = req.validate(&ws.settings)?;
-    Ok(tx.claim_item(ws, r, req, terms).await?.outcome)
 }
 
 /// L11 for a batch (docs/api.md, "Batches and long polls"): up to `count`
