@@ -122,7 +122,7 @@ mod release;
 mod renew;
 
 pub(crate) use claim::PEEK;
-use claim::{CLAIM, CLAIM_LOADED};
+use claim::{CLAIM, CLAIM_ALONE, CLAIM_LOADED};
 use complete::{COMPLETE, LOCK_FOR_COMPLETE};
 use expire::{EXPIRE, OBSERVE_EXPIRED};
 use release::RELEASE;
@@ -206,6 +206,125 @@ pub(crate) async fn renew_alone(pool: &PgPool, ws: &Workspace, r: &ItemRef, req:
             Err(error)
         }
     }
+}
+
+/// A claim statement's row read through `decide_claim`.
+#[expect(clippy::large_enum_variant, reason = "one lives on the stack for one claim, then moves out")]
+enum ClaimRow {
+    /// The claim is decided and everything it writes is written (a grant
+    /// over no expired lease, a refresh).
+    Decided(Claimed),
+    /// A grant over an expired lease (L5): the expiry and then
+    /// `lease.claimed` are still to be written. `written`: whether the
+    /// statement wrote the grant ([`CLAIM_ALONE`] does not).
+    OverExpired { outcome: ClaimOutcome, now: Timestamp, expiry: Expiry, written: bool },
+}
+
+/// Which claim statement runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClaimHow {
+    /// [`CLAIM`], in a transaction.
+    Plain,
+    /// [`CLAIM_LOADED`]: in a transaction that has locked the row already.
+    Loaded,
+    /// [`CLAIM_ALONE`]: without a transaction.
+    Alone,
+}
+
+/// Runs a claim statement on `conn` and reads its row through
+/// `decide_claim`: a refusal is the error.
+async fn claim_statement(
+    conn: &mut PgConnection, how: ClaimHow, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
+) -> StoreResult<ClaimRow> {
+    let claimant = req.claimant();
+    let sql = match how {
+        ClaimHow::Plain => CLAIM,
+        ClaimHow::Loaded => CLAIM_LOADED,
+        ClaimHow::Alone => CLAIM_ALONE,
+    };
+    let row = by_claimant(sql, ws, r, req.actor.user_id, &req.holder)
+        .bind(&req.session_id)
+        .bind(ttl_param(terms.ttl))
+        .bind(&req.note)
+        .bind(req.refresh)
+        .bind(EventKind::LeaseClaimed.as_str())
+        .bind(r.to_string())
+        .bind(terms.max_hold_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX)))
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
+    let locked = rows::locked_as(row.as_ref(), r, "prev_")?.undeleted(r)?;
+    let row = row.expect("rows::locked refuses a missing row");
+    let wrote = rows::written_lease(&row)?;
+    let now = locked.now;
+    let (expiries, labels): (Option<i64>, Option<Vec<String>>) = (row.get("new_expiries"), row.get("new_labels"));
+    let (previous_note, previous_holder) = (row.get("prev_lease_note"), row.get("prev_lease_note_holder"));
+    let claimed: (Option<Value>, i64) = (row.get("claimed_data"), row.get("claimed_events"));
+    // `CLAIM_LOADED` started under this transaction's lock, so the item it
+    // returned is current.
+    let item = if how == ClaimHow::Loaded && wrote.is_some() { Some(item_from_row(&row, now)?) } else { None };
+    // The statement allocated the grant's id; the rule is told it to compare.
+    let grant_id = wrote.as_ref().map_or(0, |l| l.lease_id);
+    match lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, grant_id, now) {
+        ClaimDecision::Held(l) => {
+            agree(wrote.as_ref(), None)?;
+            Err(StoreError::held(l, now))
+        }
+        ClaimDecision::Refresh(l) => {
+            agree(wrote.as_ref(), Some(&l))?;
+            if claimed.1 != 0 {
+                return Err(disagree(claimed, "a refresh, which appends no event"));
+            }
+            let outcome = ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None };
+            Ok(ClaimRow::Decided(Claimed { outcome, now, item }))
+        }
+        ClaimDecision::Grant { lease: l, previous_expired: true } => {
+            // `CLAIM_ALONE` leaves a grant over an expired lease to a transaction.
+            let written = how != ClaimHow::Alone;
+            agree(wrote.as_ref(), written.then_some(&l))?;
+            let expiry = Expiry {
+                ws: ws.id,
+                threshold: ws.settings.quarantine_after_expiries,
+                item: locked.id,
+                item_ref: r.clone(),
+                lease: locked.slot.current.clone().expect("an expired lease was recorded"),
+                expiries: if written { expiries.ok_or_else(|| disagree("no expiry count", &l))? } else { 0 },
+                labels: labels.unwrap_or_default(),
+            };
+            let outcome = ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder };
+            Ok(ClaimRow::OverExpired { outcome, now, expiry, written })
+        }
+        ClaimDecision::Grant { lease: l, previous_expired: false } => {
+            agree(wrote.as_ref(), Some(&l))?;
+            // The statement appended `lease.claimed`: it must be the rule's event.
+            let data = shared::event::claimed(&l);
+            if claimed.0.as_ref() != Some(&data) {
+                return Err(disagree(claimed.0, data));
+            }
+            if claimed.1 != 1 {
+                return Err(crate::events::too_many_events());
+            }
+            let outcome = ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder };
+            Ok(ClaimRow::Decided(Claimed { outcome, now, item }))
+        }
+    }
+}
+
+/// A claim as one statement, without `BEGIN` and `COMMIT` (docs/leases.md,
+/// "A claim in one statement"): what it decides is committed when it
+/// answers. `None` when the item's lease had expired: that grant records
+/// the expiry too, so it is made again in a transaction. Alone, a statement
+/// that disagreed with the rule ([`agree`]) has already committed: the
+/// error is still answered, as for a lone renew.
+async fn claim_alone(
+    pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
+) -> StoreResult<Option<ClaimOutcome>> {
+    let terms = req.validate(&ws.settings)?;
+    let mut conn = pool.acquire().await.map_err(db)?;
+    Ok(match claim_statement(&mut conn, ClaimHow::Alone, ws, r, req, terms).await? {
+        ClaimRow::Decided(claimed) => Some(claimed.outcome),
+        ClaimRow::OverExpired { .. } => None,
+    })
 }
 
 /// The lease calls that share a transaction (`group.rs`), each as it runs there.
@@ -319,9 +438,10 @@ impl Tx {
 #[async_trait]
 impl LeaseOps for PgStore {
     /// A claim that the row as last committed refuses is answered before
-    /// any transaction opens; the rest is the shared flow, in a transaction
-    /// of its own, one claim of an item at a time (docs/leases.md, "Claims
-    /// on one item share their read").
+    /// any transaction opens; the rest is one statement without a
+    /// transaction, or the shared flow when the lease it replaces expired,
+    /// one claim of an item at a time (docs/leases.md, "Claims on one item
+    /// share their read", "A claim in one statement").
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
         loop {
             if let Some(refused) = self.refused_unlocked(ws, r, req).await? {
@@ -330,7 +450,10 @@ impl LeaseOps for PgStore {
             // One claim of this instance at a time goes on to the row lock;
             // the others read again once its turn ends (`peek.rs`).
             if let Some(_turn) = self.peeks.turn(ws, r).await {
-                return steps::claim(self, ws, r, req).await;
+                return match claim_alone(&self.pool, ws, r, req).await? {
+                    Some(outcome) => Ok(outcome),
+                    None => steps::claim(self, ws, r, req).await,
+                };
             }
         }
     }
@@ -411,75 +534,18 @@ impl LeaseSteps for Tx {
     async fn claim_item(
         &mut self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Claimed> {
-        let claimant = req.claimant();
-        let loaded = self.holds_ref(r);
-        let row = by_claimant(if loaded { CLAIM_LOADED } else { CLAIM }, ws, r, req.actor.user_id, &req.holder)
-            .bind(&req.session_id)
-            .bind(ttl_param(terms.ttl))
-            .bind(&req.note)
-            .bind(req.refresh)
-            .bind(EventKind::LeaseClaimed.as_str())
-            .bind(r.to_string())
-            .bind(terms.max_hold_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX)))
-            .fetch_optional(&mut *self.conn)
-            .await
-            .map_err(db)?;
-        let locked = rows::locked_as(row.as_ref(), r, "prev_")?.undeleted(r)?;
-        let row = row.expect("rows::locked refuses a missing row");
-        let wrote = rows::written_lease(&row)?;
-        let now = locked.now;
-        let (expiries, labels): (Option<i64>, Option<Vec<String>>) = (row.get("new_expiries"), row.get("new_labels"));
-        let (previous_note, previous_holder) = (row.get("prev_lease_note"), row.get("prev_lease_note_holder"));
-        let claimed: (Option<Value>, i64) = (row.get("claimed_data"), row.get("claimed_events"));
-        // The statement started under this transaction's lock, so the item
-        // it returned is current; a recorded expiry below may still write
-        // (a quarantine's label), and then the item is read again.
-        let mut item = if loaded && wrote.is_some() { Some(item_from_row(&row, now)?) } else { None };
-        // The statement allocated the grant's id; the rule is told it to compare.
-        let grant_id = wrote.as_ref().map_or(0, |l| l.lease_id);
-        let outcome = match lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, grant_id, now) {
-            ClaimDecision::Held(l) => {
-                agree(wrote.as_ref(), None)?;
-                return Err(StoreError::held(l, now));
+        let how = if self.holds_ref(r) { ClaimHow::Loaded } else { ClaimHow::Plain };
+        match claim_statement(&mut self.conn, how, ws, r, req, terms).await? {
+            ClaimRow::Decided(claimed) => Ok(claimed),
+            ClaimRow::OverExpired { outcome, now, expiry, written: true } => {
+                // The statement counted the expiry; record it.
+                steps::record_expiry(self, &expiry, now).await?;
+                let data = shared::event::claimed(&outcome.lease);
+                self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
+                Ok(Claimed { outcome, now, item: None })
             }
-            ClaimDecision::Refresh(l) => {
-                agree(wrote.as_ref(), Some(&l))?;
-                if claimed.1 != 0 {
-                    return Err(disagree(claimed, "a refresh, which appends no event"));
-                }
-                ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None }
-            }
-            ClaimDecision::Grant { lease: l, previous_expired } => {
-                agree(wrote.as_ref(), Some(&l))?;
-                if previous_expired {
-                    // The statement counted the expiry; record it.
-                    let expiry = Expiry {
-                        ws: ws.id,
-                        threshold: ws.settings.quarantine_after_expiries,
-                        item: locked.id,
-                        item_ref: r.clone(),
-                        lease: locked.slot.current.clone().expect("an expired lease was recorded"),
-                        expiries: expiries.ok_or_else(|| disagree("no expiry count", &l))?,
-                        labels: labels.unwrap_or_default(),
-                    };
-                    item = None;
-                    steps::record_expiry(self, &expiry, now).await?;
-                    let data = shared::event::claimed(&l);
-                    self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
-                } else {
-                    // The statement appended `lease.claimed`: it must be the rule's event.
-                    let data = shared::event::claimed(&l);
-                    if claimed.0.as_ref() != Some(&data) {
-                        return Err(disagree(claimed.0, data));
-                    }
-                    if claimed.1 != 1 {
-                        return Err(crate::events::too_many_events());
-                    }
-                }
-                ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder }
-            }
-        };
-        Ok(Claimed { outcome, now, item })
+            ClaimRow::OverExpired { written: false, .. } => Err(disagree("nothing written", "a grant")),
+        }
     }
 
     async fn claim_candidates(
