@@ -13,6 +13,32 @@ use pad_postgres::PgStore;
 use pad_store::{Actor, Store, StoreError};
 use sqlx::Connection;
 
+/// A connection in a transaction that holds the row lock of `r`, as a
+/// concurrent claim, renew or release would; end it with `COMMIT` or
+/// `ROLLBACK`.
+async fn lock_row(db: &common::ScratchDb, r: &pad_core::ItemRef) -> sqlx::PgConnection {
+    let mut locker = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut locker).await.unwrap();
+    sqlx::query("SELECT id FROM items WHERE prefix = $1 AND number = $2 FOR UPDATE")
+        .bind(&r.prefix)
+        .bind(r.number)
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    locker
+}
+
+fn release_by(actor: Actor, holder: &str) -> pad_store::ReleaseRequest {
+    pad_store::ReleaseRequest {
+        actor,
+        holder: holder.into(),
+        handle: Default::default(),
+        force: false,
+        reason: None,
+        succeeded: false,
+    }
+}
+
 /// Another transaction holds the item's row lock (as a concurrent claim,
 /// renew or release would) while a second holder claims the held item: the
 /// answer comes while the lock is still held. Before, the claim waited in
@@ -34,14 +60,7 @@ async fn a_claim_of_a_held_item_is_refused_without_waiting_for_its_row_lock() {
     let r = item.item_ref.clone();
     store.claim(&ws, &r, &common::claim(owner, "first", true)).await.unwrap();
 
-    let mut locker = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let mut tx = locker.begin().await.unwrap();
-    sqlx::query("SELECT id FROM items WHERE prefix = $1 AND number = $2 FOR UPDATE")
-        .bind(&r.prefix)
-        .bind(r.number)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    let mut locker = lock_row(&db, &r).await;
 
     let refused =
         tokio::time::timeout(Duration::from_secs(60), store.claim(&ws, &r, &common::claim(owner, "second", true)))
@@ -51,17 +70,10 @@ async fn a_claim_of_a_held_item_is_refused_without_waiting_for_its_row_lock() {
         Err(StoreError::LeaseHeld { lease, .. }) => assert_eq!(lease.holder, "first"),
         other => panic!("expected lease_held naming the first holder, got {other:?}"),
     }
-    tx.rollback().await.unwrap();
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
 
     // With the lock gone, a claim that may win still decides under the lock.
-    let mut release = pad_store::ReleaseRequest {
-        actor: owner,
-        holder: "first".into(),
-        handle: Default::default(),
-        force: false,
-        reason: None,
-        succeeded: false,
-    };
+    let mut release = release_by(owner, "first");
     assert!(store.release(&ws, &r, &release).await.unwrap().released());
     assert_eq!(store.claim(&ws, &r, &common::claim(owner, "second", true)).await.unwrap().lease.holder, "second");
     release.holder = "second".into();
@@ -142,14 +154,7 @@ async fn a_claim_is_decided_on_a_read_that_began_after_it_arrived() {
         tokio::spawn(async move { store.claim(&ws, &r, &common::claim(owner, "early", true)).await })
     };
     reads_reach(&store, 0, 1).await;
-    let release = pad_store::ReleaseRequest {
-        actor: owner,
-        holder: "first".into(),
-        handle: Default::default(),
-        force: false,
-        reason: None,
-        succeeded: false,
-    };
+    let release = release_by(owner, "first");
     assert!(store.release(&ws, &r, &release).await.unwrap().released());
     let late = {
         let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
@@ -179,14 +184,7 @@ async fn claims_that_may_win_one_item_take_its_row_lock_one_at_a_time() {
         );
     };
     let (store, owner, ws, r) = one_item(&db).await;
-    let mut locker = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let mut tx = locker.begin().await.unwrap();
-    sqlx::query("SELECT id FROM items WHERE prefix = $1 AND number = $2 FOR UPDATE")
-        .bind(&r.prefix)
-        .bind(r.number)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    let mut locker = lock_row(&db, &r).await;
 
     let claims: Vec<_> = (0..10)
         .map(|i| {
@@ -212,7 +210,7 @@ async fn claims_that_may_win_one_item_take_its_row_lock_one_at_a_time() {
     .await
     .unwrap_or_else(|_| panic!("nine claims never waited for the first one's turn: {}", store.claim_turns_waiting()));
     assert_eq!(lock_waits().fetch_one(&mut watcher).await.unwrap(), 1, "one claim waits for the row lock");
-    tx.commit().await.unwrap();
+    sqlx::query("COMMIT").execute(&mut locker).await.unwrap();
 
     let answers: Vec<_> = futures::future::join_all(claims).await.into_iter().map(|a| a.unwrap()).collect();
     let winners: Vec<_> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
