@@ -702,7 +702,7 @@ pub(crate) fn push_frontier(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, f: 
     }
     // The limit is written into the statement, not bound: with it known,
     // PostgreSQL can keep one plan for each limit instead of planning every
-    // claim-next again (docs/benchmarks.md, "Latest run: lease calls that
+    // claim-next again (docs/benchmarks.md, "Earlier run: lease calls that
     // share a transaction").
     qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ").push(limit.clamp(1, LIST_LIMIT_MAX));
 }
