@@ -214,10 +214,12 @@ enum ClaimRow {
     /// The claim is decided and everything it writes is written (a grant
     /// over no expired lease, a refresh).
     Decided(Claimed),
-    /// A grant over an expired lease (L5): the expiry and then
-    /// `lease.claimed` are still to be written. `written`: whether the
-    /// statement wrote the grant ([`CLAIM_ALONE`] does not).
-    OverExpired { outcome: ClaimOutcome, now: Timestamp, expiry: Expiry, written: bool },
+    /// A grant over an expired lease (L5) that the statement wrote: the
+    /// expiry and then `lease.claimed` are still to be written.
+    OverExpired { outcome: ClaimOutcome, now: Timestamp, expiry: Expiry },
+    /// [`CLAIM_ALONE`] only: a grant over an expired lease, which it left
+    /// unwritten for a transaction to make.
+    Expired,
 }
 
 /// Which claim statement runs.
@@ -278,21 +280,23 @@ async fn claim_statement(
             let outcome = ClaimOutcome { lease: l, refreshed: true, previous_note: None, previous_holder: None };
             Ok(ClaimRow::Decided(Claimed { outcome, now, item }))
         }
+        ClaimDecision::Grant { lease: _, previous_expired: true } if how == ClaimHow::Alone => {
+            agree(wrote.as_ref(), None)?;
+            Ok(ClaimRow::Expired)
+        }
         ClaimDecision::Grant { lease: l, previous_expired: true } => {
-            // `CLAIM_ALONE` leaves a grant over an expired lease to a transaction.
-            let written = how != ClaimHow::Alone;
-            agree(wrote.as_ref(), written.then_some(&l))?;
+            agree(wrote.as_ref(), Some(&l))?;
             let expiry = Expiry {
                 ws: ws.id,
                 threshold: ws.settings.quarantine_after_expiries,
                 item: locked.id,
                 item_ref: r.clone(),
                 lease: locked.slot.current.clone().expect("an expired lease was recorded"),
-                expiries: if written { expiries.ok_or_else(|| disagree("no expiry count", &l))? } else { 0 },
+                expiries: expiries.ok_or_else(|| disagree("no expiry count", &l))?,
                 labels: labels.unwrap_or_default(),
             };
             let outcome = ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder };
-            Ok(ClaimRow::OverExpired { outcome, now, expiry, written })
+            Ok(ClaimRow::OverExpired { outcome, now, expiry })
         }
         ClaimDecision::Grant { lease: l, previous_expired: false } => {
             agree(wrote.as_ref(), Some(&l))?;
@@ -317,14 +321,14 @@ async fn claim_statement(
 /// that disagreed with the rule ([`agree`]) has already committed: the
 /// error is still answered, as for a lone renew.
 async fn claim_alone(
-    pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
+    pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
 ) -> StoreResult<Option<ClaimOutcome>> {
-    let terms = req.validate(&ws.settings)?;
     let mut conn = pool.acquire().await.map_err(db)?;
-    Ok(match claim_statement(&mut conn, ClaimHow::Alone, ws, r, req, terms).await? {
-        ClaimRow::Decided(claimed) => Some(claimed.outcome),
-        ClaimRow::OverExpired { .. } => None,
-    })
+    match claim_statement(&mut conn, ClaimHow::Alone, ws, r, req, terms).await? {
+        ClaimRow::Decided(claimed) => Ok(Some(claimed.outcome)),
+        ClaimRow::Expired => Ok(None),
+        ClaimRow::OverExpired { .. } => Err(disagree("a grant written alone", "nothing written")),
+    }
 }
 
 /// The lease calls that share a transaction (`group.rs`), each as it runs there.
@@ -443,14 +447,15 @@ impl LeaseOps for PgStore {
     /// one claim of an item at a time (docs/leases.md, "Claims on one item
     /// share their read", "A claim in one statement").
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
+        let terms = req.validate(&ws.settings)?;
         loop {
-            if let Some(refused) = self.refused_unlocked(ws, r, req).await? {
+            if let Some(refused) = self.refused_unlocked(ws, r, req, terms).await? {
                 return Err(refused);
             }
             // One claim of this instance at a time goes on to the row lock;
             // the others read again once its turn ends (`peek.rs`).
             if let Some(_turn) = self.peeks.turn(ws, r).await {
-                return match claim_alone(&self.pool, ws, r, req).await? {
+                return match claim_alone(&self.pool, ws, r, req, terms).await? {
                     Some(outcome) => Ok(outcome),
                     None => steps::claim(self, ws, r, req).await,
                 };
@@ -514,9 +519,8 @@ impl PgStore {
     /// Anything else (free, expired, ours) goes on to the locking
     /// statement, which decides.
     async fn refused_unlocked(
-        &self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest,
+        &self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Option<StoreError>> {
-        let terms = req.validate(&ws.settings)?;
         // Refused as the locking statement would refuse it, so a claim of
         // no item never makes a shared transaction run again.
         let seen = self.peeks.read(ws, r).await?.undeleted(r)?;
@@ -537,14 +541,14 @@ impl LeaseSteps for Tx {
         let how = if self.holds_ref(r) { ClaimHow::Loaded } else { ClaimHow::Plain };
         match claim_statement(&mut self.conn, how, ws, r, req, terms).await? {
             ClaimRow::Decided(claimed) => Ok(claimed),
-            ClaimRow::OverExpired { outcome, now, expiry, written: true } => {
+            ClaimRow::OverExpired { outcome, now, expiry } => {
                 // The statement counted the expiry; record it.
                 steps::record_expiry(self, &expiry, now).await?;
                 let data = shared::event::claimed(&outcome.lease);
                 self.event(ws.id, EventKind::LeaseClaimed, r, Some(req.actor), now, data).await?;
                 Ok(Claimed { outcome, now, item: None })
             }
-            ClaimRow::OverExpired { written: false, .. } => Err(disagree("nothing written", "a grant")),
+            ClaimRow::Expired => Err(disagree("nothing written", "a grant over an expired lease")),
         }
     }
 
