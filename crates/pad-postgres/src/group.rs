@@ -151,6 +151,42 @@ impl Call {
     }
 }
 
+/// How many calls from the start of `calls` are completes of distinct
+/// items, which one pair of statements writes (`Tx::complete_many`). The
+/// batch is in item order, so those are consecutive and a repeat is the
+/// one before.
+fn completes_from(calls: &[Call]) -> usize {
+    let mut run = 0;
+    for call in calls {
+        let Call::Complete { .. } = call else { break };
+        if run > 0 && calls[run - 1].order_key() == call.order_key() {
+            break;
+        }
+        run += 1;
+    }
+    run
+}
+
+/// Runs a run of completes ([`completes_from`]) in `tx` as one; whether
+/// they all succeeded. On a refusal the batch runs again call by call, so
+/// only success is kept here.
+async fn complete_together(calls: &mut [Call], tx: &mut Tx) -> bool {
+    let named: Vec<_> = calls
+        .iter()
+        .filter_map(|call| match call {
+            Call::Complete { ws, r, req, .. } => Some((ws, r, req)),
+            _ => None,
+        })
+        .collect();
+    let Ok(items) = tx.complete_many(&named).await else { return false };
+    for (call, item) in calls.iter_mut().zip(items) {
+        if let Call::Complete { reply, .. } = call {
+            reply.keep(Ok(item));
+        }
+    }
+    true
+}
+
 /// What the group has done, for tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct GroupStats {
@@ -160,6 +196,9 @@ pub struct GroupStats {
     pub shared_calls: u64,
     /// Batches rolled back because a call failed: their calls ran alone.
     pub rerun: u64,
+    /// Completes those transactions wrote with others, two statements for
+    /// the lot (`Tx::complete_many`).
+    pub completed_together: u64,
 }
 
 #[derive(Default)]
@@ -257,12 +296,16 @@ impl Group {
                 return;
             }
         };
-        let mut all_ok = true;
-        for call in &mut batch {
-            if !call.run(&mut tx).await {
-                all_ok = false;
-                break;
-            }
+        let (mut all_ok, mut at, mut together) = (true, 0, 0);
+        while all_ok && at < batch.len() {
+            let run = completes_from(&batch[at..]);
+            all_ok = if run > 1 {
+                together += run as u64;
+                complete_together(&mut batch[at..at + run], &mut tx).await
+            } else {
+                batch[at].run(&mut tx).await
+            };
+            at += run.max(1);
         }
         if all_ok {
             let error = tx.commit().await.err();
@@ -270,6 +313,7 @@ impl Group {
                 let mut s = self.state();
                 s.stats.shared += 1;
                 s.stats.shared_calls += batch.len() as u64;
+                s.stats.completed_together += together;
             }
             for call in batch {
                 call.answer(error.clone());

@@ -15,7 +15,7 @@ use pad_store::{
     RenewRequest, StoreError, StoreResult, shared,
 };
 use serde_json::Value;
-use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
@@ -122,7 +122,7 @@ mod release;
 mod renew;
 
 pub(crate) use claim::PEEK;
-use claim::{CLAIM, CLAIM_ALONE, CLAIM_LOADED};
+use claim::{CLAIM, CLAIM_ALONE, CLAIM_CANDIDATES_P, CLAIM_CANDIDATES_TAIL, CLAIM_LOADED};
 use complete::{COMPLETE, LOCK_FOR_COMPLETE};
 use expire::{EXPIRE, OBSERVE_EXPIRED};
 use release::RELEASE;
@@ -300,18 +300,26 @@ async fn claim_statement(
         }
         ClaimDecision::Grant { lease: l, previous_expired: false } => {
             agree(wrote.as_ref(), Some(&l))?;
-            // The statement appended `lease.claimed`: it must be the rule's event.
-            let data = shared::event::claimed(&l);
-            if claimed.0.as_ref() != Some(&data) {
-                return Err(disagree(claimed.0, data));
-            }
             if claimed.1 != 1 {
                 return Err(crate::events::too_many_events());
             }
-            let outcome = ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder };
+            let outcome = fresh_grant(&row, l)?;
             Ok(ClaimRow::Decided(Claimed { outcome, now, item }))
         }
     }
+}
+
+/// A grant over no lease that a statement wrote with its `lease.claimed`
+/// (`claimed_data`, which must be the rule's event), and the note the
+/// previous holder left (`prev_lease_note`, L12).
+fn fresh_grant(row: &PgRow, l: Lease) -> StoreResult<ClaimOutcome> {
+    let data = shared::event::claimed(&l);
+    let written: Option<Value> = row.get("claimed_data");
+    if written.as_ref() != Some(&data) {
+        return Err(disagree(written, data));
+    }
+    let (previous_note, previous_holder) = (row.get("prev_lease_note"), row.get("prev_lease_note_holder"));
+    Ok(ClaimOutcome { lease: l, refreshed: false, previous_note, previous_holder })
 }
 
 /// A claim as one statement, without `BEGIN` and `COMMIT` (docs/leases.md,
@@ -393,50 +401,101 @@ impl Tx {
     /// the lock with the item, then every write with the item as left
     /// (docs/benchmarks.md, "Round trips on PostgreSQL").
     pub(crate) async fn complete(&mut self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
-        req.validate()?;
-        let claimant = req.claimant();
+        let mut items = self.complete_many(&[(ws, r, req)]).await?;
+        Ok(items.pop().expect("one complete, one item"))
+    }
+
+    /// Completes of distinct items, in item order, as the two statements of
+    /// one: one lock for them all, every rule decided on its own row, then
+    /// one statement for every write (docs/leases.md, "Completes written
+    /// together"). The items as left, in `calls`' order. Any refusal fails
+    /// the lot: the caller rolls back (a shared transaction then runs each
+    /// call alone, docs/leases.md, "Lease calls that share a transaction").
+    pub(crate) async fn complete_many(
+        &mut self, calls: &[(&Workspace, &ItemRef, &CompleteRequest)],
+    ) -> StoreResult<Vec<Item>> {
+        for (_, _, req) in calls {
+            req.validate()?;
+        }
         let tx = self;
-        // The row stays locked until commit, so the lease decided on is the one ended.
-        let row = sqlx::query(LOCK_FOR_COMPLETE)
-            .bind(ws.id)
-            .bind(&r.prefix)
-            .bind(r.number)
-            .fetch_optional(&mut *tx.conn)
+        // The rows stay locked until commit, so the leases decided on are the ones ended.
+        let rows = sqlx::query(LOCK_FOR_COMPLETE)
+            .bind(calls.iter().map(|(ws, _, _)| ws.id).collect::<Vec<_>>())
+            .bind(calls.iter().map(|(_, r, _)| r.prefix.as_str()).collect::<Vec<_>>())
+            .bind(calls.iter().map(|(_, r, _)| r.number).collect::<Vec<_>>())
+            .fetch_all(&mut *tx.conn)
             .await
             .map_err(db)?;
-        let locked = rows::locked(row.as_ref(), r)?.undeleted(r)?;
-        let now = locked.now;
-        let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
-            Ok(l) => l,
-            Err(e) => {
-                return Err(steps::explain_lost(tx, locked.id, req.handle, shared::end_refused(e, now)).await);
-            }
-        };
-        let status: String = row.expect("rows::locked refuses a missing row").get("status");
-        let status = status.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
-        // A content change like any update: one version, `updated_at` moves.
-        let changed = (status != req.status).then(|| Item::status_changes(status, req.status));
-        let row = sqlx::query(COMPLETE)
-            .bind(locked.id)
-            .bind(changed.as_ref().map(|_| req.status.as_str()))
-            .bind(now)
-            .bind(req.actor.user_id)
-            .bind(changed.as_ref().map(|c| Value::Object(c.clone())))
-            .bind(ws.id)
-            .bind(r.to_string())
-            .bind(changed.as_ref().map(|_| EventKind::ItemUpdated.as_str()))
-            .bind(changed.as_ref().map(shared::event::updated))
+        let mut writes = CompleteWrites::default();
+        for (ws, r, req) in calls {
+            let row = rows.iter().find(|row| {
+                row.get::<i64, _>("ws_id") == ws.id
+                    && row.get::<&str, _>("ref_prefix") == r.prefix
+                    && row.get::<i64, _>("ref_number") == r.number
+            });
+            let locked = rows::locked(row, r)?.undeleted(r)?;
+            let now = locked.now;
+            let lease = match lease::decide_end(&locked.slot, &req.claimant(), req.handle, now) {
+                Ok(l) => l,
+                Err(e) => {
+                    return Err(steps::explain_lost(tx, locked.id, req.handle, shared::end_refused(e, now)).await);
+                }
+            };
+            let status: String = row.expect("rows::locked refuses a missing row").get("status");
+            let status = status.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
+            // A content change like any update: one version, `updated_at` moves.
+            let changed = (status != req.status).then(|| Item::status_changes(status, req.status));
+            writes.events += 1 + i64::from(changed.is_some());
+            writes.id.push(locked.id);
+            writes.status.push(changed.as_ref().map(|_| req.status.as_str()));
+            writes.at.push(now);
+            writes.actor.push(req.actor.user_id);
+            writes.updated.push(changed.as_ref().map(shared::event::updated));
+            writes.changes.push(changed.map(Value::Object));
+            writes.ws.push(ws.id);
+            writes.item_ref.push(r.to_string());
+            writes.released.push(shared::event::ended(&lease, LeaseEnd::Completed, None));
+        }
+        let rows = sqlx::query(COMPLETE)
+            .bind(writes.id)
+            .bind(writes.status)
+            .bind(writes.at.clone())
+            .bind(writes.actor)
+            .bind(writes.changes)
+            .bind(writes.ws)
+            .bind(writes.item_ref)
+            .bind(writes.updated)
+            .bind(writes.released)
+            .bind(EventKind::ItemUpdated.as_str())
             .bind(EventKind::LeaseReleased.as_str())
-            .bind(shared::event::ended(&lease, LeaseEnd::Completed, None))
             .bind(LeaseEnd::Completed.as_str())
-            .fetch_one(&mut *tx.conn)
+            .fetch_all(&mut *tx.conn)
             .await
             .map_err(db)?;
-        if row.get::<i64, _>("events_written") != 1 + i64::from(changed.is_some()) {
+        if rows.len() != calls.len() {
+            return Err(disagree(rows.len(), "an item written per complete"));
+        }
+        if rows.first().map(|row| row.get::<i64, _>("events_written")) != Some(writes.events) {
             return Err(crate::events::too_many_events());
         }
-        item_from_row(&row, now)
+        rows.iter().zip(&writes.at).map(|(row, now)| item_from_row(row, *now)).collect()
     }
+}
+
+/// [`COMPLETE`]'s arrays, one element per item.
+#[derive(Default)]
+struct CompleteWrites<'a> {
+    id: Vec<i64>,
+    status: Vec<Option<&'a str>>,
+    at: Vec<Timestamp>,
+    actor: Vec<i64>,
+    changes: Vec<Option<Value>>,
+    ws: Vec<i64>,
+    item_ref: Vec<String>,
+    updated: Vec<Option<Value>>,
+    released: Vec<Value>,
+    /// The events the statement must append.
+    events: i64,
 }
 
 #[async_trait]
@@ -552,35 +611,56 @@ impl LeaseSteps for Tx {
         }
     }
 
+    /// Finds, locks and grants in one statement (docs/leases.md, "Claim-next
+    /// in one statement"); each grant is read through `decide_claim`.
     async fn claim_candidates(
-        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize,
+        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Vec<Candidate>> {
         // SKIP LOCKED: concurrent callers (on any instance) pass over rows
         // another is claiming instead of waiting for them; the re-check
         // after the lock drops rows claimed since this statement began.
-        let mut qb = QueryBuilder::new(
-            "SELECT i.id, i.prefix, i.number, i.lease_holder, i.lease_user_id, i.lease_session_id, i.lease_epoch,
-                    i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at, i.lease_ttl_seconds, i.lease_hold_until, i.lease_id,
-                    now() AS db_now
-             FROM items i",
-        );
+        let [head, user, holder, session, ttl, note, max_hold, ws_id, tail] = CLAIM_CANDIDATES_P;
+        let mut qb = QueryBuilder::new(head);
+        qb.push_bind(req.actor.user_id).push(user);
+        qb.push_bind(req.holder.clone()).push(holder);
+        qb.push_bind(req.session_id.clone()).push(session);
+        qb.push_bind(ttl_param(terms.ttl)).push(ttl);
+        qb.push_bind(req.note.clone()).push(note);
+        qb.push_bind(terms.max_hold_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX))).push(max_hold);
+        qb.push_bind(ws.id).push(ws_id);
+        qb.push_bind(EventKind::LeaseClaimed.as_str()).push(tail);
         push_frontier(&mut qb, ws, f, u32::try_from(limit).unwrap_or(u32::MAX));
-        qb.push(" FOR UPDATE OF i SKIP LOCKED");
+        qb.push(CLAIM_CANDIDATES_TAIL);
         let rows = qb.build().fetch_all(&mut *self.conn).await.map_err(db)?;
+        let claimant = req.claimant();
+        let mut grants = 0;
+        let mut candidates = Vec::with_capacity(rows.len());
         for row in &rows {
-            self.hold(&ItemRef { prefix: row.get("prefix"), number: row.get("number") });
+            let item_ref = ItemRef { prefix: row.get("cand_prefix"), number: row.get("cand_number") };
+            self.hold(&item_ref);
+            let locked = rows::locked_as(Some(row), &item_ref, "prev_")?;
+            let (id, now) = (locked.id, locked.now);
+            let Some(wrote) = rows::written_lease(row)? else {
+                // On the frontier, a recorded lease is an expired one.
+                let expired = locked.slot.current;
+                candidates.push(Candidate { id, item_ref, expired, now, granted: None });
+                continue;
+            };
+            grants += 1;
+            let ClaimDecision::Grant { lease: l, previous_expired: false } =
+                lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, wrote.lease_id, now)
+            else {
+                return Err(disagree(wrote, "no grant: the row had a lease"));
+            };
+            agree(Some(&wrote), Some(&l))?;
+            let outcome = fresh_grant(row, l)?;
+            let item = item_from_row(row, now)?;
+            candidates.push(Candidate { id, item_ref, expired: None, now, granted: Some((item, outcome)) });
         }
-        rows.iter()
-            .map(|row| {
-                Ok(Candidate {
-                    id: row.get("id"),
-                    item_ref: ItemRef { prefix: row.get("prefix"), number: row.get("number") },
-                    // On the frontier, a recorded lease is an expired one.
-                    expired: rows::lease_slot(row)?.current,
-                    now: row.get("db_now"),
-                })
-            })
-            .collect()
+        if rows.first().map_or(0, |row| row.get::<i64, _>("claimed_events")) != grants {
+            return Err(crate::events::too_many_events());
+        }
+        Ok(candidates)
     }
 
     async fn count_expiry(&mut self, id: i64, now: Timestamp) -> StoreResult<(i64, Vec<String>)> {

@@ -109,7 +109,7 @@ impl LeaseSteps for Tx {
     }
 
     async fn claim_candidates(
-        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize,
+        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, _req: &ClaimRequest, _terms: Terms,
     ) -> StoreResult<Vec<Candidate>> {
         // The write lock serializes claim-next callers, so no two can pick the
         // same item and none waits on another's rows. A few spare candidates
@@ -127,6 +127,8 @@ impl LeaseSteps for Tx {
                 item_ref: ItemRef { prefix: row.col("prefix")?, number: row.col("number")? },
                 expired: rows::lease_slot(row)?.current.filter(|l| !l.is_live(now)),
                 now,
+                // Claimed by the flow: a claim here is a call in this process.
+                granted: None,
             })
         })
     }

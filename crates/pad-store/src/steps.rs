@@ -180,6 +180,11 @@ pub struct Candidate {
     /// The recorded lease, which on the frontier has expired.
     pub expired: Option<Lease>,
     pub now: Timestamp,
+    /// The grant already made, with the item as it left it, when the
+    /// dialect claims the items with no lease in the statement that finds
+    /// them (PostgreSQL: docs/leases.md, "Claim-next in one statement");
+    /// `None`: the flow claims it.
+    pub granted: Option<(Item, ClaimOutcome)>,
 }
 
 /// One expired lease, counted, to be recorded by [`record_expiry`].
@@ -204,8 +209,10 @@ pub trait LeaseSteps: Send {
         &mut self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Claimed>;
     /// L11: the best ready items, locked, in frontier order; empty when none.
+    /// A dialect may grant `req` the ones with no lease on the way
+    /// ([`Candidate::granted`]); one with an expired lease is left to the flow.
     async fn claim_candidates(
-        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize,
+        &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Vec<Candidate>>;
     /// L5/L13 on a locked row whose lease has expired: the lease becomes the
     /// last lease (ended `expired` at its expiry, L18) and is forgotten, and

@@ -105,6 +105,7 @@ macro_rules! conformance_suite {
             l11_claim_next_gives_concurrent_callers_distinct_items,
             l11_claim_next_with_nothing_ready_is_none,
             l12_handoff_note_reaches_the_next_claimant,
+            l12_claim_next_many_hands_over_notes_over_free_and_expired_items,
             l13_quarantine_after_repeated_expiries,
             events_record_changes_in_order,
             expiry_is_observed_exactly_once,

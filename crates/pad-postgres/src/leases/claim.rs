@@ -123,3 +123,102 @@ pub(crate) const PEEK: &str = concat!(
     lease_row!(),
     ", clock_timestamp() AS db_now FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3"
 );
+
+/// Claim-next's statement up to the frontier (docs/leases.md, "Claim-next
+/// in one statement"): the claimant's terms as the CTE `p` (bound by the
+/// caller in this order: user, holder, session, ttl seconds, note, max
+/// hold seconds or NULL, workspace, `lease.claimed`), then the candidates'
+/// SELECT, to which the caller appends the frontier's predicate, order and
+/// limit, and then [`CLAIM_CANDIDATES_TAIL`].
+pub(super) const CLAIM_CANDIDATES_P: [&str; 9] = [
+    "WITH p AS MATERIALIZED (SELECT ",
+    "::bigint AS user_id, ",
+    "::text AS holder, ",
+    "::text AS session_id, ",
+    "::integer AS ttl, ",
+    "::text AS note, ",
+    "::integer AS max_hold, ",
+    "::bigint AS ws_id, ",
+    "::text AS claimed_type),
+    cand AS MATERIALIZED (
+        SELECT i.id, i.prefix, i.number, i.priority, i.created_at, i.lease_holder, i.lease_user_id,
+            i.lease_session_id, i.lease_epoch, i.lease_acquired_at, i.lease_renewed_at, i.lease_expires_at,
+            i.lease_ttl_seconds, i.lease_hold_until, i.lease_id, i.lease_note, i.lease_note_holder
+        FROM items i",
+];
+
+/// Claim-next's statement after the frontier: every candidate is locked
+/// (`SKIP LOCKED`: rows another transaction holds are passed over) and read
+/// with the clock taken after the locks; those with no lease are granted as
+/// [`CLAIM`] grants one (next epoch, a new lease id, `acquired_at` = now,
+/// L19's cap), each with its `lease.claimed` (data returned as
+/// `claimed_data` to compare with `shared::event::claimed`) and webhook
+/// deliveries, their events in frontier order. Those with an expired lease
+/// are returned unwritten, for the flow to record the expiry first. One row
+/// per candidate, in frontier order: `prev_*` the row as locked, `rank`,
+/// `db_now`, and for a grant `new_*` ([`returning_lease!`]) and the item as
+/// left with its joined columns, read in the statement's snapshot.
+pub(super) const CLAIM_CANDIDATES_TAIL: &str = concat!(
+    " FOR UPDATE OF i SKIP LOCKED
+    ),
+    ranked AS MATERIALIZED (
+        SELECT cand.*, row_number() OVER (ORDER BY cand.priority DESC, cand.created_at, cand.id) AS rank,
+            clock_timestamp() AS db_now,
+            CASE WHEN cand.lease_holder IS NULL THEN nextval('lease_ids') END AS grant_lease_id
+        FROM cand
+    ),
+    upd AS (
+        UPDATE items i SET
+            lease_holder = p.holder, lease_user_id = p.user_id, lease_session_id = p.session_id,
+            lease_id = r.grant_lease_id,
+            lease_note_lease_id = CASE WHEN p.note IS NULL THEN i.lease_note_lease_id ELSE r.grant_lease_id END,
+            lease_epoch = i.lease_epoch + 1,
+            lease_acquired_at = r.db_now,
+            lease_renewed_at = r.db_now,
+            lease_hold_until = r.db_now + p.max_hold * interval '1 second',
+            -- LEAST skips NULL (no cap).
+            lease_expires_at = LEAST(r.db_now + p.ttl * interval '1 second', r.db_now + p.max_hold * interval '1 second'),
+            lease_ttl_seconds = p.ttl,
+            lease_note = COALESCE(p.note, i.lease_note),
+            lease_note_holder = CASE WHEN p.note IS NULL THEN i.lease_note_holder ELSE p.holder END
+        FROM ranked r, p
+        WHERE i.id = r.id AND r.grant_lease_id IS NOT NULL
+        ",
+    returning_lease!(),
+    ", i.*
+    ),
+    claimed AS (
+        SELECT upd.id, r.rank, r.db_now, upd.prefix || '-' || upd.number AS item_ref,
+            jsonb_build_object('holder', upd.lease_holder, 'session_id', upd.lease_session_id,
+                'epoch', upd.lease_epoch, 'lease_id', upd.lease_id, 'expires_at', ",
+    json_time!("upd.lease_expires_at"),
+    ") AS data
+        FROM upd JOIN ranked r ON r.id = upd.id
+    ),
+    ",
+    event_slot!(),
+    ",
+    ev AS (
+        INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+        SELECT slot.base + slot.n + c.k, p.ws_id, p.claimed_type, c.item_ref, p.user_id, c.db_now, c.data
+        FROM slot, p, (SELECT claimed.*, row_number() OVER (ORDER BY claimed.rank) - 1 AS k FROM claimed) c
+        WHERE slot.n + c.k < 65536
+        RETURNING id, workspace_id, type
+    ),
+    ",
+    enqueue_events!(),
+    "
+    SELECT r.rank, r.db_now, r.id AS prev_id, NULL::timestamptz AS prev_deleted_at, r.prefix AS cand_prefix,
+        r.number AS cand_number, r.lease_holder AS prev_lease_holder, r.lease_user_id AS prev_lease_user_id,
+        r.lease_session_id AS prev_lease_session_id, r.lease_epoch AS prev_lease_epoch,
+        r.lease_acquired_at AS prev_lease_acquired_at, r.lease_renewed_at AS prev_lease_renewed_at,
+        r.lease_expires_at AS prev_lease_expires_at, r.lease_ttl_seconds AS prev_lease_ttl_seconds,
+        r.lease_hold_until AS prev_lease_hold_until, r.lease_id AS prev_lease_id,
+        r.lease_note AS prev_lease_note, r.lease_note_holder AS prev_lease_note_holder,
+        cl.data AS claimed_data, (SELECT count(*) FROM ev) AS claimed_events, upd.*, ",
+    item_joined_columns!("upd"),
+    "
+    FROM ranked r LEFT JOIN upd ON upd.id = r.id LEFT JOIN claimed cl ON cl.id = r.id",
+    item_joins!("upd"),
+    " ORDER BY r.rank"
+);

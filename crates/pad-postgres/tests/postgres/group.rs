@@ -99,6 +99,74 @@ async fn a_refused_call_in_a_batch_fails_none_of_the_others() {
     assert_eq!(after.shared, before.shared, "nothing committed shared: {after:?}");
 }
 
+/// Completes queued together are written together (one lock and one write
+/// for the lot), and each item ends exactly as a complete alone leaves it:
+/// its status, its history version, its lease ended as completed, and its
+/// `item.updated` then `lease.released`, the items' events in item order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completes_in_one_batch_are_written_together_as_each_alone() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED completes_in_one_batch_are_written_together_as_each_alone: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 7).await;
+    let mut epochs = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
+    }
+    // The last item is done already: its complete changes no status.
+    let last = refs.len() - 1;
+    let patch = pad_core::ItemPatch { status: Some(Status::Done), ..Default::default() };
+    store.update_item(&ws, owner, &refs[last], &patch).await.unwrap();
+    let before = store.group_stats();
+    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+
+    store.hold_group();
+    let mut calls = Vec::new();
+    // Queued in reverse: the batch runs them in item order all the same.
+    for (i, r) in refs.iter().enumerate().rev() {
+        let (store, ws, r, req) = (Arc::clone(&store), ws.clone(), r.clone(), done(owner, &format!("w{i}"), epochs[i]));
+        calls.push(tokio::spawn(async move { store.complete(&ws, &r, &req).await }));
+    }
+    queued(&store, refs.len()).await;
+    store.unhold_group();
+    for call in calls {
+        let item = call.await.unwrap().unwrap();
+        assert_eq!(item.status, Status::Done);
+        assert!(item.lease.is_none(), "{}", item.item_ref);
+        assert_eq!(item.last_lease.as_ref().unwrap().ended, pad_core::LeaseEnd::Completed, "{}", item.item_ref);
+    }
+    let stats = store.group_stats();
+    assert_eq!(
+        stats,
+        GroupStats {
+            shared: before.shared + 1,
+            shared_calls: before.shared_calls + 7,
+            completed_together: before.completed_together + 7,
+            ..before
+        },
+    );
+
+    let events = store.events_after(&ws, after_event, 1000).await.unwrap();
+    let seen: Vec<(String, &str)> = events.iter().map(|e| (e.item_ref.clone().unwrap(), e.kind.as_str())).collect();
+    let mut expected = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        if i != last {
+            expected.push((r.to_string(), "item.updated"));
+        }
+        expected.push((r.to_string(), "lease.released"));
+    }
+    assert_eq!(seen, expected);
+    for r in &refs {
+        let versions = store.history(&ws, r).await.unwrap();
+        let change = serde_json::json!({ "status": { "from": "open", "to": "done" } });
+        assert_eq!(versions.len(), 2, "{r}: created, then done: {versions:?}");
+        assert_eq!((versions[0].version, &versions[0].changes), (2, &change), "{r}");
+    }
+}
+
 /// Claim-next, renew and complete calls queued together commit as one
 /// transaction, and each caller gets its own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +216,7 @@ async fn concurrent_lease_calls_share_one_commit() {
     assert_eq!(complete.await.unwrap().unwrap().status, Status::Done);
     assert_eq!(
         store.group_stats(),
-        GroupStats { shared: before.shared + 1, shared_calls: before.shared_calls + 5, rerun: before.rerun },
+        GroupStats { shared: before.shared + 1, shared_calls: before.shared_calls + 5, ..before },
     );
     // What was answered is what committed.
     for r in &granted {

@@ -57,13 +57,20 @@ pub async fn claim_next_in<T: WriteTx>(
     let want = usize::try_from(count).unwrap_or(usize::MAX).max(1);
     let mut granted = Vec::new();
     'search: while granted.len() < want {
-        let candidates = tx.claim_candidates(ws, &f, want - granted.len()).await?;
+        let candidates = tx.claim_candidates(ws, &f, want - granted.len(), req, terms).await?;
         if candidates.is_empty() {
             break;
         }
         // Each candidate is either claimed or, quarantined by its expiry,
         // no longer a candidate: the search always moves on.
         for c in candidates {
+            if let Some(grant) = c.granted {
+                granted.push(grant);
+                if granted.len() == want {
+                    break 'search;
+                }
+                continue;
+            }
             if let Some(old) = c.expired {
                 let quarantined = expire(tx, ws, c.id, &c.item_ref, old, c.now).await?;
                 if quarantined && f.without_labels.iter().any(|l| l == NEEDS_HUMAN) {

@@ -40,6 +40,48 @@ pub async fn l11_claim_next_many_grants_each_item_its_own_lease(store: Arc<dyn S
     assert_eq!(events_of(&f, EventKind::LeaseClaimed).await.len(), 5);
 }
 
+/// L11, L12, L5 in one batch: free items and an item whose lease expired,
+/// granted together, best first; each grant hands over the note its item's
+/// previous holder left, each item comes back as its grant left it, and
+/// the expiry is recorded before the grant that follows it.
+pub async fn l12_claim_next_many_hands_over_notes_over_free_and_expired_items(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    for t in ["released", "expired", "fresh"] {
+        f.item(t).await;
+    }
+    let mut noted = f.claim("runner-a", 60);
+    noted.note = Some("left at step 2".into());
+    f.store.claim(&f.ws, &rf("TASK-1"), &noted).await.unwrap();
+    f.store.release(&f.ws, &rf("TASK-1"), &f.release("runner-a")).await.unwrap();
+    let mut crashing = f.claim("crasher", 3);
+    crashing.note = Some("crashed at step 5".into());
+    f.store.claim(&f.ws, &rf("TASK-2"), &crashing).await.unwrap();
+    pass(Duration::from_millis(3100)).await;
+
+    let mut req = f.claim("w", 60);
+    req.note = Some("taken by w".into());
+    let got = f.store.claim_next_many(&f.ws, &FrontierFilter::default(), &req, 3).await.unwrap();
+    let refs: Vec<_> = got.iter().map(|(i, _)| i.item_ref.to_string()).collect();
+    assert_eq!(refs, ["TASK-1", "TASK-2", "TASK-3"], "best first");
+    let handed: Vec<_> = got.iter().map(|(_, o)| (o.previous_note.as_deref(), o.previous_holder.as_deref())).collect();
+    assert_eq!(
+        handed,
+        [(Some("left at step 2"), Some("runner-a")), (Some("crashed at step 5"), Some("crasher")), (None, None)]
+    );
+    for (item, out) in &got {
+        assert_eq!(out.lease.holder, "w");
+        assert_eq!(item.lease_note.as_deref(), Some("taken by w"), "{}", item.item_ref);
+        assert_eq!(item, &f.get(&item.item_ref.to_string()).await, "the item as its grant left it");
+    }
+    let expired = events_of(&f, EventKind::LeaseExpired).await;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].item_ref.as_deref(), Some("TASK-2"));
+    let claimed = events_of(&f, EventKind::LeaseClaimed).await;
+    let after: Vec<_> = claimed.iter().filter(|e| e.id > expired[0].id).map(|e| e.item_ref.clone().unwrap()).collect();
+    assert!(after.contains(&"TASK-2".to_string()), "TASK-2's grant follows its expiry: {claimed:?}");
+    assert_eq!(claimed.len(), 5, "two claims before, three grants now");
+}
+
 /// L11 under contention: many batch claimers at once never share an item,
 /// and together they take every ready item exactly once.
 pub async fn l11_concurrent_batch_claimers_never_share_an_item(store: Arc<dyn Store>) {
