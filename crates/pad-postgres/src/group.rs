@@ -3,7 +3,9 @@
 //! release calls at this instance queue here; one task runs the queue as one
 //! transaction, the calls one after another, and commits once. A
 //! transaction's cost on this database is mostly its commit and its round
-//! trips, not its statements, so a drain's workers share them.
+//! trips, not its statements, so a drain's workers share them. Completes
+//! of distinct items that meet in a batch are written together
+//! (docs/leases.md, "Completes written together").
 //!
 //! Isolation: when every call of a batch succeeded, the batch commits and
 //! each caller gets its answer after that commit. When any call failed (a
