@@ -115,6 +115,16 @@ macro_rules! ended_lease {
     };
 }
 
+/// The frontier's order (L11), best first, over the items row `$i`: the
+/// one home of it for `push_frontier` and for claim-next's statement, which
+/// ranks its locked candidates again in it (a locking SELECT cannot number
+/// its rows).
+macro_rules! frontier_order {
+    ($i:literal) => {
+        concat!($i, ".priority DESC, ", $i, ".created_at, ", $i, ".id")
+    };
+}
+
 mod claim;
 mod complete;
 mod expire;
@@ -445,7 +455,6 @@ impl Tx {
             let status = status.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
             // A content change like any update: one version, `updated_at` moves.
             let changed = (status != req.status).then(|| Item::status_changes(status, req.status));
-            writes.events += 1 + i64::from(changed.is_some());
             writes.id.push(locked.id);
             writes.status.push(changed.as_ref().map(|_| req.status.as_str()));
             writes.at.push(now);
@@ -456,6 +465,8 @@ impl Tx {
             writes.item_ref.push(r.to_string());
             writes.released.push(shared::event::ended(&lease, LeaseEnd::Completed, None));
         }
+        // Each complete appends `lease.released`, and `item.updated` when its status changed.
+        let events = (calls.len() + writes.updated.iter().flatten().count()) as i64;
         let rows = sqlx::query(COMPLETE)
             .bind(writes.id)
             .bind(writes.status)
@@ -475,7 +486,7 @@ impl Tx {
         if rows.len() != calls.len() {
             return Err(disagree(rows.len(), "an item written per complete"));
         }
-        if rows.first().map(|row| row.get::<i64, _>("events_written")) != Some(writes.events) {
+        if rows.first().map(|row| row.get::<i64, _>("events_written")) != Some(events) {
             return Err(crate::events::too_many_events());
         }
         rows.iter().zip(&writes.at).map(|(row, now)| item_from_row(row, *now)).collect()
@@ -494,8 +505,6 @@ struct CompleteWrites<'a> {
     item_ref: Vec<String>,
     updated: Vec<Option<Value>>,
     released: Vec<Value>,
-    /// The events the statement must append.
-    events: i64,
 }
 
 #[async_trait]
@@ -633,7 +642,6 @@ impl LeaseSteps for Tx {
         qb.push(CLAIM_CANDIDATES_TAIL);
         let rows = qb.build().fetch_all(&mut *self.conn).await.map_err(db)?;
         let claimant = req.claimant();
-        let mut grants = 0;
         let mut candidates = Vec::with_capacity(rows.len());
         for row in &rows {
             let item_ref = ItemRef { prefix: row.get("cand_prefix"), number: row.get("cand_number") };
@@ -646,7 +654,6 @@ impl LeaseSteps for Tx {
                 candidates.push(Candidate { id, item_ref, expired, now, granted: None });
                 continue;
             };
-            grants += 1;
             let ClaimDecision::Grant { lease: l, previous_expired: false } =
                 lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, wrote.lease_id, now)
             else {
@@ -657,7 +664,8 @@ impl LeaseSteps for Tx {
             let item = item_from_row(row, now)?;
             candidates.push(Candidate { id, item_ref, expired: None, now, granted: Some((item, outcome)) });
         }
-        if rows.first().map_or(0, |row| row.get::<i64, _>("claimed_events")) != grants {
+        let grants = candidates.iter().filter(|c| c.granted.is_some()).count();
+        if rows.first().map_or(0, |row| row.get::<i64, _>("claimed_events")) != grants as i64 {
             return Err(crate::events::too_many_events());
         }
         Ok(candidates)
@@ -788,5 +796,5 @@ pub(crate) fn push_frontier(qb: &mut QueryBuilder<Postgres>, ws: &Workspace, f: 
     // PostgreSQL can keep one plan for each limit instead of planning every
     // claim-next again (docs/benchmarks.md, "Earlier run: lease calls that
     // share a transaction").
-    qb.push(" ORDER BY i.priority DESC, i.created_at, i.id LIMIT ").push(limit.clamp(1, LIST_LIMIT_MAX));
+    qb.push(concat!(" ORDER BY ", frontier_order!("i"), " LIMIT ")).push(limit.clamp(1, LIST_LIMIT_MAX));
 }

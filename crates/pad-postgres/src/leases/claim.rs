@@ -162,7 +162,9 @@ pub(super) const CLAIM_CANDIDATES_TAIL: &str = concat!(
     " FOR UPDATE OF i SKIP LOCKED
     ),
     ranked AS MATERIALIZED (
-        SELECT cand.*, row_number() OVER (ORDER BY cand.priority DESC, cand.created_at, cand.id) AS rank,
+        SELECT cand.*, row_number() OVER (ORDER BY ",
+    frontier_order!("cand"),
+    ") AS rank,
             clock_timestamp() AS db_now,
             CASE WHEN cand.lease_holder IS NULL THEN nextval('lease_ids') END AS grant_lease_id
         FROM cand
