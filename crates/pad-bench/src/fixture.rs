@@ -52,6 +52,8 @@ pub struct Fixture {
     pub db: Db,
     /// Where the fresh Postgres database lives, for peers and for the drop.
     pub database_url: Option<String>,
+    /// How every connection to that database is made, as [`one_tls_mode`] left it.
+    pub tls: Option<String>,
     /// The server's metrics, read in-process (the pickup scenario waits on
     /// its waiting-claim-next gauge).
     metrics: Arc<pad_server::metrics::Metrics>,
@@ -67,6 +69,20 @@ enum Cleanup {
         admin: PgPool,
         name: String,
     },
+}
+
+/// Makes pad and every peer connect to Postgres the same way: the drivers'
+/// defaults differ (pad's sqlx and pgqueuer's asyncpg use TLS when the server
+/// offers it, node-postgres under graphile-worker and pg-boss does not), and
+/// TLS on every round trip costs pad as much as a third of its drain on a
+/// loopback server (docs/benchmarks.md, "Connections"). A `sslmode` the URL
+/// names is kept; otherwise `sslmode=disable` is added. Returns the mode.
+fn one_tls_mode(url: &mut Url) -> String {
+    if let Some((_, mode)) = url.query_pairs().find(|(k, _)| k == "sslmode") {
+        return format!("sslmode={mode} (from --database-url)");
+    }
+    url.query_pairs_mut().append_pair("sslmode", "disable");
+    "sslmode=disable (added by the bench; name sslmode in --database-url to choose)".into()
 }
 
 /// Fresh SQLite files use the store's own settings (WAL, `synchronous=NORMAL`).
@@ -100,6 +116,7 @@ impl Fixture {
         sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await?;
         let mut url = Url::parse(admin_url)?;
         url.set_path(&format!("/{name}"));
+        let tls = one_tls_mode(&mut url);
         let cleanup = Cleanup::Postgres { admin, name };
         let store = pad_backends::open_store(url.as_str()).await?;
         let opts: PgConnectOptions = url.as_str().parse()?;
@@ -110,7 +127,9 @@ impl Fixture {
             .idle_timeout(Duration::from_secs(1))
             .connect_with(opts.disable_statement_logging())
             .await?;
-        Self::start(Backend::Postgres, store, Db::Postgres(db), Some(url.to_string()), cleanup).await
+        let mut fx = Self::start(Backend::Postgres, store, Db::Postgres(db), Some(url.to_string()), cleanup).await?;
+        fx.tls = Some(tls);
+        Ok(fx)
     }
 
     async fn start(
@@ -135,6 +154,7 @@ impl Fixture {
             token: boot.token,
             db,
             database_url,
+            tls: None,
             metrics,
             server,
             stop,
@@ -303,4 +323,20 @@ fn unlimited(store: Arc<dyn Store>) -> pad_server::AppState {
     // attempts reach them, as a private-network install would.
     state.webhook_targets = pad_server::webhooks::Targets { allow_private: true };
     state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_connection_gets_one_tls_mode() {
+        let mut plain = Url::parse("postgres://postgres@127.0.0.1:5432/pad_bench_1").unwrap();
+        assert!(one_tls_mode(&mut plain).starts_with("sslmode=disable (added"));
+        assert_eq!(plain.as_str(), "postgres://postgres@127.0.0.1:5432/pad_bench_1?sslmode=disable");
+
+        let mut named = Url::parse("postgres://postgres@db.internal/pad_bench_1?sslmode=require&user=pad").unwrap();
+        assert_eq!(one_tls_mode(&mut named), "sslmode=require (from --database-url)");
+        assert_eq!(named.as_str(), "postgres://postgres@db.internal/pad_bench_1?sslmode=require&user=pad");
+    }
 }

@@ -197,6 +197,9 @@ pub async fn run(o: &Options) -> Result<Report> {
             Backend::Sqlite => Fixture::sqlite().await?,
             Backend::Postgres => Fixture::postgres(o.database_url.as_deref().expect("checked above")).await?,
         };
+        if fx.tls.is_some() {
+            report.postgres_connections = fx.tls.clone();
+        }
         let result = run_on(&fx, &scenarios, &sizes, o, &mut report).await;
         fx.finish().await?;
         result?;

@@ -16,6 +16,8 @@ pub struct Report {
     pub sizes: Sizes,
     /// How to read `rss_mib`: the server runs inside the bench process.
     pub rss_note: &'static str,
+    /// How pad and the peers connect to Postgres (`Fixture::tls`), when it ran.
+    pub postgres_connections: Option<String>,
     pub rows: Vec<Row>,
 }
 
@@ -85,6 +87,7 @@ impl Report {
             machine: Machine::this(),
             sizes: sizes.clone(),
             rss_note: "in-process server: rss_mib is the whole bench process (server + load generator + seeding)",
+            postgres_connections: None,
             rows: Vec::new(),
         }
     }
@@ -101,6 +104,9 @@ impl Report {
             m.load_average.as_deref().unwrap_or("?")
         );
         let _ = writeln!(out, "rss: {}", self.rss_note);
+        if let Some(tls) = &self.postgres_connections {
+            let _ = writeln!(out, "postgres connections (pad and every peer): {tls}");
+        }
         let header =
             ["BACKEND", "SCENARIO", "PARAMS", "VIA", "OPS", "OPS/S", "P50 MS", "P99 MS", "MAX MS", "RSS MB", "NOTE"];
         let rows: Vec<Vec<String>> = self

@@ -253,3 +253,69 @@ async fn a_claim_of_no_item_is_refused_from_its_read() {
     assert_eq!(store.queued_calls(), 0, "no claim reached the shared transaction");
     store.unhold_group();
 }
+
+/// A drain's writes lock no row its neighbours share (docs/operations.md,
+/// "References PostgreSQL does not check"). Another transaction holds the
+/// workspace's row and the worker's user row `FOR UPDATE`, as a settings
+/// change would, while an item is created, edited, claimed by claim-next,
+/// renewed and completed, and another claimed, failed, claimed and
+/// released: every call is answered while those locks are still held.
+/// Before, each write's foreign-key checks took `FOR KEY SHARE` on both
+/// rows, so the first write waited for the other transaction to end (the
+/// net below only stops a hang).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_calls_and_item_writes_lock_no_workspace_or_user_row() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED lease_calls_and_item_writes_lock_no_workspace_or_user_row: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, second) = one_item(&db).await;
+    let mut locker = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut locker).await.unwrap();
+    let lock_workspace = "SELECT id FROM workspaces WHERE id = $1 FOR UPDATE";
+    let lock_user = "SELECT id FROM users WHERE id = $1 FOR UPDATE";
+    for (lock, id) in [(lock_workspace, ws.id), (lock_user, owner.user_id)] {
+        let locked = sqlx::query(lock).bind(id).execute(&mut locker).await.unwrap();
+        assert_eq!(locked.rows_affected(), 1, "{lock}");
+    }
+
+    let writes = async {
+        let new = NewItem { title: "first".into(), priority: Some(pad_core::Priority::Critical), ..Default::default() };
+        let first = store.create_item(&ws, owner, &new).await.unwrap().item_ref;
+        let patch = pad_core::ItemPatch { title: Some("first, edited".into()), ..Default::default() };
+        store.update_item(&ws, owner, &first, &patch).await.unwrap();
+        let claim = common::claim(owner, "worker", false);
+        let (item, granted) =
+            store.claim_next(&ws, &pad_core::FrontierFilter::default(), &claim).await.unwrap().expect("a ready item");
+        assert_eq!(item.item_ref, first, "the critical item comes first");
+        let handle = pad_core::lease::LeaseHandle { epoch: Some(granted.lease.epoch), lease_id: None };
+        let renew =
+            pad_store::RenewRequest { actor: owner, holder: "worker".into(), handle, ttl_seconds: None, note: None };
+        store.renew(&ws, &first, &renew).await.unwrap();
+        let done = pad_store::CompleteRequest {
+            actor: owner,
+            holder: "worker".into(),
+            handle,
+            status: pad_core::Status::Done,
+        };
+        assert_eq!(store.complete(&ws, &first, &done).await.unwrap().status, pad_core::Status::Done);
+
+        let epoch = store.claim(&ws, &second, &claim).await.unwrap().lease.epoch;
+        let fail = pad_store::FailRequest {
+            actor: owner,
+            holder: "worker".into(),
+            handle: pad_core::lease::LeaseHandle { epoch: Some(epoch), lease_id: None },
+            note: Some("try again".into()),
+            max_failures: None,
+        };
+        store.fail(&ws, &second, &fail).await.unwrap();
+        store.claim(&ws, &second, &claim).await.unwrap();
+        assert!(store.release(&ws, &second, &release_by(owner, "worker")).await.unwrap().released());
+    };
+    tokio::time::timeout(Duration::from_secs(60), writes)
+        .await
+        .expect("a write waited for the workspace's or the user's row lock");
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
+}
