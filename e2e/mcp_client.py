@@ -105,6 +105,20 @@ async def main():
         bad = err(await a.call_tool("pad_item_claim", {"ref": "TASK-1", "ttl_seconds": 0}))
         assert bad["code"] == "invalid_ttl", bad
 
+        # Batch verbs: a bad count or wait claims nothing; count claims several, each its own lease.
+        ok(await a.call_tool("pad_item_create", {"title": "Batch one"}))
+        ok(await a.call_tool("pad_item_create", {"title": "Batch two"}))
+        for bad in ({"count": 0}, {"count": 33}, {"count": -1}, {"wait_seconds": 31}, {"wait_seconds": -1}):
+            refused = err(await a.call_tool("pad_claim_next", {"holder": "agent-c", **bad}))
+            assert refused["code"] == "validation_failed", (bad, refused)
+        listed = ok(await a.call_tool("pad_item_list", {"leased": True}))
+        assert [i["ref"] for i in listed["items"]] == ["TASK-2"], ("a refused batch claimed", listed)
+        two = ok(await a.call_tool("pad_claim_next", {"holder": "agent-c", "count": 2}))
+        grants = two["grants"]
+        assert len(grants) == 2 and grants[0]["item"]["ref"] != grants[1]["item"]["ref"], two
+        assert {g["lease"]["holder"] for g in grants} == {"agent-c"}, two
+        assert grants[0]["lease"]["lease_id"] != grants[1]["lease"]["lease_id"], two
+
     # Over HTTP, no token is a 401 before any MCP happens.
     async with httpx2.AsyncClient() as raw:
         r = await raw.post(f"{URL}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},

@@ -191,7 +191,8 @@ impl Client {
     /// nothing is ready. A long poll (`wait_seconds`) gets that much more time
     /// than other requests before the client gives up on it.
     pub async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse> {
-        let wait = Duration::from_secs(u64::from(body.wait_seconds.unwrap_or(0)));
+        // A wait the server refuses adds nothing.
+        let wait = Duration::from_secs(body.wait_seconds.and_then(|w| u64::try_from(w).ok()).unwrap_or(0));
         let req = self.request(Method::POST, &["workspaces", ws, "claim-next"]).json(body);
         self.json(req.timeout(REQUEST_TIMEOUT + wait)).await
     }

@@ -229,9 +229,9 @@ pub struct ClaimNextArgs {
     pub max_hold_seconds: Option<i64>,
     pub note: Option<String>,
     /// Claim up to this many items at once (1-32, default 1), each under its own lease: see grants.
-    pub count: Option<u32>,
+    pub count: Option<i64>,
     /// When nothing is ready, wait up to this many seconds (0-30, default 0) for an item to become ready.
-    pub wait_seconds: Option<u32>,
+    pub wait_seconds: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
-use pad_core::api::{ErrorCode, TTL_FIELD};
+use pad_core::api::{Batch, ErrorCode, TTL_FIELD};
 use pad_core::lease::{InvalidTtl, RequestedTtl, TTL_MAX_SECONDS};
 use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
 use pad_store::Actor;
@@ -98,6 +98,15 @@ fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) 
             let requested = RequestedTtl::NotWhole(given.to_string());
             return crate::error::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS });
         }
+    }
+    // A claim-next's `count` or `wait_seconds` that is not a whole number
+    // is refused as one out of range is (docs/api.md, "Batches and long polls").
+    if inner.is_data()
+        && let Some(f) = field.as_deref()
+        && let Ok(body) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
+        && let Some(refusal) = body.get(f).and_then(|given| Batch::unreadable(f, given))
+    {
+        return refusal.into();
     }
     let message = match &field {
         Some(f) => format!("invalid JSON body at {f}: {inner}"),

@@ -38,7 +38,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
             let body = ClaimNextBody {
                 holder: Some(holder.clone()),
                 ttl_seconds: Some(TTL_SECONDS.into()),
-                count: Some(free),
+                count: Some(i64::from(free)),
                 ..ClaimNextBody::default()
             };
             let next = client.claim_next(&slug, &body).await?;

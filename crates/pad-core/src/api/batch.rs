@@ -32,23 +32,36 @@ pub struct Batch {
 impl Batch {
     /// `count` 1..=[`CLAIM_NEXT_COUNT_MAX`] (default 1), `wait_seconds`
     /// 0..=[`CLAIM_NEXT_WAIT_MAX_SECONDS`] (default 0: answer at once).
-    pub fn new(count: Option<u32>, wait_seconds: Option<u32>) -> Result<Self, ValidationError> {
-        let count = count.unwrap_or(1);
-        if !(1..=CLAIM_NEXT_COUNT_MAX).contains(&count) {
-            return Err(ValidationError::new(
-                "count",
-                format!("count must be between 1 and {CLAIM_NEXT_COUNT_MAX} (got {count})"),
-            ));
-        }
-        let wait = wait_seconds.unwrap_or(0);
-        if wait > CLAIM_NEXT_WAIT_MAX_SECONDS {
-            return Err(ValidationError::new(
-                "wait_seconds",
-                format!("wait_seconds must be between 0 and {CLAIM_NEXT_WAIT_MAX_SECONDS} (got {wait})"),
-            ));
-        }
-        Ok(Batch { count, wait: std::time::Duration::from_secs(u64::from(wait)) })
+    pub fn new(count: Option<i64>, wait_seconds: Option<i64>) -> Result<Self, ValidationError> {
+        let given = count.unwrap_or(1);
+        let count = u32::try_from(given)
+            .ok()
+            .filter(|c| (1..=CLAIM_NEXT_COUNT_MAX).contains(c))
+            .ok_or_else(|| out_of_range(COUNT_FIELD, given))?;
+        let given = wait_seconds.unwrap_or(0);
+        let wait = u64::try_from(given)
+            .ok()
+            .filter(|w| *w <= u64::from(CLAIM_NEXT_WAIT_MAX_SECONDS))
+            .ok_or_else(|| out_of_range(WAIT_FIELD, given))?;
+        Ok(Batch { count, wait: std::time::Duration::from_secs(wait) })
     }
+
+    /// The refusal of a `count` or `wait_seconds` that is not a whole number
+    /// at all (negative, a fraction, a string): the same `validation_failed`
+    /// as one out of range (docs/api.md, "Batches and long polls"), worded
+    /// from the value given. `None` for any other field.
+    pub fn unreadable(field: &str, given: &serde_json::Value) -> Option<ValidationError> {
+        [COUNT_FIELD, WAIT_FIELD].contains(&field).then(|| out_of_range(field, given))
+    }
+}
+
+/// The body fields a [`Batch`] is read from.
+pub const COUNT_FIELD: &str = "count";
+pub const WAIT_FIELD: &str = "wait_seconds";
+
+fn out_of_range(field: &str, given: impl std::fmt::Display) -> ValidationError {
+    let (min, max) = if field == COUNT_FIELD { (1, CLAIM_NEXT_COUNT_MAX) } else { (0, CLAIM_NEXT_WAIT_MAX_SECONDS) };
+    ValidationError::new(field, format!("{field} must be a whole number between {min} and {max} (got {given})"))
 }
 
 /// One item granted by a claim-next: its own lease, epoch and event.
@@ -139,5 +152,18 @@ mod tests {
         assert!(e.message.contains("between 1 and 32"), "{}", e.message);
         assert_eq!(Batch::new(Some(33), None).unwrap_err().field, "count");
         assert_eq!(Batch::new(None, Some(31)).unwrap_err().field, "wait_seconds");
+        assert_eq!(Batch::new(Some(-1), None).unwrap_err().field, "count");
+        let e = Batch::new(None, Some(-1)).unwrap_err();
+        assert!(e.message.contains("between 0 and 30 (got -1)"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_batch_field_that_is_not_a_whole_number_is_refused_with_its_range() {
+        let e = Batch::unreadable("wait_seconds", &serde_json::json!(-1)).unwrap();
+        assert_eq!(e.field, "wait_seconds");
+        assert!(e.message.contains("between 0 and 30 (got -1)"), "{}", e.message);
+        let e = Batch::unreadable("count", &serde_json::json!("x")).unwrap();
+        assert!(e.message.contains("between 1 and 32 (got \"x\")"), "{}", e.message);
+        assert!(Batch::unreadable("ttl_seconds", &serde_json::json!(-1)).is_none());
     }
 }

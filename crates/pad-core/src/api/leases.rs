@@ -310,13 +310,13 @@ pub struct ClaimNextBody {
     /// default 1. Fewer are granted when fewer are ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 32)]
-    pub count: Option<u32>,
+    pub count: Option<i64>,
     /// A long poll: when nothing is ready, wait up to this many seconds
     /// (0..=30, default 0) for an item to become ready, and answer as soon as
     /// one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 30)]
-    pub wait_seconds: Option<u32>,
+    pub wait_seconds: Option<i64>,
 }
 
 /// A nested object must be a JSON object: serde would otherwise read an

@@ -52,9 +52,14 @@ async fn bad_counts_and_waits_are_refused_and_claim_nothing() {
             (json!({"wait_seconds": 31}), "wait_seconds"),
             (json!({"wait_seconds": -1}), "wait_seconds"),
             (json!({"count": "many"}), "count"),
+            (json!({"count": -3}), "count"),
+            (json!({"wait_seconds": 2.5}), "wait_seconds"),
+            (json!({"wait_seconds": "30s"}), "wait_seconds"),
         ] {
             let a = s.post(&s.owner, &format!("{WS}/claim-next"), body.clone()).await;
             assert_eq!(a.status, 400, "{}: {body}: {:?}", b.name, a.body);
+            // One code whatever was wrong with the number (docs/api.md, "Batches and long polls").
+            assert_eq!(a.body["error"]["code"], "validation_failed", "{}: {body}: {:?}", b.name, a.body);
             assert_eq!(a.body["error"]["details"]["field"], field, "{}: {body}: {:?}", b.name, a.body);
             assert!(a.body["error"]["message"].as_str().unwrap().contains(field), "{:?}", a.body);
         }

@@ -6,7 +6,8 @@ use chrono::Utc;
 use clap::Args;
 use pad_client::{Client, ClientError};
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, CompleteBody, FailBody, FrontierQuery, ReleaseBody, RenewBody, TtlSeconds,
+    CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimBody, ClaimNextBody, CompleteBody, FailBody, FrontierQuery,
+    ReleaseBody, RenewBody, TtlSeconds,
 };
 use pad_core::{FrontierFilter, ItemRef, Lease, Priority, Status};
 
@@ -217,9 +218,23 @@ pub struct ClaimNextArgs {
     pub note: Option<String>,
     #[command(flatten)]
     pub max_hold: MaxHoldArg,
+    /// Claim up to N items at once, each under its own lease (1-32)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(CLAIM_NEXT_COUNT_MAX)))]
+    pub count: Option<u32>,
+    /// When nothing is ready, wait up to this long for work, answered the moment an item is: 10s, 30s at most
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait, allow_hyphen_values = true)]
+    pub wait: Option<u32>,
     // Last: its help heading would cover the options after it.
     #[command(flatten)]
     pub filter: FilterArgs,
+}
+
+/// `--wait`: whole seconds, 0 to claim-next's longest wait (docs/api.md,
+/// "Batches and long polls").
+fn parse_wait(s: &str) -> Result<u32, String> {
+    let max = CLAIM_NEXT_WAIT_MAX_SECONDS;
+    let secs = ttl::seconds_or_zero(s).map_err(|_| format!("`{s}` is not a wait like 10s or 30s (0s to {max}s)"))?;
+    u32::try_from(secs).ok().filter(|w| *w <= max).ok_or_else(|| format!("a claim waits at most {max}s; got {s}"))
 }
 
 pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliError> {
@@ -357,21 +372,21 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
         ttl_seconds: a.ttl.seconds(),
         note: a.note,
         max_hold_seconds: a.max_hold.seconds(),
-        count: None,
-        wait_seconds: None,
+        count: a.count.map(i64::from),
+        wait_seconds: a.wait.map(i64::from),
     };
     let next = client.claim_next(ctx.ws(), &body).await?;
     // JSON readers get the answer either way (`item: null` when nothing is
     // ready); the exit code tells scripts apart without parsing it.
-    ctx.emit(&next, |n| match (&n.item, &n.lease) {
-        (Some(item), Some(lease)) => {
-            let mut out = lease_line("Claimed", &item.item_ref, lease);
-            if let Some(line) = handoff_line(n.previous_holder.as_deref(), n.previous_note.as_deref()) {
+    ctx.emit(&next, |n| {
+        let mut out = String::new();
+        for g in &n.grants {
+            out.push_str(&lease_line("Claimed", &g.item.item_ref, &g.lease));
+            if let Some(line) = handoff_line(g.previous_holder.as_deref(), g.previous_note.as_deref()) {
                 out.push_str(&line);
             }
-            out
         }
-        _ => String::new(),
+        out
     })?;
     if next.item.is_none() {
         eprintln!("No ready item");

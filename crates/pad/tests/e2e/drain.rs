@@ -462,6 +462,49 @@ fn claim_next_prints_the_lease_and_the_handoff_note() {
     assert_eq!((v["item"].is_null(), v["lease"].is_null()), (true, true));
 }
 
+#[test]
+fn claim_next_takes_several_at_once_and_waits_for_work() {
+    let s = TestServer::start();
+    let (a, b) = (create(&s, "first"), create(&s, "second"));
+    for bad in [["--count", "0"], ["--count", "33"], ["--wait", "31s"], ["--wait", "-1s"], ["--wait", "soon"]] {
+        let out = s.pad_output(["item", "claim-next", bad[0], bad[1]]);
+        assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+    }
+    assert_eq!(show(&s, &a)["lease"], Value::Null, "a refused flag claims nothing");
+
+    let two = s.pad_output(["item", "claim-next", "--holder", "sup", "--count", "3", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&two.stdout).unwrap();
+    let refs: Vec<_> = v["grants"].as_array().unwrap().iter().map(|g| g["item"]["ref"].clone()).collect();
+    assert_eq!(refs, [Value::from(a.clone()), Value::from(b.clone())], "both ready items, fewer than asked");
+
+    // A waiting claim takes an item created while it waits.
+    let child = s
+        .pad()
+        .args(["item", "claim-next", "--holder", "waiter", "--wait", "25s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server's own signal that the long poll has begun.
+    wait_for("the claim to wait", Duration::from_secs(20), || claims_waiting(&s) >= 1);
+    let c = create(&s, "third");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).starts_with(&format!("Claimed {c}: waiter, epoch 1")), "{}", stdout(&out));
+}
+
+/// How many claim-nexts wait on `s` now, from its `/metrics`.
+fn claims_waiting(s: &TestServer) -> u64 {
+    use std::io::{Read, Write};
+    let addr = s.url.strip_prefix("http://").unwrap();
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let line = text.lines().find(|l| l.starts_with("pad_claim_next_waiting ")).expect("the gauge is exposed");
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
 // --- Drains of any length ------------------------------------------------------
 
 /// A drain of any length: 10 000 ready items, each run exactly once, the

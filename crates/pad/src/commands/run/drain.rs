@@ -156,8 +156,8 @@ async fn claim(
         note: None,
         max_hold_seconds: w.max_hold_seconds,
         // Left out at their defaults, so `--jobs 1` sends today's request.
-        count: (count > 1).then_some(count),
-        wait_seconds: (wait > 0).then_some(wait),
+        count: (count > 1).then_some(i64::from(count)),
+        wait_seconds: (wait > 0).then_some(i64::from(wait)),
     };
     let at = Instant::now();
     let next = w.client.claim_next(w.ws, &body).await?;
