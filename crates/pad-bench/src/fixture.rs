@@ -72,12 +72,11 @@ enum Cleanup {
 }
 
 /// Makes pad and every peer connect to Postgres the same way: the drivers'
-/// defaults differ (pad's sqlx and pgqueuer's asyncpg use TLS when the server
-/// offers it, node-postgres under graphile-worker and pg-boss does not), and
-/// TLS on every round trip cost pad a third to a half of its drain on a
-/// loopback server (docs/benchmarks.md, "Connections: one TLS mode for
-/// everyone"). A `sslmode` the URL
-/// names is kept; otherwise `sslmode=disable` is added. Returns the mode.
+/// defaults differ (pgqueuer's asyncpg uses TLS when the server offers it,
+/// node-postgres under graphile-worker and pg-boss does not, pad not on its
+/// own host: docs/benchmarks.md, "Connections: one TLS mode for everyone").
+/// A `sslmode` the URL names is kept; otherwise `sslmode=disable` is added.
+/// Returns the mode.
 fn one_tls_mode(url: &mut Url) -> String {
     if let Some((_, mode)) = url.query_pairs().find(|(k, _)| k == "sslmode") {
         return format!("sslmode={mode} (from --database-url)");

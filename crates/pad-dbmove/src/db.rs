@@ -93,7 +93,7 @@ impl Db {
                 Ok(Db::Sqlite(conn))
             }
             DbUrl::Postgres(u) => {
-                let opts = PgConnectOptions::from_str(u).map_err(|e| MoveError::Usage(e.to_string()))?;
+                let opts = pad_postgres::connect_options(u).await.map_err(|e| MoveError::Usage(e.to_string()))?;
                 let conn = opts.connect().await.map_err(db_err(&url.display()))?;
                 Ok(Db::Postgres(conn))
             }

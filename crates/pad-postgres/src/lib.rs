@@ -124,6 +124,7 @@ macro_rules! enqueue_events {
 
 mod accounts;
 mod broken;
+mod connect;
 mod events;
 mod group;
 mod imports;
@@ -169,6 +170,19 @@ fn ping_if_idle(conn: &mut sqlx::PgConnection, meta: sqlx::pool::PoolConnectionM
             sqlx::Connection::ping(conn).await?;
         }
         Ok(true)
+    })
+}
+
+/// How pad connects to the database `url` names: as the URL says, except
+/// that a database on this host is reached without TLS unless the URL or
+/// `PGSSLMODE` names a mode (`connect.rs`). Every connection pad makes
+/// (the store's pools, its listener, `pad db migrate`) starts here.
+pub async fn connect_options(url: &str) -> StoreResult<PgConnectOptions> {
+    let given = PgConnectOptions::from_str(url)
+        .map_err(|e| StoreError::invalid("database_url", format!("not a PostgreSQL URL: {e}")))?;
+    Ok(match connect::plain_first(url, &given) {
+        Some(plain) => connect::choose(plain, given).await,
+        None => given,
     })
 }
 
@@ -297,8 +311,7 @@ impl PgStore {
 
     pub async fn open_with(url: &str, max_connections: u32) -> StoreResult<Self> {
         let lanes = count_from_env("PAD_PG_LEASE_LANES", DEFAULT_LEASE_LANES)?;
-        let opts = PgConnectOptions::from_str(url)
-            .map_err(|e| StoreError::invalid("database_url", format!("not a PostgreSQL URL: {e}")))?;
+        let opts = connect_options(url).await?;
         Self::migrate(&opts).await?;
         let (others, lanes) = split_pool(max_connections, lanes);
         let pool = pool_options(others).connect_lazy_with(opts.clone());

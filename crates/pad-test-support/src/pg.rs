@@ -141,6 +141,18 @@ impl PrivateCluster {
     /// A started cluster; `None` when the PostgreSQL 15 binaries or
     /// `runuser` are missing.
     pub fn init() -> Option<PrivateCluster> {
+        Self::init_with(false)
+    }
+
+    /// A started cluster that accepts TCP connections only over TLS (a
+    /// self-signed certificate, `hostssl` lines alone in `pg_hba.conf`);
+    /// `None` as for [`PrivateCluster::init`], or without `openssl`.
+    pub fn init_tls_only() -> Option<PrivateCluster> {
+        Command::new("openssl").arg("version").output().ok()?;
+        Self::init_with(true)
+    }
+
+    fn init_with(tls_only: bool) -> Option<PrivateCluster> {
         let tools_present = Path::new(PG_BIN).join("initdb").exists()
             && Command::new("runuser").arg("--help").output().is_ok()
             && Command::new("id").args(["-u", "postgres"]).output().is_ok_and(|o| o.status.success());
@@ -154,6 +166,27 @@ impl PrivateCluster {
         assert!(chown.success(), "chown {}", dir.display());
         let out = as_postgres(&dir, "initdb", &["-D", "data", "-U", "postgres", "-A", "trust", "--no-sync"]);
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        if tls_only {
+            let data = dir.join("data");
+            let made = Command::new("openssl")
+                .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
+                .args(["-keyout", "server.key", "-out", "server.crt"])
+                .current_dir(&data)
+                .output()
+                .unwrap();
+            assert!(made.status.success(), "openssl: {}", String::from_utf8_lossy(&made.stderr));
+            // postgres reads its key only when no one else may.
+            let own = Command::new("chown")
+                .args(["postgres:postgres", "server.key", "server.crt"])
+                .current_dir(&data)
+                .status();
+            let private = Command::new("chmod").args(["600", "server.key"]).current_dir(&data).status();
+            assert!(own.unwrap().success() && private.unwrap().success(), "the certificate's owner and mode");
+            let mut conf = std::fs::OpenOptions::new().append(true).open(data.join("postgresql.conf")).unwrap();
+            std::io::Write::write_all(&mut conf, b"\nssl = on\n").unwrap();
+            std::fs::write(data.join("pg_hba.conf"), "local all all trust\nhostssl all all 127.0.0.1/32 trust\n")
+                .unwrap();
+        }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let cluster = PrivateCluster { dir, port };
         cluster.start();

@@ -8,3 +8,4 @@ mod conformance;
 mod contention;
 mod group;
 mod instances;
+mod tls;
