@@ -495,12 +495,7 @@ fn claim_next_takes_several_at_once_and_waits_for_work() {
 
 /// How many claim-nexts wait on `s` now, from its `/metrics`.
 fn claims_waiting(s: &TestServer) -> u64 {
-    use std::io::{Read, Write};
-    let addr = s.url.strip_prefix("http://").unwrap();
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
+    let text = s.scrape();
     let line = text.lines().find(|l| l.starts_with("pad_claim_next_waiting ")).expect("the gauge is exposed");
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }

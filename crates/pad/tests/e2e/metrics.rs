@@ -4,7 +4,6 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use common::pg::ScratchDb;
@@ -14,17 +13,6 @@ use pad_core::NewItem;
 use pad_core::api::{ClaimBody, FailBody};
 
 const WS: &str = "default";
-
-/// `GET /metrics` over a plain socket: the scrape a Prometheus server makes.
-fn scrape(s: &TestServer) -> String {
-    let addr = s.url.strip_prefix("http://").unwrap();
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    assert!(text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"), "{text}");
-    text.split_once("\r\n\r\n").unwrap().1.to_string()
-}
 
 /// The value of the sample `name{workspace="default"}`, 0 when absent.
 fn sample(text: &str, name: &str) -> f64 {
@@ -38,7 +26,7 @@ fn claim(holder: &str, ttl: u64) -> ClaimBody {
 
 async fn counters_move(s: &TestServer) {
     let c = Client::new(s.url.parse().unwrap(), &s.token).unwrap();
-    let before = scrape(s);
+    let before = s.scrape();
     assert!(before.contains("# TYPE pad_lease_claims_total counter"), "{before}");
     assert!(before.contains("# TYPE pad_leases_live gauge"), "{before}");
     let mut refs = Vec::new();
@@ -52,7 +40,7 @@ async fn counters_move(s: &TestServer) {
     // 3 s: still live at the scrape below, also on a busy machine.
     c.claim(WS, &refs[1], &claim("worker-b", 3)).await.unwrap();
     assert!(c.claim(WS, &refs[0], &claim("worker-c", 60)).await.is_err());
-    let m = scrape(s);
+    let m = s.scrape();
     assert_eq!(sample(&m, "pad_lease_claims_total"), 2.0, "{m}");
     assert_eq!(sample(&m, "pad_lease_conflicts_total"), 1.0, "{m}");
     assert_eq!(sample(&m, "pad_leases_live"), 2.0, "{m}");
@@ -62,7 +50,7 @@ async fn counters_move(s: &TestServer) {
     // second or so; 30 s is only a net against a hang on a loaded machine).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let m = loop {
-        let m = scrape(s);
+        let m = s.scrape();
         if sample(&m, "pad_lease_expiries_total") >= 1.0 || std::time::Instant::now() > deadline {
             break m;
         }
@@ -82,7 +70,7 @@ async fn counters_move(s: &TestServer) {
         ..Default::default()
     };
     assert!(c.fail(WS, &refs[0], &fail).await.unwrap().quarantined);
-    let m = scrape(s);
+    let m = s.scrape();
     assert_eq!(sample(&m, "pad_lease_failures_total"), 1.0, "{m}");
     assert_eq!(sample(&m, "pad_lease_quarantines_total"), 1.0, "{m}");
     assert_eq!(sample(&m, "pad_leases_live"), 0.0, "{m}");

@@ -123,6 +123,19 @@ impl TestServer {
         cmd
     }
 
+    /// `GET /metrics` over a plain socket, the scrape a Prometheus server
+    /// makes: the exposition text.
+    pub fn scrape(&self) -> String {
+        use std::io::Read;
+        let addr = self.url.strip_prefix("http://").expect("an http URL");
+        let mut conn = std::net::TcpStream::connect(addr).expect("connect to the server");
+        write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send the scrape");
+        let mut text = String::new();
+        conn.read_to_string(&mut text).expect("read the scrape");
+        assert!(text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"), "{text}");
+        text.split_once("\r\n\r\n").expect("headers end").1.to_string()
+    }
+
     /// Runs `pad ARGS…` to completion and returns its output.
     pub fn pad_output<I, S>(&self, args: I) -> Output
     where
