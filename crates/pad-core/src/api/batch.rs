@@ -46,10 +46,11 @@ impl Batch {
         Ok(Batch { count, wait: std::time::Duration::from_secs(wait) })
     }
 
-    /// The refusal of a `count` or `wait_seconds` that is not a whole number
-    /// at all (negative, a fraction, a string): the same `validation_failed`
-    /// as one out of range (docs/api.md, "Batches and long polls"), worded
-    /// from the value given. `None` for any other field.
+    /// The refusal of a `count` or `wait_seconds` the body parser could not
+    /// read as a whole number (a fraction, a string, one past 64 bits): the
+    /// same `validation_failed` as one out of range (docs/api.md, "Batches
+    /// and long polls"), worded from the value given. `None` for any other
+    /// field; only claim-next's body has these two.
     pub fn unreadable(field: &str, given: &serde_json::Value) -> Option<ValidationError> {
         [COUNT_FIELD, WAIT_FIELD].contains(&field).then(|| out_of_range(field, given))
     }
