@@ -3,8 +3,8 @@
 //!
 //! Left to the driver, a URL without `sslmode` means `prefer`: TLS whenever
 //! the server offers it. Over loopback that encrypts traffic no one else can
-//! read, and on a small machine it costs a third to a half of a drain's
-//! throughput. So a database on this host, reached by a URL (and
+//! read, at a CPU cost on both sides of every round trip, on the machine
+//! that also runs the database. So a database on this host, reached by a URL (and
 //! environment) that names no `sslmode`, is reached without TLS, unless the
 //! server refuses such a connection (a `hostssl`-only `pg_hba.conf`): then
 //! pad connects as the URL says. A URL or `PGSSLMODE` that names a mode is

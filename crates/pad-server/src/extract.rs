@@ -89,24 +89,24 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) -> ApiError {
     let field = field_named(e.path());
     let inner = e.into_inner();
-    // A TTL that is not a whole number is the lease rule's refusal (L8),
-    // worded by the rule's own error from the value given. A body broken
-    // inside or after the value is not JSON: `bad_request` below.
-    if inner.is_data() && field.as_deref() == Some(TTL_FIELD) {
-        let body = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes);
-        if let Some(given) = body.as_ref().ok().and_then(|b| b.get(TTL_FIELD)) {
-            let requested = RequestedTtl::NotWhole(given.to_string());
-            return crate::error::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS });
-        }
-    }
-    // A claim-next's `count` or `wait_seconds` that is not a whole number
-    // is refused as one out of range is (docs/api.md, "Batches and long polls").
+    // A number field given something that is not a whole number is refused
+    // as its rule words it, from the value given: a TTL is the lease rule's
+    // `invalid_ttl` (L8); claim-next's `count` and `wait_seconds` are
+    // `validation_failed` as when out of range (docs/api.md, "Batches and
+    // long polls"). A body broken inside or after the value is not JSON:
+    // `bad_request` below.
     if inner.is_data()
         && let Some(f) = field.as_deref()
         && let Ok(body) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
-        && let Some(refusal) = body.get(f).and_then(|given| Batch::unreadable(f, given))
+        && let Some(given) = body.get(f)
     {
-        return refusal.into();
+        if f == TTL_FIELD {
+            let requested = RequestedTtl::NotWhole(given.to_string());
+            return crate::error::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS });
+        }
+        if let Some(refusal) = Batch::unreadable(f, given) {
+            return refusal.into();
+        }
     }
     let message = match &field {
         Some(f) => format!("invalid JSON body at {f}: {inner}"),
