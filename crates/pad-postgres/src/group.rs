@@ -131,11 +131,46 @@ impl Call {
         }
     }
 
-    /// Runs the call in a transaction of its own and answers it; a renew,
-    /// one statement, needs none.
-    async fn alone(mut self, pool: &PgPool) {
-        if let Call::Renew { ws, r, req, reply } = &mut self {
-            reply.keep(crate::leases::renew_alone(pool, ws, r, req).await);
+    /// Runs the call alone and answers it: a renew, one statement, needs no
+    /// transaction, nor do a claim-next and a complete that one statement
+    /// can make (docs/leases.md, "One call, one statement"); the rest, and
+    /// those the statement hands back, run in a transaction of their own.
+    async fn alone(mut self, group: &Group) {
+        let pool = &group.pool;
+        let answered = match &mut self {
+            Call::Renew { ws, r, req, reply } => {
+                reply.keep(crate::leases::renew_alone(pool, ws, r, req).await);
+                true
+            }
+            Call::ClaimNext { ws, filter, req, count, reply } => {
+                match crate::leases::claim_next_alone(pool, ws, filter, req, *count).await.transpose() {
+                    Some(answer) => {
+                        reply.keep(answer);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Call::Complete { ws, r, req, reply } => {
+                match crate::leases::complete_alone(pool, ws, r, req, &group.pause).await.transpose() {
+                    Some(answer) => {
+                        reply.keep(answer);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Call::Fail { .. } | Call::Release { .. } => false,
+        };
+        {
+            let mut s = group.state();
+            if answered {
+                s.stats.one_statement += 1;
+            } else if matches!(self, Call::ClaimNext { .. } | Call::Complete { .. }) {
+                s.stats.to_transaction += 1;
+            }
+        }
+        if answered {
             return self.answer(None);
         }
         let error = match Tx::begin_on(pool).await {
@@ -201,6 +236,51 @@ pub struct GroupStats {
     /// Completes those transactions wrote with others, two statements for
     /// the lot (`Tx::complete_many`).
     pub completed_together: u64,
+    /// Renews, claim-nexts and completes that ran alone and were answered
+    /// without a transaction.
+    pub one_statement: u64,
+    /// Claim-nexts and completes that ran alone and that their statement
+    /// handed to a transaction: an expired lease to record, a refusal to
+    /// explain, a row changed since it was read.
+    pub to_transaction: u64,
+}
+
+/// Tests: a complete alone, once it has read its row, waits here before it
+/// writes while the pause is on, so a test can change the row in between.
+#[derive(Default)]
+pub(crate) struct Pause {
+    on: std::sync::atomic::AtomicBool,
+    waiting: std::sync::atomic::AtomicUsize,
+    resumed: tokio::sync::Notify,
+}
+
+impl Pause {
+    pub(crate) async fn point(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !self.on.load(SeqCst) {
+            return;
+        }
+        self.waiting.fetch_add(1, SeqCst);
+        loop {
+            let resumed = self.resumed.notified();
+            if !self.on.load(SeqCst) {
+                break;
+            }
+            resumed.await;
+        }
+        self.waiting.fetch_sub(1, SeqCst);
+    }
+
+    pub(crate) fn set(&self, on: bool) {
+        self.on.store(on, std::sync::atomic::Ordering::SeqCst);
+        if !on {
+            self.resumed.notify_waiters();
+        }
+    }
+
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 #[derive(Default)]
@@ -217,11 +297,12 @@ pub(crate) struct Group {
     pool: PgPool,
     lanes: usize,
     state: Mutex<State>,
+    pub(crate) pause: Pause,
 }
 
 impl Group {
     pub(crate) fn new(pool: PgPool, lanes: usize) -> Arc<Group> {
-        Arc::new(Group { pool, lanes: lanes.max(1), state: Mutex::new(State::default()) })
+        Arc::new(Group { pool, lanes: lanes.max(1), state: Mutex::new(State::default()), pause: Pause::default() })
     }
 
     /// Whether a new leader should start, counting it if so.
@@ -284,7 +365,7 @@ impl Group {
 
     async fn run_batch(&self, mut batch: Vec<Call>) {
         if batch.len() == 1 {
-            batch.pop().expect("one call").alone(&self.pool).await;
+            batch.pop().expect("one call").alone(self).await;
             return;
         }
         // Stable: calls on one item keep their arrival order.
@@ -324,7 +405,7 @@ impl Group {
         }
         tx.rollback().await;
         self.state().stats.rerun += 1;
-        futures::future::join_all(batch.into_iter().map(|call| call.alone(&self.pool))).await;
+        futures::future::join_all(batch.into_iter().map(|call| call.alone(self))).await;
     }
 
     /// Closes the lease calls' connections.

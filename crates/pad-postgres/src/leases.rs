@@ -5,7 +5,7 @@
 //! macros here.
 
 use async_trait::async_trait;
-use pad_core::lease::{self, ClaimDecision, LeaseEnd, ReleaseDecision, RenewDecision, Terms, Ttl};
+use pad_core::lease::{self, ClaimDecision, LeaseEnd, LeaseHandle, ReleaseDecision, RenewDecision, Terms, Ttl};
 use pad_core::{
     EventKind, FrontierFilter, Item, ItemRef, LIST_LIMIT_MAX, Lease, Status, Timestamp, ValidFrontierFilter, Workspace,
 };
@@ -19,7 +19,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
-use crate::group::Call;
+use crate::group::{Call, Pause};
 use crate::items::push_parent;
 use crate::rows::{self, ITEM_SELECT, item_from_row};
 use crate::{PgStore, Tx, db};
@@ -132,8 +132,8 @@ mod release;
 mod renew;
 
 pub(crate) use claim::PEEK;
-use claim::{CLAIM, CLAIM_ALONE, CLAIM_CANDIDATES_P, CLAIM_CANDIDATES_TAIL, CLAIM_LOADED};
-use complete::{COMPLETE, LOCK_FOR_COMPLETE};
+use claim::{CLAIM, CLAIM_ALONE, CLAIM_CANDIDATES_P, CLAIM_CANDIDATES_TAIL, CLAIM_CANDIDATES_TAIL_ALONE, CLAIM_LOADED};
+use complete::{COMPLETE, COMPLETE_ALONE, LOCK_FOR_COMPLETE, READ_FOR_COMPLETE};
 use expire::{EXPIRE, OBSERVE_EXPIRED};
 use release::RELEASE;
 use renew::RENEW;
@@ -349,6 +349,84 @@ async fn claim_alone(
     }
 }
 
+/// Claim-next's statement (docs/leases.md, "Claim-next in one statement"):
+/// finds up to `limit` candidates, locks them and grants those with no
+/// lease, each grant read through `decide_claim`. `alone`: sent without a
+/// transaction, when it grants nothing if any candidate's lease expired
+/// ([`CLAIM_CANDIDATES_TAIL_ALONE`]).
+async fn candidates_statement(
+    conn: &mut PgConnection, alone: bool, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest,
+    terms: Terms,
+) -> StoreResult<Vec<Candidate>> {
+    // SKIP LOCKED: concurrent callers (on any instance) pass over rows
+    // another is claiming instead of waiting for them; the re-check
+    // after the lock drops rows claimed since this statement began.
+    let [head, user, holder, session, ttl, note, max_hold, ws_id, tail] = CLAIM_CANDIDATES_P;
+    let mut qb = QueryBuilder::new(head);
+    qb.push_bind(req.actor.user_id).push(user);
+    qb.push_bind(req.holder.clone()).push(holder);
+    qb.push_bind(req.session_id.clone()).push(session);
+    qb.push_bind(ttl_param(terms.ttl)).push(ttl);
+    qb.push_bind(req.note.clone()).push(note);
+    qb.push_bind(terms.max_hold_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX))).push(max_hold);
+    qb.push_bind(ws.id).push(ws_id);
+    qb.push_bind(EventKind::LeaseClaimed.as_str()).push(tail);
+    push_frontier(&mut qb, ws, f, u32::try_from(limit).unwrap_or(u32::MAX));
+    qb.push(if alone { CLAIM_CANDIDATES_TAIL_ALONE } else { CLAIM_CANDIDATES_TAIL });
+    let rows = qb.build().fetch_all(&mut *conn).await.map_err(db)?;
+    let claimant = req.claimant();
+    let mut candidates = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let item_ref = ItemRef { prefix: row.get("cand_prefix"), number: row.get("cand_number") };
+        let locked = rows::locked_as(Some(row), &item_ref, "prev_")?;
+        let (id, now) = (locked.id, locked.now);
+        let Some(wrote) = rows::written_lease(row)? else {
+            // On the frontier, a recorded lease is an expired one.
+            let expired = locked.slot.current;
+            candidates.push(Candidate { id, item_ref, expired, now, granted: None });
+            continue;
+        };
+        let ClaimDecision::Grant { lease: l, previous_expired: false } =
+            lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, wrote.lease_id, now)
+        else {
+            return Err(disagree(wrote, "no grant: the row had a lease"));
+        };
+        agree(Some(&wrote), Some(&l))?;
+        let outcome = fresh_grant(row, l)?;
+        let item = item_from_row(row, now)?;
+        candidates.push(Candidate { id, item_ref, expired: None, now, granted: Some((item, outcome)) });
+    }
+    let grants = candidates.iter().filter(|c| c.granted.is_some()).count();
+    if rows.first().map_or(0, |row| row.get::<i64, _>("claimed_events")) != grants as i64 {
+        return Err(crate::events::too_many_events());
+    }
+    Ok(candidates)
+}
+
+/// Claim-next as one statement, without `BEGIN` and `COMMIT`
+/// (docs/leases.md, "Claim-next in one statement"): what it grants is
+/// committed when it answers. `None` when a candidate's lease had expired:
+/// the statement then granted nothing, and the claim-next is made again in a
+/// transaction, which records the expiry. As for a lone claim, a statement
+/// that disagreed with the rule has already committed; the error is still
+/// answered.
+pub(crate) async fn claim_next_alone(
+    pool: &PgPool, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
+) -> StoreResult<Option<Vec<(Item, ClaimOutcome)>>> {
+    let f = filter.validate()?;
+    let terms = req.validate(&ws.settings)?;
+    let want = usize::try_from(count).unwrap_or(usize::MAX).max(1);
+    let mut conn = pool.acquire().await.map_err(db)?;
+    let candidates = candidates_statement(&mut conn, true, ws, &f, want, req, terms).await?;
+    if candidates.iter().any(|c| c.expired.is_some()) {
+        if candidates.iter().any(|c| c.granted.is_some()) {
+            return Err(disagree("a grant beside an expired candidate", "nothing written"));
+        }
+        return Ok(None);
+    }
+    Ok(Some(candidates.into_iter().filter_map(|c| c.granted).collect()))
+}
+
 /// The lease calls that share a transaction (`group.rs`), each as it runs there.
 impl Tx {
     pub(crate) async fn renew(&mut self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
@@ -424,73 +502,135 @@ impl Tx {
     pub(crate) async fn complete_many(
         &mut self, calls: &[(&Workspace, &ItemRef, &CompleteRequest)],
     ) -> StoreResult<Vec<Item>> {
-        for (_, _, req) in calls {
-            req.validate()?;
-        }
-        let tx = self;
         // The rows stay locked until commit, so the leases decided on are the ones ended.
-        let rows = sqlx::query(LOCK_FOR_COMPLETE)
-            .bind(calls.iter().map(|(ws, _, _)| ws.id).collect::<Vec<_>>())
-            .bind(calls.iter().map(|(_, r, _)| r.prefix.as_str()).collect::<Vec<_>>())
-            .bind(calls.iter().map(|(_, r, _)| r.number).collect::<Vec<_>>())
-            .fetch_all(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-        let mut writes = CompleteWrites::default();
-        for (ws, r, req) in calls {
-            let row = rows.iter().find(|row| {
-                row.get::<i64, _>("ws_id") == ws.id
-                    && row.get::<&str, _>("ref_prefix") == r.prefix
-                    && row.get::<i64, _>("ref_number") == r.number
-            });
-            let locked = rows::locked(row, r)?.undeleted(r)?;
-            let now = locked.now;
-            let lease = match lease::decide_end(&locked.slot, &req.claimant(), req.handle, now) {
-                Ok(l) => l,
-                Err(e) => {
-                    return Err(steps::explain_lost(tx, locked.id, req.handle, shared::end_refused(e, now)).await);
-                }
-            };
-            let status: String = row.expect("rows::locked refuses a missing row").get("status");
-            let status = status.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
-            // A content change like any update: one version, `updated_at` moves.
-            let changed = (status != req.status).then(|| Item::status_changes(status, req.status));
-            writes.id.push(locked.id);
-            writes.status.push(changed.as_ref().map(|_| req.status.as_str()));
-            writes.at.push(now);
-            writes.actor.push(req.actor.user_id);
-            writes.updated.push(changed.as_ref().map(shared::event::updated));
-            writes.changes.push(changed.map(Value::Object));
-            writes.ws.push(ws.id);
-            writes.item_ref.push(r.to_string());
-            writes.released.push(shared::event::ended(&lease, LeaseEnd::Completed, None));
-        }
-        // Each complete appends `lease.released`, and `item.updated` when its status changed.
-        let events = (calls.len() + writes.updated.iter().flatten().count()) as i64;
-        let rows = sqlx::query(COMPLETE)
-            .bind(writes.id)
-            .bind(writes.status)
-            .bind(writes.at.clone())
-            .bind(writes.actor)
-            .bind(writes.changes)
-            .bind(writes.ws)
-            .bind(writes.item_ref)
-            .bind(writes.updated)
-            .bind(writes.released)
-            .bind(EventKind::ItemUpdated.as_str())
-            .bind(EventKind::LeaseReleased.as_str())
-            .bind(LeaseEnd::Completed.as_str())
-            .fetch_all(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-        if rows.len() != calls.len() {
-            return Err(disagree(rows.len(), "an item written per complete"));
-        }
-        if rows.first().map(|row| row.get::<i64, _>("events_written")) != Some(events) {
-            return Err(crate::events::too_many_events());
-        }
-        rows.iter().zip(&writes.at).map(|(row, now)| item_from_row(row, *now)).collect()
+        let rows = read_for_complete(&mut self.conn, LOCK_FOR_COMPLETE, calls).await?;
+        let writes = match decide_completes(calls, &rows)? {
+            Ok(writes) => writes,
+            Err(refused) => {
+                return Err(steps::explain_lost(self, refused.item, refused.handle, refused.error).await);
+            }
+        };
+        write_completes(&mut self.conn, writes, false).await?.ok_or_else(|| disagree(0, "an item written per complete"))
     }
+}
+
+/// A complete that the rule refused, for `explain_lost`.
+struct RefusedEnd {
+    item: i64,
+    handle: LeaseHandle,
+    error: StoreError,
+}
+
+/// Reads the rows `calls` complete with `sql` ([`LOCK_FOR_COMPLETE`] or
+/// [`READ_FOR_COMPLETE`]): the checks first, so a bad request reads nothing.
+async fn read_for_complete(
+    conn: &mut PgConnection, sql: &'static str, calls: &[(&Workspace, &ItemRef, &CompleteRequest)],
+) -> StoreResult<Vec<PgRow>> {
+    for (_, _, req) in calls {
+        req.validate()?;
+    }
+    sqlx::query(sql)
+        .bind(calls.iter().map(|(ws, _, _)| ws.id).collect::<Vec<_>>())
+        .bind(calls.iter().map(|(_, r, _)| r.prefix.as_str()).collect::<Vec<_>>())
+        .bind(calls.iter().map(|(_, r, _)| r.number).collect::<Vec<_>>())
+        .fetch_all(conn)
+        .await
+        .map_err(db)
+}
+
+/// L15 decided for each of `calls` on its row: what [`COMPLETE`] writes,
+/// or the first refusal.
+fn decide_completes<'a>(
+    calls: &[(&Workspace, &ItemRef, &'a CompleteRequest)], rows: &[PgRow],
+) -> StoreResult<Result<CompleteWrites<'a>, RefusedEnd>> {
+    let mut writes = CompleteWrites::default();
+    for (ws, r, req) in calls {
+        let row = rows.iter().find(|row| {
+            row.get::<i64, _>("ws_id") == ws.id
+                && row.get::<&str, _>("ref_prefix") == r.prefix
+                && row.get::<i64, _>("ref_number") == r.number
+        });
+        let locked = rows::locked(row, r)?.undeleted(r)?;
+        let now = locked.now;
+        let lease = match lease::decide_end(&locked.slot, &req.claimant(), req.handle, now) {
+            Ok(l) => l,
+            Err(e) => {
+                let error = shared::end_refused(e, now);
+                return Ok(Err(RefusedEnd { item: locked.id, handle: req.handle, error }));
+            }
+        };
+        let row = row.expect("rows::locked refuses a missing row");
+        let status: String = row.get("status");
+        let status = status.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
+        // A content change like any update: one version, `updated_at` moves.
+        let changed = (status != req.status).then(|| Item::status_changes(status, req.status));
+        writes.id.push(locked.id);
+        writes.status.push(changed.as_ref().map(|_| req.status.as_str()));
+        writes.at.push(now);
+        writes.actor.push(req.actor.user_id);
+        writes.updated.push(changed.as_ref().map(shared::event::updated));
+        writes.changes.push(changed.map(Value::Object));
+        writes.ws.push(ws.id);
+        writes.item_ref.push(r.to_string());
+        writes.released.push(shared::event::ended(&lease, LeaseEnd::Completed, None));
+        writes.read_as.push((lease.lease_id, row.get("version")));
+    }
+    Ok(Ok(writes))
+}
+
+/// Runs [`COMPLETE`], or for one item read without a lock
+/// [`COMPLETE_ALONE`]; the items as left, in the arrays' order. `None`
+/// when `alone` and the row changed since it was read: nothing was written.
+async fn write_completes(
+    conn: &mut PgConnection, writes: CompleteWrites<'_>, alone: bool,
+) -> StoreResult<Option<Vec<Item>>> {
+    // Each complete appends `lease.released`, and `item.updated` when its status changed.
+    let n = writes.id.len();
+    let events = (n + writes.updated.iter().flatten().count()) as i64;
+    let (lease_id, version) = writes.read_as.first().copied().unwrap_or_default();
+    let query = sqlx::query(if alone { COMPLETE_ALONE } else { COMPLETE })
+        .bind(writes.id)
+        .bind(writes.status)
+        .bind(writes.at.clone())
+        .bind(writes.actor)
+        .bind(writes.changes)
+        .bind(writes.ws)
+        .bind(writes.item_ref)
+        .bind(writes.updated)
+        .bind(writes.released)
+        .bind(EventKind::ItemUpdated.as_str())
+        .bind(EventKind::LeaseReleased.as_str())
+        .bind(LeaseEnd::Completed.as_str());
+    let query = if alone { query.bind(lease_id).bind(version) } else { query };
+    let rows = query.fetch_all(conn).await.map_err(db)?;
+    if alone && n == 1 && rows.is_empty() {
+        return Ok(None);
+    }
+    if rows.len() != n {
+        return Err(disagree(rows.len(), "an item written per complete"));
+    }
+    if rows.first().map(|row| row.get::<i64, _>("events_written")) != Some(events) {
+        return Err(crate::events::too_many_events());
+    }
+    rows.iter().zip(&writes.at).map(|(row, now)| item_from_row(row, *now)).collect::<StoreResult<_>>().map(Some)
+}
+
+/// A complete as one read and one write, without `BEGIN` and `COMMIT`
+/// (docs/leases.md, "One call, one statement"): the read is not
+/// locked, and the write ends the lease only if the row is still as read,
+/// so the rule decided on the row the write changes. `None` when the rule
+/// refused or the row changed meanwhile: nothing was written, and the
+/// complete is made again in a transaction, which decides under the lock
+/// and explains a refusal.
+pub(crate) async fn complete_alone(
+    pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &CompleteRequest, pause: &Pause,
+) -> StoreResult<Option<Item>> {
+    let calls = [(ws, r, req)];
+    let mut conn = pool.acquire().await.map_err(db)?;
+    let rows = read_for_complete(&mut conn, READ_FOR_COMPLETE, &calls).await?;
+    let Ok(writes) = decide_completes(&calls, &rows)? else { return Ok(None) };
+    pause.point().await;
+    Ok(write_completes(&mut conn, writes, true).await?.and_then(|mut items| items.pop()))
 }
 
 /// [`COMPLETE`]'s arrays, one element per item.
@@ -505,6 +645,8 @@ struct CompleteWrites<'a> {
     item_ref: Vec<String>,
     updated: Vec<Option<Value>>,
     released: Vec<Value>,
+    /// The lease id and the version each row was read with.
+    read_as: Vec<(i64, i64)>,
 }
 
 #[async_trait]
@@ -625,48 +767,9 @@ impl LeaseSteps for Tx {
     async fn claim_candidates(
         &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Vec<Candidate>> {
-        // SKIP LOCKED: concurrent callers (on any instance) pass over rows
-        // another is claiming instead of waiting for them; the re-check
-        // after the lock drops rows claimed since this statement began.
-        let [head, user, holder, session, ttl, note, max_hold, ws_id, tail] = CLAIM_CANDIDATES_P;
-        let mut qb = QueryBuilder::new(head);
-        qb.push_bind(req.actor.user_id).push(user);
-        qb.push_bind(req.holder.clone()).push(holder);
-        qb.push_bind(req.session_id.clone()).push(session);
-        qb.push_bind(ttl_param(terms.ttl)).push(ttl);
-        qb.push_bind(req.note.clone()).push(note);
-        qb.push_bind(terms.max_hold_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX))).push(max_hold);
-        qb.push_bind(ws.id).push(ws_id);
-        qb.push_bind(EventKind::LeaseClaimed.as_str()).push(tail);
-        push_frontier(&mut qb, ws, f, u32::try_from(limit).unwrap_or(u32::MAX));
-        qb.push(CLAIM_CANDIDATES_TAIL);
-        let rows = qb.build().fetch_all(&mut *self.conn).await.map_err(db)?;
-        let claimant = req.claimant();
-        let mut candidates = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let item_ref = ItemRef { prefix: row.get("cand_prefix"), number: row.get("cand_number") };
-            self.hold(&item_ref);
-            let locked = rows::locked_as(Some(row), &item_ref, "prev_")?;
-            let (id, now) = (locked.id, locked.now);
-            let Some(wrote) = rows::written_lease(row)? else {
-                // On the frontier, a recorded lease is an expired one.
-                let expired = locked.slot.current;
-                candidates.push(Candidate { id, item_ref, expired, now, granted: None });
-                continue;
-            };
-            let ClaimDecision::Grant { lease: l, previous_expired: false } =
-                lease::decide_claim(&locked.slot, &claimant, terms, req.refresh, wrote.lease_id, now)
-            else {
-                return Err(disagree(wrote, "no grant: the row had a lease"));
-            };
-            agree(Some(&wrote), Some(&l))?;
-            let outcome = fresh_grant(row, l)?;
-            let item = item_from_row(row, now)?;
-            candidates.push(Candidate { id, item_ref, expired: None, now, granted: Some((item, outcome)) });
-        }
-        let grants = candidates.iter().filter(|c| c.granted.is_some()).count();
-        if rows.first().map_or(0, |row| row.get::<i64, _>("claimed_events")) != grants as i64 {
-            return Err(crate::events::too_many_events());
+        let candidates = candidates_statement(&mut self.conn, false, ws, f, limit, req, terms).await?;
+        for c in &candidates {
+            self.hold(&c.item_ref);
         }
         Ok(candidates)
     }

@@ -158,7 +158,9 @@ pub(super) const CLAIM_CANDIDATES_P: [&str; 9] = [
 /// per candidate, in frontier order: `prev_*` the row as locked, `rank`,
 /// `db_now`, and for a grant `new_*` ([`returning_lease!`]) and the item as
 /// left with its joined columns, read in the statement's snapshot.
-pub(super) const CLAIM_CANDIDATES_TAIL: &str = concat!(
+macro_rules! claim_candidates_tail {
+    ($guard:literal) => {
+        concat!(
     " FOR UPDATE OF i SKIP LOCKED
     ),
     ranked AS MATERIALIZED (
@@ -184,7 +186,9 @@ pub(super) const CLAIM_CANDIDATES_TAIL: &str = concat!(
             lease_note = COALESCE(p.note, i.lease_note),
             lease_note_holder = CASE WHEN p.note IS NULL THEN i.lease_note_holder ELSE p.holder END
         FROM ranked r, p
-        WHERE i.id = r.id AND r.grant_lease_id IS NOT NULL
+        WHERE i.id = r.id AND r.grant_lease_id IS NOT NULL",
+    $guard,
+    "
         ",
     returning_lease!(),
     ", i.*
@@ -223,4 +227,17 @@ pub(super) const CLAIM_CANDIDATES_TAIL: &str = concat!(
     FROM ranked r LEFT JOIN upd ON upd.id = r.id LEFT JOIN claimed cl ON cl.id = r.id",
     item_joins!("upd"),
     " ORDER BY r.rank"
-);
+        )
+    };
+}
+
+/// Claim-next's statement after the frontier, in a transaction: see [`claim_candidates_tail!`].
+pub(super) const CLAIM_CANDIDATES_TAIL: &str = claim_candidates_tail!("");
+
+/// Claim-next's statement after the frontier, sent without a transaction
+/// (docs/leases.md, "Claim-next in one statement"): as
+/// [`CLAIM_CANDIDATES_TAIL`], but when any candidate's lease has expired it
+/// grants nothing, since recording an expiry takes more writes than this
+/// statement makes; the caller then claims in a transaction.
+pub(super) const CLAIM_CANDIDATES_TAIL_ALONE: &str =
+    claim_candidates_tail!(" AND NOT EXISTS (SELECT FROM ranked x WHERE x.lease_holder IS NOT NULL)");

@@ -1,25 +1,40 @@
 //! Complete's two statements (L15), each for one item or many (the completes
 //! of a shared transaction: docs/leases.md, "Completes written together"):
-//! the lock that reads the leases and the statuses, and every write in one.
+//! the read that locks the leases and the statuses, and every write in one.
+//! A complete alone reads without the lock and writes only if the row is
+//! still as read (docs/leases.md, "One call, one statement").
 
-/// Locks the items named by the arrays $1 workspaces, $2 prefixes, $3
-/// numbers, in item order (the order every batch locks in: prefixes by
-/// their bytes, as Rust orders them, whatever the database's collation), and reads what
-/// the decision needs: the lease and the status (a complete's version only
-/// moves the status); `db_now` is read once every row is locked. A missing
-/// item returns no row. The items as left come back from [`COMPLETE`].
-pub(super) const LOCK_FOR_COMPLETE: &str = concat!(
-    "WITH prev AS MATERIALIZED (
+/// Reads the items named by the arrays $1 workspaces, $2 prefixes, $3
+/// numbers, in item order, and what the decision needs: the lease, the
+/// status (a complete's version only moves the status) and the version;
+/// `db_now` is read once every row is read. A missing item returns no row.
+/// The items as left come back from [`COMPLETE`].
+macro_rules! complete_read {
+    ($lock:literal) => {
+        concat!(
+            "WITH prev AS MATERIALIZED (
         SELECT i.workspace_id AS ws_id, i.prefix AS ref_prefix, i.number AS ref_number, ",
-    lease_row!(),
-    ", status
+            lease_row!(),
+            ", status, version
         FROM items i JOIN unnest($1::bigint[], $2::text[], $3::bigint[]) AS w (w_ws, w_prefix, w_number)
             ON i.workspace_id = w.w_ws AND i.prefix = w.w_prefix AND i.number = w.w_number
-        ORDER BY i.workspace_id, i.prefix COLLATE \"C\", i.number
-        FOR UPDATE OF i
+        ORDER BY i.workspace_id, i.prefix COLLATE \"C\", i.number",
+            $lock,
+            "
     )
     SELECT prev.*, clock_timestamp() AS db_now FROM prev"
-);
+        )
+    };
+}
+
+/// [`complete_read!`] locking the rows, in item order (the order every
+/// batch locks in: prefixes by their bytes, as Rust orders them, whatever
+/// the database's collation).
+pub(super) const LOCK_FOR_COMPLETE: &str = complete_read!(" FOR UPDATE OF i");
+
+/// [`complete_read!`] without a lock, for a complete alone: its write
+/// ([`COMPLETE_ALONE`]) checks that the row is still as read.
+pub(super) const READ_FOR_COMPLETE: &str = complete_read!("");
 
 /// L15's writes for items `decide_end` allowed to complete, as one
 /// statement, one element of each array per item: the status (if it
@@ -33,8 +48,10 @@ pub(super) const LOCK_FOR_COMPLETE: &str = concat!(
 /// `lease.released`'s data; scalars: $10 `item.updated`, $11
 /// `lease.released`, $12 'completed'. An item's events follow the previous
 /// item's, in the arrays' order.
-pub(super) const COMPLETE: &str = concat!(
-    "WITH w AS (
+macro_rules! complete_statement {
+    ($guard:literal) => {
+        concat!(
+            "WITH w AS (
         SELECT * FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bigint[], $5::jsonb[],
                              $6::bigint[], $7::text[], $8::jsonb[], $9::jsonb[])
             WITH ORDINALITY AS w (w_id, w_status, w_at, w_actor, w_changes, w_ws, w_ref, w_updated, w_released, w_k)
@@ -46,10 +63,12 @@ pub(super) const COMPLETE: &str = concat!(
             version = version + CASE WHEN w.w_status IS NULL THEN 0 ELSE 1 END,
             last_success_at = w.w_at, retry_at = NULL, lease_note = NULL, lease_note_holder = NULL,
             lease_note_lease_id = NULL, ",
-    ended_lease!("w.w_at", "$12"),
-    "
+            ended_lease!("w.w_at", "$12"),
+            "
         FROM w
-        WHERE items.id = w.w_id
+        WHERE items.id = w.w_id",
+            $guard,
+            "
         RETURNING items.*, w.*
     ),
     history AS (
@@ -59,8 +78,8 @@ pub(super) const COMPLETE: &str = concat!(
         FROM upd WHERE upd.w_changes IS NOT NULL
     ),
     ",
-    event_slot!(),
-    ",
+            event_slot!(),
+            ",
     new_events AS (
         SELECT row_number() OVER (ORDER BY upd.w_k, e.k) - 1 AS k, upd.w_ws, upd.w_ref, upd.w_actor,
             e.type, e.at, e.data
@@ -76,11 +95,27 @@ pub(super) const COMPLETE: &str = concat!(
         RETURNING id, workspace_id, type
     ),
     ",
-    enqueue_events!(),
-    "
+            enqueue_events!(),
+            "
     SELECT upd.*, ",
-    item_joined_columns!("upd"),
-    ", (SELECT count(*) FROM ev) AS events_written FROM upd",
-    item_joins!("upd"),
-    " ORDER BY upd.w_k"
+            item_joined_columns!("upd"),
+            ", (SELECT count(*) FROM ev) AS events_written FROM upd",
+            item_joins!("upd"),
+            " ORDER BY upd.w_k"
+        )
+    };
+}
+
+/// L15's writes on rows this transaction has locked: see [`complete_statement!`].
+pub(super) const COMPLETE: &str = complete_statement!("");
+
+/// L15's writes for one item read without a lock ([`READ_FOR_COMPLETE`]),
+/// sent without a transaction: it writes only if the item still has the
+/// lease the decision ended ($13 its lease id), live on the database clock,
+/// and the version read ($14), so nothing changed between the read and
+/// this statement that the decision or the item's history depend on.
+/// Otherwise it writes nothing and returns no row.
+pub(super) const COMPLETE_ALONE: &str = complete_statement!(
+    " AND items.deleted_at IS NULL AND items.lease_holder IS NOT NULL AND items.lease_id = $13
+          AND items.lease_expires_at > clock_timestamp() AND items.version = $14"
 );

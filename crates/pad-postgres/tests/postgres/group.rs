@@ -280,3 +280,236 @@ async fn claim_next_batches_on_three_instances_grant_each_item_once() {
         assert_eq!(stores[0].get_item(&ws, r).await.unwrap().status, Status::Done);
     }
 }
+
+/// Waits until `n` completes alone have read their row and wait at the
+/// store's test pause before writing: the store counts them.
+async fn paused(store: &PgStore, n: usize) {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while store.complete_writes_paused() < n {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the complete never reached its write");
+}
+
+/// A complete that arrives alone is one read and one write without a
+/// transaction, and leaves the item as the shared flow does: its status,
+/// one history version, its lease ended as completed, `item.updated` then
+/// `lease.released` (docs/leases.md, "One call, one statement").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_alone_is_written_without_a_transaction() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED a_complete_alone_is_written_without_a_transaction: {} is not set", common::ENV);
+    };
+    let (store, owner, ws, refs) = setup(&db, 1).await;
+    let r = &refs[0];
+    let epoch = store.claim(&ws, r, &common::claim(owner, "w", false)).await.unwrap().lease.epoch;
+    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let before = store.group_stats();
+
+    let item = store.complete(&ws, r, &done(owner, "w", epoch)).await.unwrap();
+    assert_eq!(item.status, Status::Done);
+    assert!(item.lease.is_none());
+    assert_eq!(item.last_lease.as_ref().unwrap().ended, pad_core::LeaseEnd::Completed);
+    assert_eq!(item, store.get_item(&ws, r).await.unwrap(), "the answer is the item as committed");
+    let stats = store.group_stats();
+    assert_eq!(stats, GroupStats { one_statement: before.one_statement + 1, ..before });
+
+    let kinds: Vec<_> = store.events_after(&ws, after_event, 1000).await.unwrap().iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [pad_core::EventKind::ItemUpdated, pad_core::EventKind::LeaseReleased]);
+    let versions = store.history(&ws, r).await.unwrap();
+    assert_eq!(versions.len(), 2, "created, then done: {versions:?}");
+    assert_eq!(versions[0].version, 2);
+}
+
+/// The lease a complete alone read is broken and the item claimed by
+/// another worker before the complete writes: its write finds the row
+/// changed and writes nothing, and the complete, made again under the row
+/// lock, is refused `lease_lost` (told its lease was broken). The new
+/// holder keeps the item, and no event of the refused complete exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_complete_alone_whose_lease_ended_after_its_read_writes_nothing: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 1).await;
+    let r = &refs[0];
+    let epoch = store.claim(&ws, r, &common::claim(owner, "w1", false)).await.unwrap().lease.epoch;
+    let before = store.group_stats();
+
+    store.pause_complete_writes(true);
+    let complete = {
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        tokio::spawn(async move { store.complete(&ws, &r, &done(owner, "w1", epoch)).await })
+    };
+    paused(&store, 1).await;
+    let brk = pad_store::ReleaseRequest {
+        actor: owner,
+        holder: "owner".into(),
+        handle: LeaseHandle::default(),
+        force: true,
+        reason: Some("stuck".into()),
+        succeeded: false,
+    };
+    store.release(&ws, r, &brk).await.unwrap();
+    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let w2 = store.claim(&ws, r, &common::claim(owner, "w2", false)).await.unwrap().lease;
+    store.pause_complete_writes(false);
+
+    let answer = complete.await.unwrap();
+    let Err(StoreError::LeaseLost { ended: Some(ended), .. }) = &answer else {
+        panic!("the complete must be refused, told how its lease ended: {answer:?}");
+    };
+    assert_eq!(ended.ended, pad_core::LeaseEnd::Broken);
+    let item = store.get_item(&ws, r).await.unwrap();
+    assert_eq!(item.status, Status::Open);
+    assert_eq!(item.lease.expect("w2 holds it"), w2);
+    let kinds: Vec<_> = store.events_after(&ws, after_event, 1000).await.unwrap().iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [pad_core::EventKind::LeaseClaimed], "only w2's claim");
+    let stats = store.group_stats();
+    assert_eq!(stats.to_transaction, before.to_transaction + 1, "{stats:?}");
+    assert_eq!(stats.one_statement, before.one_statement, "{stats:?}");
+}
+
+/// The item a complete alone read is edited before the complete writes
+/// (a new version): the write finds the version changed and writes
+/// nothing, the complete is made again under the row lock and succeeds,
+/// and the history has each version once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_alone_whose_item_changed_after_its_read_is_made_again() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_complete_alone_whose_item_changed_after_its_read_is_made_again: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 1).await;
+    let r = &refs[0];
+    let epoch = store.claim(&ws, r, &common::claim(owner, "w", false)).await.unwrap().lease.epoch;
+    let before = store.group_stats();
+
+    store.pause_complete_writes(true);
+    let complete = {
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        tokio::spawn(async move { store.complete(&ws, &r, &done(owner, "w", epoch)).await })
+    };
+    paused(&store, 1).await;
+    let patch = pad_core::ItemPatch { title: Some("renamed".into()), ..Default::default() };
+    store.update_item(&ws, owner, r, &patch).await.unwrap();
+    store.pause_complete_writes(false);
+
+    let item = complete.await.unwrap().unwrap();
+    assert_eq!((item.status, item.title.as_str()), (Status::Done, "renamed"));
+    let versions: Vec<i64> = store.history(&ws, r).await.unwrap().iter().map(|v| v.version).collect();
+    assert_eq!(versions, [3, 2, 1]);
+    let stats = store.group_stats();
+    assert_eq!(stats.to_transaction, before.to_transaction + 1, "{stats:?}");
+}
+
+/// A renew between a complete's read and its write changes neither the
+/// lease nor the item's version: the write goes ahead as read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renew_between_a_complete_alones_read_and_write_does_not_stop_it() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_renew_between_a_complete_alones_read_and_write_does_not_stop_it: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 1).await;
+    let r = &refs[0];
+    let epoch = store.claim(&ws, r, &common::claim(owner, "w", false)).await.unwrap().lease.epoch;
+    let before = store.group_stats();
+
+    store.pause_complete_writes(true);
+    let complete = {
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        tokio::spawn(async move { store.complete(&ws, &r, &done(owner, "w", epoch)).await })
+    };
+    paused(&store, 1).await;
+    let renew = RenewRequest {
+        actor: owner,
+        holder: "w".into(),
+        handle: LeaseHandle { epoch: Some(epoch), lease_id: None },
+        ttl_seconds: Some(600),
+        note: None,
+    };
+    store.renew(&ws, r, &renew).await.unwrap();
+    store.pause_complete_writes(false);
+
+    let item = complete.await.unwrap().unwrap();
+    assert_eq!(item.status, Status::Done);
+    let stats = store.group_stats();
+    assert_eq!(stats.one_statement, before.one_statement + 2, "the renew and the complete: {stats:?}");
+    assert_eq!(stats.to_transaction, before.to_transaction, "{stats:?}");
+}
+
+/// A claim-next alone is one statement when its candidates have no lease;
+/// when the best candidate's lease has expired, the statement grants
+/// nothing and the claim-next is made in a transaction, which records the
+/// expiry before it grants (L5, L13).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_next_alone_hands_an_expired_lease_to_a_transaction() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_claim_next_alone_hands_an_expired_lease_to_a_transaction: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 2).await;
+    let all = FrontierFilter::default();
+    let short = pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "w1", false) };
+    let before = store.group_stats();
+    let (first, _) = store.claim_next(&ws, &all, &short).await.unwrap().expect("an item is ready");
+    assert_eq!(first.item_ref, refs[0]);
+    let stats = store.group_stats();
+    assert_eq!(stats, GroupStats { one_statement: before.one_statement + 1, ..before });
+
+    // The database's clock: wait until the 1-second lease has expired there.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let (again, outcome) =
+        store.claim_next(&ws, &all, &common::claim(owner, "w2", false)).await.unwrap().expect("ready again");
+    assert_eq!((again.item_ref.clone(), outcome.lease.holder.as_str()), (refs[0].clone(), "w2"));
+    let kinds: Vec<_> = store.events_after(&ws, after_event, 1000).await.unwrap().iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [pad_core::EventKind::LeaseExpired, pad_core::EventKind::LeaseClaimed]);
+    let after = store.group_stats();
+    assert_eq!(after.to_transaction, stats.to_transaction + 1, "{after:?}");
+    assert_eq!(after.one_statement, stats.one_statement, "{after:?}");
+
+    // Two at once, the best with an expired lease and the next free: the
+    // statement alone grants neither, the transaction grants both.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    store.release(&ws, &refs[0], &release(owner, "w2")).await.unwrap();
+    store
+        .claim(&ws, &refs[0], &pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "w3", false) })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let granted = store.claim_next_many(&ws, &all, &common::claim(owner, "w4", false), 2).await.unwrap();
+    let granted: Vec<_> = granted.iter().map(|(item, o)| (item.item_ref.clone(), o.lease.holder.as_str())).collect();
+    assert_eq!(granted, [(refs[0].clone(), "w4"), (refs[1].clone(), "w4")]);
+    let events = store.events_after(&ws, after_event, 1000).await.unwrap();
+    let expired = events.iter().filter(|e| e.kind == pad_core::EventKind::LeaseExpired).count();
+    let claimed = events.iter().filter(|e| e.kind == pad_core::EventKind::LeaseClaimed).count();
+    assert_eq!((expired, claimed), (1, 3), "w3's expiry, and the claims of w3 and w4 (twice): {events:?}");
+    let last = store.group_stats();
+    assert_eq!(last.to_transaction, after.to_transaction + 1, "{last:?}");
+}
+
+fn release(actor: Actor, holder: &str) -> pad_store::ReleaseRequest {
+    pad_store::ReleaseRequest {
+        actor,
+        holder: holder.into(),
+        handle: LeaseHandle::default(),
+        force: false,
+        reason: None,
+        succeeded: false,
+    }
+}
