@@ -1,32 +1,32 @@
 //! A broken lease's reason and breaker, recorded with the break so its
 //! holder can be told (docs/leases.md L7, L18, "Told why"; the telling is
-//! `pad_store::steps::explain_lost`). Written in the breaking transaction,
-//! under the item's row lock.
+//! `pad_store::steps::explain_lost`). Written by the release statement that
+//! breaks the lease (`leases/release.rs`), under the item's row lock.
 
-use pad_core::Lease;
-use pad_store::{Actor, StoreResult};
-use sqlx::postgres::PgConnection;
-
-use crate::{PgStore, db};
-
-impl PgStore {
-    /// L7: kept with the break and keyed by the lease id, so the endings
-    /// that follow need not clear them: they describe the last lease only
-    /// while it is that lease.
-    pub(crate) async fn record_break(
-        conn: &mut PgConnection, item_id: i64, lease: &Lease, reason: Option<&str>, by: Actor,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE items SET broken_lease_id = $1, broken_reason = $2,
-                    broken_by = (SELECT email FROM users WHERE id = $3) WHERE id = $4",
+/// L7: the `SET` list of a break, over the row `i` being released, where
+/// `$ours` says the lease was released by its holder (nothing recorded) and
+/// `$reason` and `$by` (a user id) are the break's. Kept with the break and
+/// keyed by the lease id (`$lease_id`, the lease ended), so the endings that
+/// follow need not clear them: they describe the last lease only while it
+/// is that lease.
+macro_rules! recorded_break {
+    ($ours:literal, $lease_id:literal, $reason:literal, $by:literal) => {
+        concat!(
+            "broken_lease_id = CASE WHEN ",
+            $ours,
+            " THEN i.broken_lease_id ELSE ",
+            $lease_id,
+            " END,
+            broken_reason = CASE WHEN ",
+            $ours,
+            " THEN i.broken_reason ELSE ",
+            $reason,
+            " END,
+            broken_by = CASE WHEN ",
+            $ours,
+            " THEN i.broken_by ELSE (SELECT email FROM users WHERE id = ",
+            $by,
+            ") END"
         )
-        .bind(lease.lease_id)
-        .bind(reason)
-        .bind(by.user_id)
-        .bind(item_id)
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
-        Ok(())
-    }
+    };
 }

@@ -160,13 +160,22 @@ impl Call {
                     None => false,
                 }
             }
-            Call::Fail { .. } | Call::Release { .. } => false,
+            Call::Release { ws, r, req, reply } => {
+                match crate::leases::release_alone(pool, ws, r, req).await.transpose() {
+                    Some(answer) => {
+                        reply.keep(answer);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Call::Fail { .. } => false,
         };
         {
             let mut s = group.state();
             if answered {
                 s.stats.one_statement += 1;
-            } else if matches!(self, Call::ClaimNext { .. } | Call::Complete { .. }) {
+            } else if !matches!(self, Call::Fail { .. }) {
                 s.stats.to_transaction += 1;
             }
         }

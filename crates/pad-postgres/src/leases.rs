@@ -218,6 +218,78 @@ pub(crate) async fn renew_alone(pool: &PgPool, ws: &Workspace, r: &ItemRef, req:
     }
 }
 
+/// A release that found the lease expired but not yet recorded: the expiry
+/// is still to be recorded (L5, L13), which the statement does not do.
+struct Unrecorded {
+    item: i64,
+    lease: Lease,
+    now: Timestamp,
+}
+
+/// L6, L7, L14, L18 as one statement on `conn` ([`RELEASE`]), in a
+/// transaction or alone, read through `decide_release`: the end it wrote
+/// with its event, a refusal as the error, or an expired lease it left
+/// unrecorded.
+async fn release_statement(
+    conn: &mut PgConnection, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest,
+) -> StoreResult<Result<ReleaseOutcome, Unrecorded>> {
+    req.validate()?;
+    let claimant = req.claimant();
+    let row = by_claimant(RELEASE, ws, r, req.actor.user_id, &req.holder)
+        .bind(req.handle.epoch)
+        .bind(req.force)
+        .bind(req.handle.lease_id)
+        .bind(&req.reason)
+        .bind(req.succeeded)
+        .bind(r.to_string())
+        .bind(EventKind::LeaseReleased.as_str())
+        .bind(EventKind::LeaseBroken.as_str())
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
+    let locked = rows::locked(row.as_ref(), r)?;
+    let row = row.expect("rows::locked refuses a missing row");
+    let cleared: bool = row.get("cleared");
+    let now = locked.now;
+    let decision = lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now);
+    let ends = matches!(decision, ReleaseDecision::Released(_) | ReleaseDecision::Broken(_));
+    if cleared != ends {
+        return Err(disagree(cleared, &decision));
+    }
+    let (lease, kind) = match decision {
+        ReleaseDecision::Released(l) => (l, LeaseEnd::Released),
+        ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken),
+        ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
+        ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
+        ReleaseDecision::NoLiveLease => {
+            return Ok(match locked.slot.current {
+                Some(lease) => Err(Unrecorded { item: locked.id, lease, now }),
+                None => Ok(ReleaseOutcome::no_live_lease()),
+            });
+        }
+    };
+    let data = shared::event::ended(&lease, kind, req.reason.as_deref());
+    let written: Option<Value> = row.get("event_data");
+    if written.as_ref() != Some(&data) {
+        return Err(disagree(written, data));
+    }
+    if row.get::<i64, _>("events_written") != 1 {
+        return Err(crate::events::too_many_events());
+    }
+    Ok(Ok(ReleaseOutcome::ended(lease, kind, now)))
+}
+
+/// A release as one statement, without `BEGIN` and `COMMIT`
+/// (docs/leases.md, "One call, one statement"). `None` when the lease had
+/// expired unrecorded: the statement wrote nothing, and the release is made
+/// again in a transaction, which records the expiry.
+pub(crate) async fn release_alone(
+    pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest,
+) -> StoreResult<Option<ReleaseOutcome>> {
+    let mut conn = pool.acquire().await.map_err(db)?;
+    Ok(release_statement(&mut conn, ws, r, req).await?.ok())
+}
+
 /// A claim statement's row read through `decide_claim`.
 #[expect(clippy::large_enum_variant, reason = "one lives on the stack for one claim, then moves out")]
 enum ClaimRow {
@@ -440,49 +512,14 @@ impl Tx {
     pub(crate) async fn release(
         &mut self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest,
     ) -> StoreResult<ReleaseOutcome> {
-        req.validate()?;
-        let claimant = req.claimant();
-        let tx = self;
-        let row = by_claimant(RELEASE, ws, r, req.actor.user_id, &req.holder)
-            .bind(req.handle.epoch)
-            .bind(req.force)
-            .bind(req.handle.lease_id)
-            .fetch_optional(&mut *tx.conn)
-            .await
-            .map_err(db)?;
-        let locked = rows::locked(row.as_ref(), r)?;
-        let cleared: bool = row.as_ref().expect("rows::locked refuses a missing row").get("cleared");
-        let now = locked.now;
-        let decision = lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now);
-        let ends = matches!(decision, ReleaseDecision::Released(_) | ReleaseDecision::Broken(_));
-        if cleared != ends {
-            return Err(disagree(cleared, &decision));
-        }
-        let (lease, kind) = match decision {
-            ReleaseDecision::Released(l) => (l, LeaseEnd::Released),
-            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken),
-            refused => {
-                // L5/L13: a recorded but expired lease is observed here, once.
-                if let (ReleaseDecision::NoLiveLease, Some(old)) = (&refused, &locked.slot.current) {
-                    steps::expire(tx, ws, locked.id, r, old.clone(), now).await?;
-                }
-                return match refused {
-                    ReleaseDecision::Held(l) => Err(StoreError::held(l, now)),
-                    ReleaseDecision::Lost(l) => Err(StoreError::lost(Some(l), now)),
-                    _ => Ok(ReleaseOutcome::no_live_lease()),
-                };
+        match release_statement(&mut self.conn, ws, r, req).await? {
+            Ok(outcome) => Ok(outcome),
+            // L5/L13: a recorded but expired lease is observed here, once.
+            Err(Unrecorded { item, lease, now }) => {
+                steps::expire(self, ws, item, r, lease, now).await?;
+                Ok(ReleaseOutcome::no_live_lease())
             }
-        };
-        if kind == LeaseEnd::Broken {
-            PgStore::record_break(&mut tx.conn, locked.id, &lease, req.reason.as_deref(), req.actor).await?;
         }
-        if kind == LeaseEnd::Released && req.succeeded {
-            tx.record_success(locked.id, now).await?;
-        }
-        let data = shared::event::ended(&lease, kind, req.reason.as_deref());
-        let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
-        tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
-        Ok(ReleaseOutcome::ended(lease, kind, now))
     }
 
     /// L15 as `pad_store::steps::complete` decides it, in two statements:

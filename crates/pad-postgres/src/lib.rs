@@ -123,6 +123,7 @@ macro_rules! enqueue_events {
 }
 
 mod accounts;
+#[macro_use]
 mod broken;
 mod connect;
 mod events;

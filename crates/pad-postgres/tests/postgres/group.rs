@@ -366,6 +366,7 @@ async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
         panic!("the complete must be refused, told how its lease ended: {answer:?}");
     };
     assert_eq!(ended.ended, pad_core::LeaseEnd::Broken);
+    assert_eq!((ended.reason.as_deref(), ended.broken_by.as_deref()), (Some("stuck"), Some("owner@example.com")));
     let item = store.get_item(&ws, r).await.unwrap();
     assert_eq!(item.status, Status::Open);
     assert_eq!(item.lease.expect("w2 holds it"), w2);
@@ -373,7 +374,68 @@ async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
     assert_eq!(kinds, [pad_core::EventKind::LeaseClaimed], "only w2's claim");
     let stats = store.group_stats();
     assert_eq!(stats.to_transaction, before.to_transaction + 1, "{stats:?}");
-    assert_eq!(stats.one_statement, before.one_statement, "{stats:?}");
+    assert_eq!(stats.one_statement, before.one_statement + 1, "only the break: {stats:?}");
+}
+
+/// A release or a break that arrives alone is one statement without a
+/// transaction: the lease ends, the break keeps its reason and breaker, a
+/// release after success records it (L14), and each appends its event
+/// with the rule's data. A release that finds its lease expired but not
+/// yet recorded is made in a transaction, which records the expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_alone_is_one_statement() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED a_release_alone_is_one_statement: {} is not set", common::ENV);
+    };
+    let (store, owner, ws, refs) = setup(&db, 3).await;
+    let first = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let before = store.group_stats();
+    let w1 = store.claim(&ws, &refs[0], &common::claim(owner, "w1", false)).await.unwrap().lease;
+    let w2 = store.claim(&ws, &refs[1], &common::claim(owner, "w2", false)).await.unwrap().lease;
+    let ok = pad_store::ReleaseRequest {
+        succeeded: true,
+        handle: LeaseHandle { epoch: Some(w1.epoch), lease_id: Some(w1.lease_id) },
+        ..release(owner, "w1")
+    };
+    let released = store.release(&ws, &refs[0], &ok).await.unwrap();
+    assert_eq!(released.reason, pad_store::ReleaseReason::Released);
+    let brk = pad_store::ReleaseRequest { force: true, reason: Some("stuck".into()), ..release(owner, "ops") };
+    let broken = store.release(&ws, &refs[1], &brk).await.unwrap();
+    assert_eq!(
+        (broken.reason, broken.lease.map(|l| l.lease_id)),
+        (pad_store::ReleaseReason::Broken, Some(w2.lease_id))
+    );
+    let stats = store.group_stats();
+    assert_eq!(stats, GroupStats { one_statement: before.one_statement + 2, ..before });
+
+    let item = store.get_item(&ws, &refs[0]).await.unwrap();
+    assert!(item.lease.is_none() && item.last_success_at.is_some(), "{item:?}");
+    assert_eq!(item.last_lease.unwrap().ended, pad_core::LeaseEnd::Released);
+    let last = store.get_item(&ws, &refs[1]).await.unwrap().last_lease.unwrap();
+    assert_eq!((last.ended, last.lease_id), (pad_core::LeaseEnd::Broken, w2.lease_id));
+    assert_eq!((last.reason.as_deref(), last.broken_by.as_deref()), (Some("stuck"), Some("owner@example.com")));
+    let events = store.events_after(&ws, first, 1000).await.unwrap();
+    let ends: Vec<_> = events.iter().filter(|e| e.kind != pad_core::EventKind::LeaseClaimed).collect();
+    assert_eq!(ends.len(), 2, "{events:?}");
+    assert_eq!(ends[0].kind, pad_core::EventKind::LeaseReleased);
+    assert_eq!(ends[0].data["ended"], "released");
+    assert_eq!(ends[1].kind, pad_core::EventKind::LeaseBroken);
+    assert_eq!(
+        (&ends[1].data["reason"], &ends[1].data["lease_id"]),
+        (&serde_json::json!("stuck"), &w2.lease_id.into())
+    );
+
+    // An expired lease: the statement alone writes nothing; the transaction records it.
+    let short = pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "w3", false) };
+    store.claim(&ws, &refs[2], &short).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let stale = store.group_stats();
+    let late = store.release(&ws, &refs[2], &release(owner, "w3")).await.unwrap();
+    assert_eq!(late.reason, pad_store::ReleaseReason::NoLiveLease, "{late:?}");
+    let kinds: Vec<_> = store.events_after(&ws, after, 1000).await.unwrap().iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [pad_core::EventKind::LeaseExpired]);
+    assert_eq!(store.group_stats().to_transaction, stale.to_transaction + 1);
 }
 
 /// The item a complete alone read is edited before the complete writes
