@@ -294,6 +294,33 @@ async fn paused(store: &PgStore, n: usize) {
     .expect("the complete never reached its write");
 }
 
+/// A complete alone held between its read and its write.
+struct HeldComplete {
+    store: Arc<PgStore>,
+    owner: Actor,
+    ws: Workspace,
+    r: ItemRef,
+    epoch: i64,
+    before: GroupStats,
+    answer: tokio::task::JoinHandle<Result<pad_core::Item, StoreError>>,
+}
+
+/// One item claimed by `holder`, whose complete has read the row and waits
+/// at the store's test pause; the caller changes the row, then lifts it.
+async fn held_complete(db: &common::ScratchDb, holder: &str) -> HeldComplete {
+    let (store, owner, ws, refs) = setup(db, 1).await;
+    let r = refs[0].clone();
+    let epoch = store.claim(&ws, &r, &common::claim(owner, holder, false)).await.unwrap().lease.epoch;
+    let before = store.group_stats();
+    store.pause_complete_writes(true);
+    let answer = {
+        let (store, ws, r, req) = (Arc::clone(&store), ws.clone(), r.clone(), done(owner, holder, epoch));
+        tokio::spawn(async move { store.complete(&ws, &r, &req).await })
+    };
+    paused(&store, 1).await;
+    HeldComplete { store, owner, ws, r, epoch, before, answer }
+}
+
 /// A complete that arrives alone is one read and one write without a
 /// transaction, and leaves the item as the shared flow does: its status,
 /// one history version, its lease ended as completed, `item.updated` then
@@ -337,17 +364,8 @@ async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
             common::ENV
         );
     };
-    let (store, owner, ws, refs) = setup(&db, 1).await;
-    let r = &refs[0];
-    let epoch = store.claim(&ws, r, &common::claim(owner, "w1", false)).await.unwrap().lease.epoch;
-    let before = store.group_stats();
-
-    store.pause_complete_writes(true);
-    let complete = {
-        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
-        tokio::spawn(async move { store.complete(&ws, &r, &done(owner, "w1", epoch)).await })
-    };
-    paused(&store, 1).await;
+    let HeldComplete { store, owner, ws, r, before, answer: complete, .. } = held_complete(&db, "w1").await;
+    let r = &r;
     let brk = pad_store::ReleaseRequest {
         actor: owner,
         holder: "owner".into(),
@@ -450,17 +468,8 @@ async fn a_complete_alone_whose_item_changed_after_its_read_is_made_again() {
             common::ENV
         );
     };
-    let (store, owner, ws, refs) = setup(&db, 1).await;
-    let r = &refs[0];
-    let epoch = store.claim(&ws, r, &common::claim(owner, "w", false)).await.unwrap().lease.epoch;
-    let before = store.group_stats();
-
-    store.pause_complete_writes(true);
-    let complete = {
-        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
-        tokio::spawn(async move { store.complete(&ws, &r, &done(owner, "w", epoch)).await })
-    };
-    paused(&store, 1).await;
+    let HeldComplete { store, owner, ws, r, before, answer: complete, .. } = held_complete(&db, "w").await;
+    let r = &r;
     let patch = pad_core::ItemPatch { title: Some("renamed".into()), ..Default::default() };
     store.update_item(&ws, owner, r, &patch).await.unwrap();
     store.pause_complete_writes(false);
@@ -483,17 +492,8 @@ async fn a_renew_between_a_complete_alones_read_and_write_does_not_stop_it() {
             common::ENV
         );
     };
-    let (store, owner, ws, refs) = setup(&db, 1).await;
-    let r = &refs[0];
-    let epoch = store.claim(&ws, r, &common::claim(owner, "w", false)).await.unwrap().lease.epoch;
-    let before = store.group_stats();
-
-    store.pause_complete_writes(true);
-    let complete = {
-        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
-        tokio::spawn(async move { store.complete(&ws, &r, &done(owner, "w", epoch)).await })
-    };
-    paused(&store, 1).await;
+    let HeldComplete { store, owner, ws, r, epoch, before, answer: complete } = held_complete(&db, "w").await;
+    let r = &r;
     let renew = RenewRequest {
         actor: owner,
         holder: "w".into(),
