@@ -10,7 +10,7 @@
 //! Isolation: when every call of a batch succeeded, the batch commits and
 //! each caller gets its answer after that commit. When any call failed (a
 //! refusal, a rule, the database), the batch rolls back and every call runs
-//! again alone, in its own transaction, as it would without the group: one
+//! again alone, as it would without the group (`Call::alone`): one
 //! call never fails or changes its neighbours, and a failing call's partial
 //! writes never commit. A failed commit answers every call with its error:
 //! whether it committed is then unknown, as for a single call.
@@ -131,10 +131,11 @@ impl Call {
         }
     }
 
-    /// Runs the call alone and answers it: a renew, one statement, needs no
-    /// transaction, nor do a claim-next and a complete that one statement
-    /// can make (docs/leases.md, "One call, one statement"); the rest, and
-    /// those the statement hands back, run in a transaction of their own.
+    /// Runs the call alone and answers it: a renew and a release, one
+    /// statement each, need no transaction, nor do a claim-next and a
+    /// complete that one statement can make (docs/leases.md, "One call, one
+    /// statement"); a fail, and the calls a statement hands back, run in a
+    /// transaction of their own.
     async fn alone(mut self, group: &Group) {
         let pool = &group.pool;
         let answered = match &mut self {
@@ -245,12 +246,12 @@ pub struct GroupStats {
     /// Completes those transactions wrote with others, two statements for
     /// the lot (`Tx::complete_many`).
     pub completed_together: u64,
-    /// Renews, claim-nexts and completes that ran alone and were answered
-    /// without a transaction.
+    /// Renews, releases, claim-nexts and completes that ran alone and were
+    /// answered without a transaction.
     pub one_statement: u64,
-    /// Claim-nexts and completes that ran alone and that their statement
-    /// handed to a transaction: an expired lease to record, a refusal to
-    /// explain, a row changed since it was read.
+    /// Releases, claim-nexts and completes that ran alone and that their
+    /// statement handed to a transaction: an expired lease to record, a
+    /// refusal to explain, a row changed since it was read.
     pub to_transaction: u64,
 }
 

@@ -5,10 +5,13 @@
 //! other: the statement locks the item row (`FOR UPDATE`, which under READ
 //! COMMITTED waits for and returns the latest committed version), reads
 //! `clock_timestamp()` once the lock is held, and writes only if the lease
-//! predicate holds. The rule's *meaning* still lives in `pad_core::lease`:
-//! each answer is replayed through it, and a statement that disagrees with
-//! the rule is rolled back instead of committed. Event rows are written in
-//! the same transaction as the change they record.
+//! predicate holds (a complete sent alone reads first without the lock and
+//! writes only if the row is still as read: docs/leases.md, "One call, one
+//! statement"). The rule's *meaning* still lives in `pad_core::lease`: each
+//! answer is replayed through it, and a statement that disagrees with the
+//! rule fails the call (rolled back in a transaction; a statement sent
+//! alone has committed). Event rows are written with the change they
+//! record, in its statement or its transaction.
 //!
 //! Why `clock_timestamp()` and not `now()`: `now()` is the transaction's
 //! start, which precedes the lock wait. A claim that waited for a release

@@ -112,10 +112,12 @@ pub(super) const COMPLETE: &str = complete_statement!("");
 /// L15's writes for one item read without a lock ([`READ_FOR_COMPLETE`]),
 /// sent without a transaction: it writes only if the item still has the
 /// lease the decision ended ($13 its lease id), live on the database clock,
-/// and the version read ($14), so nothing changed between the read and
-/// this statement that the decision or the item's history depend on.
-/// Otherwise it writes nothing and returns no row.
+/// not renewed since the read (so the lease never ends before a renewal
+/// its holder was told of), and the version read ($14), so nothing changed
+/// between the read and this statement that the decision or the item's
+/// history depend on. Otherwise it writes nothing and returns no row.
 pub(super) const COMPLETE_ALONE: &str = complete_statement!(
     " AND items.deleted_at IS NULL AND items.lease_holder IS NOT NULL AND items.lease_id = $13
-          AND items.lease_expires_at > clock_timestamp() AND items.version = $14"
+          AND items.lease_expires_at > clock_timestamp() AND items.lease_renewed_at <= w.w_at
+          AND items.version = $14"
 );

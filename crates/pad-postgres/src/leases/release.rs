@@ -7,7 +7,8 @@
 /// a release after success (L14) also records the success. The end's event
 /// (`lease.released` or `lease.broken`, with its webhook deliveries) is
 /// appended here, its data returned as `event_data` for the caller to
-/// compare with `shared::event::ended`. $4 user, $5 holder, $6 epoch or
+/// compare with `shared::event::ended`. A lease granted before lease ids
+/// existed has none, which the rules read as 0, as here. $4 user, $5 holder, $6 epoch or
 /// NULL, $7 force, $8 lease id or NULL, $9 reason, $10 succeeded, $11 the
 /// item's ref, $12 `lease.released`, $13 `lease.broken`.
 pub(super) const RELEASE: &str = concat!(
@@ -26,7 +27,7 @@ pub(super) const RELEASE: &str = concat!(
             last_lease_ended_at = d.db_now,
             last_lease_ended = CASE WHEN d.ours THEN 'released' ELSE 'broken' END,
             last_lease_note = CASE WHEN d.lease_note_lease_id = d.lease_id THEN d.lease_note END, ",
-    recorded_break!("d.ours", "d.lease_id", "$9::text", "$4"),
+    recorded_break!("d.ours", "COALESCE(d.lease_id, 0)", "$9::text", "$4"),
     ",
             last_success_at = CASE WHEN d.ours AND $10 THEN d.db_now ELSE i.last_success_at END,
             retry_at = CASE WHEN d.ours AND $10 THEN NULL ELSE i.retry_at END,
@@ -40,7 +41,7 @@ pub(super) const RELEASE: &str = concat!(
     ),
     ended AS (
         SELECT CASE WHEN d.ours THEN $12 ELSE $13 END AS type, d.db_now AS at,
-            jsonb_build_object('holder', d.lease_holder, 'epoch', d.lease_epoch, 'lease_id', d.lease_id,
+            jsonb_build_object('holder', d.lease_holder, 'epoch', d.lease_epoch, 'lease_id', COALESCE(d.lease_id, 0),
                 'reason', $9::text, 'ended', CASE WHEN d.ours THEN 'released' ELSE 'broken' END) AS data
         FROM upd, d
     ),
