@@ -46,24 +46,15 @@ const INSERT_EVENT: &str = concat!(
 /// those another backend type or another database owns, which never write
 /// pad's events (known by their `backend_xid`; unknown ones count). With no
 /// such transaction, the snapshot's `xmax`: no transaction that starts
-/// writing later can take a smaller id.
-const EVENTS_AFTER: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
-    others AS MATERIALIZED (
-        SELECT a.backend_xid FROM pg_stat_activity a
-        WHERE a.backend_xid IS NOT NULL
-          AND (a.backend_type <> 'client backend'
-               OR a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))
-    ),
-    horizon AS MATERIALIZED (
-        SELECT COALESCE(
-            (SELECT min(x::text::bigint) FROM snap, pg_snapshot_xip(snap.s) AS x
-             WHERE NOT EXISTS (SELECT 1 FROM others o WHERE o.backend_xid = xid(x))),
-            (SELECT pg_snapshot_xmax(snap.s)::text::bigint FROM snap)
-        ) * 65536 AS below
-    )
+/// writing later can take a smaller id ([`event_horizon!`]).
+const EVENTS_AFTER: &str = concat!(
+    "WITH ",
+    event_horizon!(),
+    "
     SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data
     FROM events e CROSS JOIN horizon h LEFT JOIN users u ON u.id = e.actor_id
-    WHERE e.id < h.below AND e.workspace_id = ";
+    WHERE e.id < h.below AND e.workspace_id = "
+);
 
 #[async_trait]
 impl EventSteps for Tx {

@@ -109,6 +109,35 @@ macro_rules! event_slot {
     };
 }
 
+/// The event visibility horizon (docs/api.md, "Event order on PostgreSQL")
+/// as the CTEs `others`, `snap` and `horizon` (`horizon.below`: the ids a
+/// reader may serve are below it). `others` lists the transactions another
+/// backend type or another database owns, which never write pad's events;
+/// every other transaction running at the snapshot may, and the oldest sets
+/// the horizon (none: the snapshot's `xmax`). The owners are read *before*
+/// the snapshot (`snap` consumes `others` first): a transaction of another
+/// database that ended between the two reads would otherwise be unknown and
+/// hold the horizon back, while one that starts between them is unknown
+/// either way and only counts, which is safe.
+macro_rules! event_horizon {
+    () => {
+        "others AS MATERIALIZED (
+        SELECT a.backend_xid FROM pg_stat_activity a
+        WHERE a.backend_xid IS NOT NULL
+          AND (a.backend_type <> 'client backend'
+               OR a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))
+    ),
+    snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s FROM (SELECT count(*) FROM others) read_first),
+    horizon AS MATERIALIZED (
+        SELECT COALESCE(
+            (SELECT min(x::text::bigint) FROM snap, pg_snapshot_xip(snap.s) AS x
+             WHERE NOT EXISTS (SELECT 1 FROM others o WHERE o.backend_xid = xid(x))),
+            (SELECT pg_snapshot_xmax(snap.s)::text::bigint FROM snap)
+        ) * 65536 AS below
+    )"
+    };
+}
+
 /// Queues the events a statement inserted (the CTE `ev`: `id`,
 /// `workspace_id`, `type`) for every subscription of their workspace that
 /// wants their type, in the same statement: the outbox rows commit or roll

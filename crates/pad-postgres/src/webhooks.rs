@@ -26,23 +26,13 @@ const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_
 /// active subscription is eligible (in-order delivery), read from each
 /// subscription through the `(webhook_id, event_id)` index, so the rows
 /// behind a head are never read (docs/webhooks.md, "Isolation"); and only below the event
-/// visibility horizon (the same one as `EVENTS_AFTER` in lib.rs): an event
+/// visibility horizon ([`event_horizon!`], as `EVENTS_AFTER`): an event
 /// whose transaction may still commit with a smaller id would otherwise be
 /// overtaken by a later one. $1 limit, $2 hold seconds.
-const CLAIM: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
-    others AS MATERIALIZED (
-        SELECT a.backend_xid FROM pg_stat_activity a
-        WHERE a.backend_xid IS NOT NULL
-          AND (a.backend_type <> 'client backend'
-               OR a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))
-    ),
-    horizon AS MATERIALIZED (
-        SELECT COALESCE(
-            (SELECT min(x::text::bigint) FROM snap, pg_snapshot_xip(snap.s) AS x
-             WHERE NOT EXISTS (SELECT 1 FROM others o WHERE o.backend_xid = xid(x))),
-            (SELECT pg_snapshot_xmax(snap.s)::text::bigint FROM snap)
-        ) * 65536 AS below
-    ),
+const CLAIM: &str = concat!(
+    "WITH ",
+    event_horizon!(),
+    ",
     due AS (
         SELECT o.id FROM webhooks w
         CROSS JOIN LATERAL (
@@ -59,7 +49,8 @@ const CLAIM: &str = "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS 
     UPDATE webhook_outbox o SET claim = md5(random()::text || clock_timestamp()::text || o.id::text),
         claimed_until = clock_timestamp() + make_interval(secs => $2)
     FROM due WHERE o.id = due.id
-    RETURNING o.id";
+    RETURNING o.id"
+);
 
 /// Whether any active subscription's head is due: the claim's question
 /// without its horizon and locks.
