@@ -84,6 +84,15 @@ impl<T> Reply<T> {
         ok
     }
 
+    /// Keeps the answer of a call made without a transaction; `false` when
+    /// it handed the call back (`Ok(None)`) to run in one.
+    fn keep_unless_handed_back(&mut self, answer: StoreResult<Option<T>>) -> bool {
+        answer.transpose().is_some_and(|answer| {
+            self.keep(answer);
+            true
+        })
+    }
+
     fn send(self, answer: Option<StoreError>) {
         let answer = match (answer, self.kept) {
             (Some(e), _) => Err(e),
@@ -144,31 +153,13 @@ impl Call {
                 true
             }
             Call::ClaimNext { ws, filter, req, count, reply } => {
-                match crate::leases::claim_next_alone(pool, ws, filter, req, *count).await.transpose() {
-                    Some(answer) => {
-                        reply.keep(answer);
-                        true
-                    }
-                    None => false,
-                }
+                reply.keep_unless_handed_back(crate::leases::claim_next_alone(pool, ws, filter, req, *count).await)
             }
             Call::Complete { ws, r, req, reply } => {
-                match crate::leases::complete_alone(pool, ws, r, req, &group.pause).await.transpose() {
-                    Some(answer) => {
-                        reply.keep(answer);
-                        true
-                    }
-                    None => false,
-                }
+                reply.keep_unless_handed_back(crate::leases::complete_alone(pool, ws, r, req, &group.pause).await)
             }
             Call::Release { ws, r, req, reply } => {
-                match crate::leases::release_alone(pool, ws, r, req).await.transpose() {
-                    Some(answer) => {
-                        reply.keep(answer);
-                        true
-                    }
-                    None => false,
-                }
+                reply.keep_unless_handed_back(crate::leases::release_alone(pool, ws, r, req).await)
             }
             Call::Fail { .. } => false,
         };
