@@ -8,6 +8,7 @@
 //! [`workers`] (spawn N tasks, collect what each measured).
 
 pub mod cpu;
+pub mod drain_floor;
 pub mod fixture;
 pub mod floor;
 pub mod latency;
@@ -34,8 +35,6 @@ pub enum Scenario {
     Contended,
     /// claim + release on distinct items: HTTP, the store in-process, plain SQL
     Cycle,
-    /// the cycle's HTTP load against a minimal rusqlite server, beside pad's (SQLite)
-    Floor,
     /// the cycle's HTTP load through 1, then 3 server instances on one database (Postgres)
     Instances,
     /// live leases renewed by R workers
@@ -44,6 +43,9 @@ pub enum Scenario {
     Drain,
     /// one supervisor with 8 jobs drains a backlog, claiming its free slots at once
     DrainBatched,
+    /// pad's work with nothing around it: SQLite, the cycle against a minimal HTTP server;
+    /// Postgres, the drain with the least SQL the contract's writes need
+    Floor,
     /// an idle long-polling worker takes each new item: creation-to-grant latency
     Pickup,
     /// claim latency with few and with many items in the store
@@ -213,9 +215,9 @@ async fn run_on(fx: &Fixture, scenarios: &[Scenario], sizes: &Sizes, o: &Options
         let rows = match s {
             Scenario::Contended => scenarios::contended::run(fx, sizes).await?,
             Scenario::Cycle => scenarios::cycle::run(fx, sizes).await?,
-            Scenario::Floor if fx.backend == Backend::Sqlite => scenarios::floor::run(fx, sizes, &report.rows).await?,
+            Scenario::Floor => scenarios::floor::run(fx, sizes, &report.rows).await?,
             Scenario::Instances if fx.backend == Backend::Postgres => scenarios::instances::run(fx, sizes).await?,
-            Scenario::Floor | Scenario::Instances => continue,
+            Scenario::Instances => continue,
             Scenario::Heartbeat => scenarios::heartbeat::run(fx, sizes).await?,
             Scenario::Drain => scenarios::drain::run(fx, sizes).await?,
             Scenario::DrainBatched => scenarios::batch::run(fx, sizes).await?,

@@ -20,6 +20,11 @@ fn check(report: &pad_bench::Report, backend: &str) {
         let inst: Vec<_> = rows.iter().filter(|r| r.params.contains("instances=")).collect();
         assert_eq!(inst.len(), 2, "claim+release through 1 and 3 instances");
         assert!(inst.iter().all(|r| r.ops > 0) && inst[1].note.contains("3 instances / 1 = "), "{inst:?}");
+        // The drain floor: every drain worker count, each item once (it checks), beside pad's drain.
+        let drains = rows.iter().filter(|r| r.scenario == "drain" && r.via == "http").count();
+        let floor: Vec<_> = rows.iter().filter(|r| r.scenario == "drain" && r.via == "floor").collect();
+        assert_eq!(floor.len(), drains, "a floor row per drain row: {floor:?}");
+        assert!(floor.iter().all(|r| r.ops > 0 && r.note.contains("pad drain/floor = ")), "{floor:?}");
     }
     assert!(report.table().contains("claim+release"));
     serde_json::to_string(report).expect("the report serializes");
@@ -45,6 +50,7 @@ async fn every_scenario_runs_on_postgres() {
         Scenario::Instances,
         Scenario::Heartbeat,
         Scenario::Drain,
+        Scenario::Floor,
         Scenario::Scale,
     ];
     let opts = Options { quick: true, no_sqlite: true, database_url: Some(url), scenarios, ..Options::default() };

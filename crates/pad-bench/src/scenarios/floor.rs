@@ -1,21 +1,39 @@
-//! The floor (SQLite only): the `cycle` scenario's HTTP load, claim +
-//! release on distinct items at 1 and C clients, pointed at the minimal
-//! server of [`crate::floor`] instead of pad. Each row puts pad's `http`
-//! cycle rate of the same run beside it: pad/floor is how close pad's
-//! lease path gets to what one SQLite connection behind HTTP can do.
+//! The floor: what pad's work costs with nothing around it, beside pad's
+//! figure of the same run.
+//!
+//! - SQLite: the `cycle` scenario's HTTP load, claim + release on distinct
+//!   items at 1 and C clients, pointed at the minimal server of
+//!   [`crate::floor`] instead of pad. Each row puts pad's `http` cycle rate
+//!   beside it: pad/floor is how close pad's lease path gets to what one
+//!   SQLite connection behind HTTP can do.
+//! - PostgreSQL: the drain's backlog emptied by W workers with the least
+//!   SQL that writes what the contract asks of each item
+//!   ([`crate::drain_floor`]), beside pad's `drain` row (run it with the
+//!   drain scenario) and, in a `--peers` run, the peer queues' rows.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use pad_client::Client;
 
 use super::cycle::http_cycle;
-use crate::fixture::{Backend, Fixture, task_ref};
+use crate::cpu::Cpu;
+use crate::drain_floor;
+use crate::fixture::{Backend, Db, Fixture, task_ref};
 use crate::floor::Floor;
 use crate::{Deadline, Result, Row, Samples, Sizes, workers};
 
-/// `pad_rows` are the rows measured so far in this run, to find pad's
-/// `claim+release` `http` rows at the same client counts.
+/// `pad_rows` are the rows measured so far in this run, to put pad's figure
+/// beside the floor's.
 pub async fn run(fx: &Fixture, s: &Sizes, pad_rows: &[Row]) -> Result<Vec<Row>> {
+    match &fx.db {
+        Db::Sqlite(_) => http(fx, s, pad_rows).await,
+        Db::Postgres(pool) => drain(fx, pool, s, pad_rows).await,
+    }
+}
+
+/// SQLite: pad's HTTP claim + release cycle against the minimal server.
+async fn http(fx: &Fixture, s: &Sizes, pad_rows: &[Row]) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     let mut client_counts = vec![1, s.clients];
     client_counts.dedup();
@@ -65,6 +83,51 @@ pub async fn run(fx: &Fixture, s: &Sizes, pad_rows: &[Row]) -> Result<Vec<Row>> 
             _ => "cycles/s; one rusqlite connection behind a mutex, no auth, no events; run with the cycle scenario for pad's ratio".into(),
         };
         rows.push(row.note(note));
+    }
+    Ok(rows)
+}
+
+/// PostgreSQL: the drain's backlog at each worker count, with the least SQL.
+async fn drain(fx: &Fixture, pool: &sqlx::PgPool, s: &Sizes, pad_rows: &[Row]) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for &w in &s.drain_workers {
+        drain_floor::prepare(pool, s.drain_items).await?;
+        let floor = drain_floor::connect(pool, w).await?;
+        let cpu = Cpu::now();
+        let started = Instant::now();
+        let per_worker = workers(w, |i| drain_floor::drain(floor.clone(), format!("floor-{i}"))).await;
+        let elapsed = started.elapsed();
+        let cpu = Cpu::now().per_item_since(cpu, s.drain_items);
+        floor.close().await;
+        let ids: Vec<i64> = per_worker?.into_iter().flatten().collect();
+        let distinct = ids.iter().collect::<HashSet<_>>().len();
+        let written = drain_floor::written(pool).await?;
+        drain_floor::finish(pool).await?;
+        let n = s.drain_items as i64;
+        if ids.len() as i64 != n || distinct != ids.len() || written != (3 * n, n, n) {
+            return Err(format!(
+                "the drain floor with {w} workers handed out {} items ({distinct} distinct) of {n}, wrote {written:?}",
+                ids.len()
+            )
+            .into());
+        }
+        let params = format!("workers={w} items={}", s.drain_items);
+        let row = Row::new(fx.backend, "drain", params.clone(), "floor").measured(
+            ids.len() as u64,
+            elapsed,
+            Samples::default(),
+        );
+        let pad = pad_rows
+            .iter()
+            .find(|r| r.backend == Backend::Postgres && r.scenario == "drain" && r.via == "http" && r.params == params)
+            .filter(|_| row.ops_per_sec > 0.0)
+            .map_or("run with the drain scenario for pad's ratio".into(), |p| {
+                format!("pad drain/floor = {:.2}", p.ops_per_sec / row.ops_per_sec)
+            });
+        rows.push(row.note(format!(
+            "items/s; the contract's writes per item in 2 autocommitted statements from this process, no HTTP, \
+             no event order, no wake-ups; {pad}; {cpu}"
+        )));
     }
     Ok(rows)
 }
