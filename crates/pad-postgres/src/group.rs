@@ -5,7 +5,9 @@
 //! transaction's cost on this database is mostly its commit and its round
 //! trips, not its statements, so a drain's workers share them. Completes
 //! of distinct items that meet in a batch are written together
-//! (docs/leases.md, "Completes written together").
+//! (docs/leases.md, "Completes written together"), and claim-nexts with the
+//! same terms but the holder are made by one statement (docs/leases.md,
+//! "Claim-nexts made together").
 //!
 //! Isolation: when every call of a batch succeeded, the batch commits and
 //! each caller gets its answer after that commit. When any call failed (a
@@ -189,6 +191,55 @@ impl Call {
     }
 }
 
+/// How many calls from the start of `calls` are claim-nexts for one item
+/// each that one statement can make: the same workspace, filter and terms
+/// but the holder (docs/leases.md, "Claim-nexts made together"). The batch
+/// puts claim-nexts first, in arrival order.
+fn claim_nexts_from(calls: &[Call]) -> usize {
+    let Some(Call::ClaimNext { ws, filter, req, count: 1, .. }) = calls.first() else { return 0 };
+    calls
+        .iter()
+        .take_while(|call| {
+            matches!(call, Call::ClaimNext { ws: w, filter: f, req: r, count: 1, .. }
+                if w == ws && f == filter && r.same_terms(req))
+        })
+        .count()
+}
+
+/// Runs a run of claim-nexts ([`claim_nexts_from`]) in `tx` with one
+/// statement; a claim-next it found no item for, or all of them when a
+/// candidate's lease had expired, runs on its own after it. How many the
+/// statement granted, or `None` when a call failed.
+async fn claim_together(calls: &mut [Call], tx: &mut Tx) -> Option<u64> {
+    let (ws, filter) = match calls.first() {
+        Some(Call::ClaimNext { ws, filter, .. }) => (ws.clone(), filter.clone()),
+        _ => return Some(0),
+    };
+    let reqs: Vec<_> = calls
+        .iter()
+        .filter_map(|call| match call {
+            Call::ClaimNext { req, .. } => Some(req),
+            _ => None,
+        })
+        .collect();
+    let grants = match tx.claim_next_together(&ws, &filter, &reqs).await {
+        Ok(Some(grants)) => grants,
+        Ok(None) => vec![None; calls.len()],
+        Err(_) => return None,
+    };
+    let granted = grants.iter().filter(|g| g.is_some()).count() as u64;
+    for (call, grant) in calls.iter_mut().zip(grants) {
+        let ok = match (call, grant) {
+            (Call::ClaimNext { reply, .. }, Some(grant)) => reply.keep(Ok(vec![grant])),
+            (call, _) => call.run(tx).await,
+        };
+        if !ok {
+            return None;
+        }
+    }
+    Some(granted)
+}
+
 /// How many calls from the start of `calls` are completes of distinct
 /// items, which one pair of statements writes (`Tx::complete_many`). The
 /// batch is in item order, so those are consecutive and a repeat is the
@@ -237,6 +288,9 @@ pub struct GroupStats {
     /// Completes those transactions wrote with others, two statements for
     /// the lot (`Tx::complete_many`).
     pub completed_together: u64,
+    /// Claim-nexts those transactions granted together, one statement for
+    /// the lot (`Tx::claim_next_together`).
+    pub claimed_together: u64,
     /// Renews, releases, claim-nexts and completes that ran alone and were
     /// answered without a transaction.
     pub one_statement: u64,
@@ -381,6 +435,11 @@ impl Group {
             }
         };
         let (mut all_ok, mut at, mut together) = (true, 0, 0);
+        let (claims, mut claimed) = (claim_nexts_from(&batch), 0);
+        if claims > 1 {
+            let granted = claim_together(&mut batch[..claims], &mut tx).await;
+            (all_ok, claimed, at) = (granted.is_some(), granted.unwrap_or(0), claims);
+        }
         while all_ok && at < batch.len() {
             let run = completes_from(&batch[at..]);
             all_ok = if run > 1 {
@@ -398,6 +457,7 @@ impl Group {
                 s.stats.shared += 1;
                 s.stats.shared_calls += batch.len() as u64;
                 s.stats.completed_together += together;
+                s.stats.claimed_together += claimed;
             }
             for call in batch {
                 call.answer(error.clone());

@@ -132,7 +132,10 @@ mod release;
 mod renew;
 
 pub(crate) use claim::PEEK;
-use claim::{CLAIM, CLAIM_ALONE, CLAIM_CANDIDATES_P, CLAIM_CANDIDATES_TAIL, CLAIM_CANDIDATES_TAIL_ALONE, CLAIM_LOADED};
+use claim::{
+    CLAIM, CLAIM_ALONE, CLAIM_CANDIDATES_H, CLAIM_CANDIDATES_P, CLAIM_CANDIDATES_TAIL, CLAIM_CANDIDATES_TAIL_ALONE,
+    CLAIM_CANDIDATES_TAIL_TOGETHER, CLAIM_LOADED,
+};
 use complete::{COMPLETE, COMPLETE_ALONE, LOCK_FOR_COMPLETE, READ_FOR_COMPLETE};
 use expire::{EXPIRE, OBSERVE_EXPIRED};
 use release::RELEASE;
@@ -421,20 +424,39 @@ async fn claim_alone(
     }
 }
 
+/// How the candidates' statement is sent.
+#[derive(Clone, Copy)]
+enum Sent<'a> {
+    /// In a transaction, which records an expired candidate's lease next.
+    InTx,
+    /// Without a transaction: it grants nothing beside an expired lease.
+    Alone,
+    /// For claim-nexts made together in a shared transaction, one item
+    /// each, their terms the same but the holder (docs/leases.md,
+    /// "Claim-nexts made together"): nothing beside an expired lease either.
+    Together(&'a [&'a ClaimRequest]),
+}
+
 /// Claim-next's statement (docs/leases.md, "Claim-next in one statement"):
 /// finds up to `limit` candidates, locks them and grants those with no
-/// lease, each grant read through `decide_claim`. `alone`: sent without a
-/// transaction, when it grants nothing if any candidate's lease expired
-/// ([`CLAIM_CANDIDATES_TAIL_ALONE`]).
+/// lease, each grant read through `decide_claim` for its claimant. How it
+/// is sent: [`Sent`].
 async fn candidates_statement(
-    conn: &mut PgConnection, alone: bool, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest,
+    conn: &mut PgConnection, sent: Sent<'_>, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest,
     terms: Terms,
 ) -> StoreResult<Vec<Candidate>> {
     // SKIP LOCKED: concurrent callers (on any instance) pass over rows
     // another is claiming instead of waiting for them; the re-check
     // after the lock drops rows claimed since this statement began.
     let [head, user, holder, session, ttl, note, max_hold, ws_id, tail] = CLAIM_CANDIDATES_P;
-    let mut qb = QueryBuilder::new(head);
+    let mut qb = QueryBuilder::new("");
+    if let Sent::Together(reqs) = sent {
+        let [h, after_h] = CLAIM_CANDIDATES_H;
+        qb.push(h).push_bind(reqs.iter().map(|r| r.holder.clone()).collect::<Vec<_>>()).push(after_h);
+    } else {
+        qb.push("WITH ");
+    }
+    qb.push(head);
     qb.push_bind(req.actor.user_id).push(user);
     qb.push_bind(req.holder.clone()).push(holder);
     qb.push_bind(req.session_id.clone()).push(session);
@@ -444,11 +466,23 @@ async fn candidates_statement(
     qb.push_bind(ws.id).push(ws_id);
     qb.push_bind(EventKind::LeaseClaimed.as_str()).push(tail);
     push_frontier(&mut qb, ws, f, u32::try_from(limit).unwrap_or(u32::MAX));
-    qb.push(if alone { CLAIM_CANDIDATES_TAIL_ALONE } else { CLAIM_CANDIDATES_TAIL });
+    qb.push(match sent {
+        Sent::InTx => CLAIM_CANDIDATES_TAIL,
+        Sent::Alone => CLAIM_CANDIDATES_TAIL_ALONE,
+        Sent::Together(_) => CLAIM_CANDIDATES_TAIL_TOGETHER,
+    });
     let rows = qb.build().fetch_all(&mut *conn).await.map_err(db)?;
-    let claimant = req.claimant();
     let mut candidates = Vec::with_capacity(rows.len());
     for row in &rows {
+        let claimant = match sent {
+            // The candidate ranked k went to the claimant k.
+            Sent::Together(reqs) => usize::try_from(row.get::<i64, _>("rank") - 1)
+                .ok()
+                .and_then(|k| reqs.get(k))
+                .ok_or_else(|| disagree("a candidate ranked past the claimants", reqs.len()))?
+                .claimant(),
+            Sent::InTx | Sent::Alone => req.claimant(),
+        };
         let item_ref = ItemRef { prefix: row.get("cand_prefix"), number: row.get("cand_number") };
         let locked = rows::locked_as(Some(row), &item_ref, "prev_")?;
         let (id, now) = (locked.id, locked.now);
@@ -489,7 +523,7 @@ pub(crate) async fn claim_next_alone(
     let terms = req.validate(&ws.settings)?;
     let want = usize::try_from(count).unwrap_or(usize::MAX).max(1);
     let mut conn = pool.acquire().await.map_err(db)?;
-    let candidates = candidates_statement(&mut conn, true, ws, &f, want, req, terms).await?;
+    let candidates = candidates_statement(&mut conn, Sent::Alone, ws, &f, want, req, terms).await?;
     if candidates.iter().any(|c| c.expired.is_some()) {
         if candidates.iter().any(|c| c.granted.is_some()) {
             return Err(disagree("a grant beside an expired candidate", "nothing written"));
@@ -520,6 +554,39 @@ impl Tx {
                 Ok(ReleaseOutcome::no_live_lease())
             }
         }
+    }
+
+    /// Claim-nexts made together (docs/leases.md, "Claim-nexts made
+    /// together"): one item each for `reqs`, whose terms are the same but
+    /// the holder, found, locked and granted by one statement, the best item
+    /// to the first claimant. Per claimant in `reqs`' order, its grant, or
+    /// `None` when the statement found no item for it. `None` for them all
+    /// when a candidate's lease had expired: nothing was granted, and the
+    /// caller makes the claim-nexts one by one.
+    pub(crate) async fn claim_next_together(
+        &mut self, ws: &Workspace, filter: &FrontierFilter, reqs: &[&ClaimRequest],
+    ) -> StoreResult<Option<Vec<Option<(Item, ClaimOutcome)>>>> {
+        let Some(first) = reqs.first() else { return Ok(Some(Vec::new())) };
+        let f = filter.validate()?;
+        let terms = first.validate(&ws.settings)?;
+        let candidates =
+            candidates_statement(&mut self.conn, Sent::Together(reqs), ws, &f, reqs.len(), first, terms).await?;
+        for c in &candidates {
+            self.hold(&c.item_ref);
+        }
+        if candidates.iter().any(|c| c.expired.is_some()) {
+            if candidates.iter().any(|c| c.granted.is_some()) {
+                return Err(disagree("a grant beside an expired candidate", "nothing written"));
+            }
+            return Ok(None);
+        }
+        // In rank order, the candidate ranked k granted to the claimant k.
+        let mut grants: Vec<_> = candidates.into_iter().map(|c| c.granted).collect();
+        if grants.iter().any(Option::is_none) || grants.len() > reqs.len() {
+            return Err(disagree("a candidate with no grant", "one grant per candidate"));
+        }
+        grants.resize_with(reqs.len(), || None);
+        Ok(Some(grants))
     }
 
     /// L15 as `pad_store::steps::complete` decides it, in two statements:
@@ -804,7 +871,7 @@ impl LeaseSteps for Tx {
     async fn claim_candidates(
         &mut self, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest, terms: Terms,
     ) -> StoreResult<Vec<Candidate>> {
-        let candidates = candidates_statement(&mut self.conn, false, ws, f, limit, req, terms).await?;
+        let candidates = candidates_statement(&mut self.conn, Sent::InTx, ws, f, limit, req, terms).await?;
         for c in &candidates {
             self.hold(&c.item_ref);
         }

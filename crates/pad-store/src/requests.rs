@@ -237,6 +237,19 @@ impl ClaimRequest {
     pub fn claimant(&self) -> Claimant<'_> {
         Claimant { user_id: self.actor.user_id, holder: &self.holder, session_id: self.session_id.as_deref() }
     }
+
+    /// Whether `other` asks for the same terms under another holder, so
+    /// that one statement can grant both (docs/leases.md, "Claim-nexts made
+    /// together").
+    pub fn same_terms(&self, other: &ClaimRequest) -> bool {
+        let ClaimRequest { actor, holder: _, session_id, ttl_seconds, note, refresh, max_hold_seconds } = self;
+        *actor == other.actor
+            && *session_id == other.session_id
+            && *ttl_seconds == other.ttl_seconds
+            && *note == other.note
+            && *refresh == other.refresh
+            && *max_hold_seconds == other.max_hold_seconds
+    }
 }
 
 macro_rules! claimant_without_session {

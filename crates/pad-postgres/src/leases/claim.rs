@@ -125,13 +125,14 @@ pub(crate) const PEEK: &str = concat!(
 );
 
 /// Claim-next's statement up to the frontier (docs/leases.md, "Claim-next
-/// in one statement"): the claimant's terms as the CTE `p` (bound by the
-/// caller in this order: user, holder, session, ttl seconds, note, max
-/// hold seconds or NULL, workspace, `lease.claimed`), then the candidates'
-/// SELECT, to which the caller appends the frontier's predicate, order and
-/// limit, and then [`CLAIM_CANDIDATES_TAIL`].
+/// in one statement"), after `WITH ` (or [`CLAIM_CANDIDATES_H`]): the
+/// claimant's terms as the CTE `p` (bound by the caller in this order:
+/// user, holder, session, ttl seconds, note, max hold seconds or NULL,
+/// workspace, `lease.claimed`), then the candidates' SELECT, to which the
+/// caller appends the frontier's predicate, order and limit, and then
+/// [`CLAIM_CANDIDATES_TAIL`].
 pub(super) const CLAIM_CANDIDATES_P: [&str; 9] = [
-    "WITH p AS MATERIALIZED (SELECT ",
+    "p AS MATERIALIZED (SELECT ",
     "::bigint AS user_id, ",
     "::text AS holder, ",
     "::text AS session_id, ",
@@ -160,6 +161,9 @@ pub(super) const CLAIM_CANDIDATES_P: [&str; 9] = [
 /// left with its joined columns, read in the statement's snapshot.
 macro_rules! claim_candidates_tail {
     ($guard:literal) => {
+        claim_candidates_tail!($guard, "p.holder", "", "")
+    };
+    ($guard:literal, $holder:literal, $from:literal, $where:literal) => {
         concat!(
     " FOR UPDATE OF i SKIP LOCKED
     ),
@@ -173,7 +177,9 @@ macro_rules! claim_candidates_tail {
     ),
     upd AS (
         UPDATE items i SET
-            lease_holder = p.holder, lease_user_id = p.user_id, lease_session_id = p.session_id,
+            lease_holder = ",
+    $holder,
+    ", lease_user_id = p.user_id, lease_session_id = p.session_id,
             lease_id = r.grant_lease_id,
             lease_note_lease_id = CASE WHEN p.note IS NULL THEN i.lease_note_lease_id ELSE r.grant_lease_id END,
             lease_epoch = i.lease_epoch + 1,
@@ -184,9 +190,14 @@ macro_rules! claim_candidates_tail {
             lease_expires_at = LEAST(r.db_now + p.ttl * interval '1 second', r.db_now + p.max_hold * interval '1 second'),
             lease_ttl_seconds = p.ttl,
             lease_note = COALESCE(p.note, i.lease_note),
-            lease_note_holder = CASE WHEN p.note IS NULL THEN i.lease_note_holder ELSE p.holder END
-        FROM ranked r, p
+            lease_note_holder = CASE WHEN p.note IS NULL THEN i.lease_note_holder ELSE ",
+    $holder,
+    " END
+        FROM ranked r, p",
+    $from,
+    "
         WHERE i.id = r.id AND r.grant_lease_id IS NOT NULL",
+    $where,
     $guard,
     "
         ",
@@ -241,3 +252,21 @@ pub(super) const CLAIM_CANDIDATES_TAIL: &str = claim_candidates_tail!("");
 /// statement makes; the caller then claims in a transaction.
 pub(super) const CLAIM_CANDIDATES_TAIL_ALONE: &str =
     claim_candidates_tail!(" AND NOT EXISTS (SELECT FROM ranked x WHERE x.lease_holder IS NOT NULL)");
+
+/// The holders of claim-nexts made together (docs/leases.md, "Claim-nexts
+/// made together"), before [`CLAIM_CANDIDATES_P`]: the array bound between
+/// the two pieces becomes the CTE `h`, one row per claimant in the batch's
+/// order (`k` from 1), whose terms are otherwise the same.
+pub(super) const CLAIM_CANDIDATES_H: [&str; 2] =
+    ["WITH h AS MATERIALIZED (SELECT holder, k FROM unnest(", "::text[]) WITH ORDINALITY AS h (holder, k)), "];
+
+/// Claim-next's statement after the frontier for claim-nexts made together:
+/// the candidate ranked `k` goes to the claimant `k` of `h`. As
+/// [`CLAIM_CANDIDATES_TAIL_ALONE`], it grants nothing when a candidate's
+/// lease has expired: the calls are then made one by one.
+pub(super) const CLAIM_CANDIDATES_TAIL_TOGETHER: &str = claim_candidates_tail!(
+    " AND NOT EXISTS (SELECT FROM ranked x WHERE x.lease_holder IS NOT NULL)",
+    "h.holder",
+    ", h",
+    " AND h.k = r.rank"
+);

@@ -185,7 +185,7 @@ async fn concurrent_lease_calls_share_one_commit() {
     for i in 0..3 {
         let (store, ws) = (Arc::clone(&store), ws.clone());
         let req = common::claim(owner, &format!("n{i}"), false);
-        nexts.push(tokio::spawn(async move { store.claim_next(&ws, &FrontierFilter::default(), &req).await }));
+        nexts.push((i, tokio::spawn(async move { store.claim_next(&ws, &FrontierFilter::default(), &req).await })));
     }
     let renew = {
         let (store, ws, r) = (Arc::clone(&store), ws.clone(), refs[0].clone());
@@ -206,9 +206,9 @@ async fn concurrent_lease_calls_share_one_commit() {
     store.unhold_group();
 
     let mut granted = HashSet::new();
-    for next in nexts {
+    for (i, next) in nexts {
         let (item, outcome) = next.await.unwrap().unwrap().expect("an item was ready");
-        assert!(outcome.lease.holder.starts_with('n'));
+        assert_eq!(outcome.lease.holder, format!("n{i}"), "each claimant holds its own grant");
         assert!(granted.insert(item.item_ref.clone()), "{} granted twice", item.item_ref);
     }
     assert!(!granted.contains(&refs[0]) && !granted.contains(&refs[1]), "a leased item was granted");
@@ -216,7 +216,13 @@ async fn concurrent_lease_calls_share_one_commit() {
     assert_eq!(complete.await.unwrap().unwrap().status, Status::Done);
     assert_eq!(
         store.group_stats(),
-        GroupStats { shared: before.shared + 1, shared_calls: before.shared_calls + 5, ..before },
+        GroupStats {
+            shared: before.shared + 1,
+            shared_calls: before.shared_calls + 5,
+            // The three claim-nexts ask the same terms: one statement made them.
+            claimed_together: before.claimed_together + 3,
+            ..before
+        },
     );
     // What was answered is what committed.
     for r in &granted {
@@ -612,4 +618,91 @@ async fn a_lease_without_a_lease_id_is_released_and_broken() {
     let events = store.events_after(&ws, after, 1000).await.unwrap();
     let ids: Vec<_> = events.iter().map(|e| (e.kind, e.data["lease_id"].clone())).collect();
     assert_eq!(ids, [(pad_core::EventKind::LeaseReleased, 0.into()), (pad_core::EventKind::LeaseBroken, 0.into())]);
+}
+
+/// Queues a claim-next for one item under `holder` behind the hold, after
+/// the `n` calls already queued, so the batch keeps this arrival order.
+async fn queue_claim_next(
+    store: &Arc<PgStore>, ws: &Workspace, req: pad_store::ClaimRequest, n: usize,
+) -> tokio::task::JoinHandle<Result<Option<(pad_core::Item, pad_store::ClaimOutcome)>, StoreError>> {
+    let (s, ws) = (Arc::clone(store), ws.clone());
+    let handle = tokio::spawn(async move { s.claim_next(&ws, &FrontierFilter::default(), &req).await });
+    queued(store, n + 1).await;
+    handle
+}
+
+/// Claim-nexts with the same terms but the holder, queued together, are
+/// made by one statement (docs/leases.md, "Claim-nexts made together"):
+/// the best item to the first to arrive, each its own lease and
+/// `lease.claimed`, and those left without an item answered "none", as
+/// each alone would be. Over an expired lease they are made one by one,
+/// which records the expiry once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_nexts_made_together_take_the_best_items_in_arrival_order() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED claim_nexts_made_together_take_the_best_items_in_arrival_order: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 3).await;
+    let before = store.group_stats();
+    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+
+    store.hold_group();
+    let mut nexts = Vec::new();
+    for i in 0..5 {
+        nexts.push(queue_claim_next(&store, &ws, common::claim(owner, &format!("n{i}"), false), i).await);
+    }
+    store.unhold_group();
+    let mut answers = Vec::new();
+    for next in nexts {
+        answers.push(next.await.unwrap().unwrap().map(|(item, o)| (item.item_ref, o.lease.holder, o.lease.lease_id)));
+    }
+    let got: Vec<_> = answers.iter().map(|a| a.as_ref().map(|(r, h, _)| (r.clone(), h.clone()))).collect();
+    let want: Vec<_> = (0..5).map(|i| refs.get(i).map(|r| (r.clone(), format!("n{i}")))).collect();
+    assert_eq!(got, want, "the best item to the first claimant; none left for the last two");
+    let after = store.group_stats();
+    assert_eq!(after.claimed_together, before.claimed_together + 3, "three granted by one statement: {after:?}");
+    assert_eq!(after.shared, before.shared + 1, "{after:?}");
+
+    // Each grant is its own lease, committed, with its own event.
+    let ids: HashSet<_> = answers.iter().flatten().map(|(_, _, id)| *id).collect();
+    assert_eq!(ids.len(), 3, "a lease id per grant: {answers:?}");
+    for (r, holder, _) in answers.iter().flatten() {
+        let lease = store.get_item(&ws, r).await.unwrap().lease.expect("the grant committed");
+        assert_eq!(&lease.holder, holder);
+    }
+    let events = store.events_after(&ws, after_event, 1000).await.unwrap();
+    let claimed: Vec<_> = events
+        .iter()
+        .map(|e| (e.kind, e.item_ref.clone().unwrap(), e.data["holder"].as_str().unwrap().to_owned()))
+        .collect();
+    let want: Vec<_> =
+        (0..3).map(|i| (pad_core::EventKind::LeaseClaimed, refs[i].to_string(), format!("n{i}"))).collect();
+    assert_eq!(claimed, want);
+
+    // refs[0]'s lease expires; two claimants together: the statement grants
+    // nothing beside it, and the calls one by one record the expiry once.
+    for (i, r) in refs.iter().enumerate().skip(1) {
+        store.release(&ws, r, &release(owner, &format!("n{i}"))).await.unwrap();
+    }
+    store.release(&ws, &refs[0], &release(owner, "n0")).await.unwrap();
+    let short = pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "s", false) };
+    store.claim(&ws, &refs[0], &short).await.unwrap();
+    // The database's clock: wait until the 1-second lease has expired there.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    store.hold_group();
+    let first = queue_claim_next(&store, &ws, common::claim(owner, "x0", false), 0).await;
+    let second = queue_claim_next(&store, &ws, common::claim(owner, "x1", false), 1).await;
+    store.unhold_group();
+    let first = first.await.unwrap().unwrap().expect("an item");
+    let second = second.await.unwrap().unwrap().expect("an item");
+    assert_eq!((first.0.item_ref.clone(), first.1.lease.holder.as_str()), (refs[0].clone(), "x0"));
+    assert_eq!((second.0.item_ref.clone(), second.1.lease.holder.as_str()), (refs[1].clone(), "x1"));
+    let kinds: Vec<_> = store.events_after(&ws, after_event, 1000).await.unwrap().iter().map(|e| e.kind).collect();
+    use pad_core::EventKind::{LeaseClaimed, LeaseExpired};
+    assert_eq!(kinds, [LeaseExpired, LeaseClaimed, LeaseClaimed]);
+    assert_eq!(store.group_stats().claimed_together, after.claimed_together, "granted one by one");
 }
