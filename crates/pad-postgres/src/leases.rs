@@ -569,6 +569,11 @@ impl Tx {
         let Some(first) = reqs.first() else { return Ok(Some(Vec::new())) };
         let f = filter.validate()?;
         let terms = first.validate(&ws.settings)?;
+        // The terms are the same, the holders are not: each is checked, so a
+        // bad one fails the batch, which then answers each call alone.
+        for req in &reqs[1..] {
+            req.validate(&ws.settings)?;
+        }
         let candidates =
             candidates_statement(&mut self.conn, Sent::Together(reqs), ws, &f, reqs.len(), first, terms).await?;
         for c in &candidates {

@@ -706,3 +706,34 @@ async fn claim_nexts_made_together_take_the_best_items_in_arrival_order() {
     assert_eq!(kinds, [LeaseExpired, LeaseClaimed, LeaseClaimed]);
     assert_eq!(store.group_stats().claimed_together, after.claimed_together, "granted one by one");
 }
+
+/// A claim-next whose holder is not a valid name, queued with others of the
+/// same terms, is refused `validation_failed` as it would be alone, and
+/// nothing is granted under it; the others get their items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_holder_among_claim_nexts_made_together_is_refused_alone() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_bad_holder_among_claim_nexts_made_together_is_refused_alone: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 3).await;
+    store.hold_group();
+    let good = queue_claim_next(&store, &ws, common::claim(owner, "good", false), 0).await;
+    let bad = queue_claim_next(&store, &ws, common::claim(owner, "bad\nholder", false), 1).await;
+    let also = queue_claim_next(&store, &ws, common::claim(owner, "also", false), 2).await;
+    store.unhold_group();
+    let good = good.await.unwrap().unwrap().expect("an item");
+    let also = also.await.unwrap().unwrap().expect("an item");
+    assert_eq!(good.1.lease.holder, "good");
+    assert_eq!(also.1.lease.holder, "also");
+    match bad.await.unwrap() {
+        Err(StoreError::Validation(e)) => assert!(e.to_string().contains("holder"), "{e}"),
+        other => panic!("expected a validation error on the holder, got {other:?}"),
+    }
+    for r in &refs {
+        let item = store.get_item(&ws, r).await.unwrap();
+        assert!(item.lease.as_ref().is_none_or(|l| l.holder != "bad\nholder"), "{r} granted to the bad holder");
+    }
+}
