@@ -160,10 +160,10 @@ pub(super) const CLAIM_CANDIDATES_P: [&str; 9] = [
 /// `db_now`, and for a grant `new_*` ([`returning_lease!`]) and the item as
 /// left with its joined columns, read in the statement's snapshot.
 macro_rules! claim_candidates_tail {
-    ($guard:literal) => {
+    ($guard:expr) => {
         claim_candidates_tail!($guard, "p.holder", "", "")
     };
-    ($guard:literal, $holder:literal, $from:literal, $where:literal) => {
+    ($guard:expr, $holder:literal, $from:literal, $where:literal) => {
         concat!(
     " FOR UPDATE OF i SKIP LOCKED
     ),
@@ -242,6 +242,14 @@ macro_rules! claim_candidates_tail {
     };
 }
 
+/// The guard of a claim-next statement that cannot record an expiry: it
+/// grants nothing when any candidate it locked holds an expired lease.
+macro_rules! none_expired {
+    () => {
+        " AND NOT EXISTS (SELECT FROM ranked x WHERE x.lease_holder IS NOT NULL)"
+    };
+}
+
 /// Claim-next's statement after the frontier, in a transaction: see [`claim_candidates_tail!`].
 pub(super) const CLAIM_CANDIDATES_TAIL: &str = claim_candidates_tail!("");
 
@@ -250,8 +258,7 @@ pub(super) const CLAIM_CANDIDATES_TAIL: &str = claim_candidates_tail!("");
 /// [`CLAIM_CANDIDATES_TAIL`], but when any candidate's lease has expired it
 /// grants nothing, since recording an expiry takes more writes than this
 /// statement makes; the caller then claims in a transaction.
-pub(super) const CLAIM_CANDIDATES_TAIL_ALONE: &str =
-    claim_candidates_tail!(" AND NOT EXISTS (SELECT FROM ranked x WHERE x.lease_holder IS NOT NULL)");
+pub(super) const CLAIM_CANDIDATES_TAIL_ALONE: &str = claim_candidates_tail!(none_expired!());
 
 /// The holders of claim-nexts made together (docs/leases.md, "Claim-nexts
 /// made together"), before [`CLAIM_CANDIDATES_P`]: the array bound between
@@ -264,9 +271,5 @@ pub(super) const CLAIM_CANDIDATES_H: [&str; 2] =
 /// the candidate ranked `k` goes to the claimant `k` of `h`. As
 /// [`CLAIM_CANDIDATES_TAIL_ALONE`], it grants nothing when a candidate's
 /// lease has expired: the calls are then made one by one.
-pub(super) const CLAIM_CANDIDATES_TAIL_TOGETHER: &str = claim_candidates_tail!(
-    " AND NOT EXISTS (SELECT FROM ranked x WHERE x.lease_holder IS NOT NULL)",
-    "h.holder",
-    ", h",
-    " AND h.k = r.rank"
-);
+pub(super) const CLAIM_CANDIDATES_TAIL_TOGETHER: &str =
+    claim_candidates_tail!(none_expired!(), "h.holder", ", h", " AND h.k = r.rank");
