@@ -211,18 +211,18 @@ fn claim_nexts_from(calls: &[Call]) -> usize {
 /// candidate's lease had expired, runs on its own after it. How many the
 /// statement granted, or `None` when a call failed.
 async fn claim_together(calls: &mut [Call], tx: &mut Tx) -> Option<u64> {
-    let (ws, filter) = match calls.first() {
-        Some(Call::ClaimNext { ws, filter, .. }) => (ws.clone(), filter.clone()),
-        _ => return Some(0),
+    let made = {
+        let Some(Call::ClaimNext { ws, filter, .. }) = calls.first() else { return Some(0) };
+        let reqs: Vec<_> = calls
+            .iter()
+            .filter_map(|call| match call {
+                Call::ClaimNext { req, .. } => Some(req),
+                _ => None,
+            })
+            .collect();
+        tx.claim_next_together(ws, filter, &reqs).await
     };
-    let reqs: Vec<_> = calls
-        .iter()
-        .filter_map(|call| match call {
-            Call::ClaimNext { req, .. } => Some(req),
-            _ => None,
-        })
-        .collect();
-    let grants = match tx.claim_next_together(&ws, &filter, &reqs).await {
+    let grants = match made {
         Ok(Some(grants)) => grants,
         Ok(None) => vec![None; calls.len()],
         Err(_) => return None,

@@ -509,6 +509,19 @@ async fn candidates_statement(
     Ok(candidates)
 }
 
+/// Whether a statement guarded by `none_expired!` (sent alone or for
+/// claim-nexts made together) met a candidate whose lease has expired: it
+/// then granted nothing, and its calls are made in a transaction.
+fn met_expired(candidates: &[Candidate]) -> StoreResult<bool> {
+    if !candidates.iter().any(|c| c.expired.is_some()) {
+        return Ok(false);
+    }
+    if candidates.iter().any(|c| c.granted.is_some()) {
+        return Err(disagree("a grant beside an expired candidate", "nothing written"));
+    }
+    Ok(true)
+}
+
 /// Claim-next as one statement, without `BEGIN` and `COMMIT`
 /// (docs/leases.md, "Claim-next in one statement"): what it grants is
 /// committed when it answers. `None` when a candidate's lease had expired:
@@ -524,10 +537,7 @@ pub(crate) async fn claim_next_alone(
     let want = usize::try_from(count).unwrap_or(usize::MAX).max(1);
     let mut conn = pool.acquire().await.map_err(db)?;
     let candidates = candidates_statement(&mut conn, Sent::Alone, ws, &f, want, req, terms).await?;
-    if candidates.iter().any(|c| c.expired.is_some()) {
-        if candidates.iter().any(|c| c.granted.is_some()) {
-            return Err(disagree("a grant beside an expired candidate", "nothing written"));
-        }
+    if met_expired(&candidates)? {
         return Ok(None);
     }
     Ok(Some(candidates.into_iter().filter_map(|c| c.granted).collect()))
@@ -579,17 +589,12 @@ impl Tx {
         for c in &candidates {
             self.hold(&c.item_ref);
         }
-        if candidates.iter().any(|c| c.expired.is_some()) {
-            if candidates.iter().any(|c| c.granted.is_some()) {
-                return Err(disagree("a grant beside an expired candidate", "nothing written"));
-            }
+        if met_expired(&candidates)? {
             return Ok(None);
         }
-        // In rank order, the candidate ranked k granted to the claimant k.
+        // In rank order, every one granted (none expired), the candidate
+        // ranked k to the claimant k; those past the last found none.
         let mut grants: Vec<_> = candidates.into_iter().map(|c| c.granted).collect();
-        if grants.iter().any(Option::is_none) || grants.len() > reqs.len() {
-            return Err(disagree("a candidate with no grant", "one grant per candidate"));
-        }
         grants.resize_with(reqs.len(), || None);
         Ok(Some(grants))
     }
