@@ -437,6 +437,19 @@ impl PgStore {
     }
 
     /// For tests: claims waiting for another claim's turn at a row lock.
+    /// Tests: whether the database notifies this instance's waiters now
+    /// (`ready.rs`).
+    #[doc(hidden)]
+    pub fn ready_armed(&self) -> bool {
+        self.ready.armed()
+    }
+
+    /// Tests: how long this instance stays armed after its last waiter left.
+    #[doc(hidden)]
+    pub fn set_ready_linger(&self, linger: std::time::Duration) {
+        self.ready.set_linger(linger)
+    }
+
     #[doc(hidden)]
     pub fn claim_turns_waiting(&self) -> usize {
         self.peeks.waiting_for_turns()
@@ -458,8 +471,12 @@ impl Backend for PgStore {
         sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(&self.pool).await.map_err(db)
     }
 
-    fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
+    fn ready_signals(&self) -> Option<pad_store::ReadySignals> {
         Some(self.ready.subscribe())
+    }
+
+    async fn arm_ready_signals(&self) {
+        self.ready.arm().await
     }
 }
 

@@ -7,15 +7,19 @@
 //! and once every [`RELOOK`] (`AppState::relook`), because time alone also makes items ready (a
 //! lease expires, a retry time or `not_before` passes). It stops waiting at
 //! its deadline and when the server begins to shut down.
+//!
+//! The database notifies only while some claim-next may wait (docs/api.md,
+//! "Wake-ups only while someone waits"): a waiter whose store signals were
+//! not yet armed arms them before it first waits, and looks once more.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use pad_store::Store;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use crate::AppState;
-#[cfg(doc)]
-use pad_store::Store;
 
 /// How often a waiting claim-next looks again with no signal: the most an
 /// item made ready by the clock alone waits for a waiting worker.
@@ -29,6 +33,8 @@ pub struct ReadySignals {
     relook: Duration,
     local: Option<broadcast::Receiver<()>>,
     store: Option<broadcast::Receiver<()>>,
+    /// The store, while its signals are still to be armed.
+    to_arm: Option<Arc<dyn Store>>,
     closing: watch::Receiver<bool>,
 }
 
@@ -36,10 +42,13 @@ impl AppState {
     /// Signals to wait on, subscribed now: a change committed after this
     /// call wakes the waiter even if it is not yet waiting.
     pub fn ready_signals(&self) -> ReadySignals {
+        let store = self.store.ready_signals();
+        let to_arm = store.as_ref().is_some_and(|s| !s.armed).then(|| self.store.clone());
         ReadySignals {
             relook: self.relook,
             local: Some(self.wakes.subscribe()),
-            store: self.store.ready_signals(),
+            store: store.map(|s| s.rx),
+            to_arm,
             closing: self.closing.subscribe(),
         }
     }
@@ -57,6 +66,16 @@ impl ReadySignals {
     pub async fn wait_until(&mut self, deadline: Instant) -> bool {
         if Instant::now() >= deadline || *self.closing.borrow() {
             return false;
+        }
+        if let Some(store) = self.to_arm.take() {
+            // A change committed before the store's signals were armed may
+            // have gone unsignalled: look once more before waiting.
+            tokio::select! {
+                () = store.arm_ready_signals() => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                _ = self.closing.changed() => return false,
+            }
+            return Instant::now() < deadline;
         }
         let relook = (Instant::now() + self.relook).min(deadline);
         tokio::select! {

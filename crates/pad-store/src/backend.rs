@@ -22,7 +22,7 @@ use pad_core::{
 use crate::steps::{self, Begin};
 use crate::{
     Actor, AttemptResult, ClaimOutcome, ClaimRequest, CompleteRequest, DueDelivery, FailOutcome, FailRequest,
-    ObservedExpiry, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreResult, WebhookTarget,
+    ObservedExpiry, ReadySignals, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreResult, WebhookTarget,
 };
 
 /// A backend of pad: everything [`Store`] needs that depends on the dialect.
@@ -32,9 +32,12 @@ pub trait Backend: Begin + AccountOps + ItemOps + LeaseOps + EventOps + WebhookO
     async fn now(&self) -> StoreResult<Timestamp>;
 
     /// See [`Store::ready_signals`].
-    fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
+    fn ready_signals(&self) -> Option<ReadySignals> {
         None
     }
+
+    /// See [`Store::arm_ready_signals`].
+    async fn arm_ready_signals(&self) {}
 }
 
 /// Users, workspaces, members, tokens, sessions and kinds: reads, and the
@@ -268,8 +271,11 @@ impl<B: Backend> Store for B {
     ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
         LeaseOps::claim_next_many(self, ws, filter, req, count).await
     }
-    fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
+    fn ready_signals(&self) -> Option<ReadySignals> {
         Backend::ready_signals(self)
+    }
+    async fn arm_ready_signals(&self) {
+        Backend::arm_ready_signals(self).await
     }
     async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {
         steps::observe_expiries(self).await

@@ -28,6 +28,17 @@ pub use requests::{
 };
 pub use webhooks::{AttemptResult, DueDelivery, WebhookTarget, check_webhook_cap};
 
+/// A subscription to [`Store::ready_signals`].
+pub struct ReadySignals {
+    /// One signal per change that may have made an item ready (or a lost
+    /// connection, after which anything may have).
+    pub rx: tokio::sync::broadcast::Receiver<()>,
+    /// True when, as the subscription was taken, every change committed
+    /// from then on was already signalled; false: call
+    /// [`Store::arm_ready_signals`] before waiting.
+    pub armed: bool,
+}
+
 /// The authenticated caller of a store operation: who wrote the history
 /// version, comment or lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,9 +207,19 @@ pub trait Store: Send + Sync + 'static {
     /// item ready, for long polls (docs/api.md, "Batches and long polls"):
     /// PostgreSQL's LISTEN/NOTIFY. `None` where this process commits every
     /// change itself (SQLite): the server's own signal covers those.
-    fn ready_signals(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
+    fn ready_signals(&self) -> Option<ReadySignals> {
         None
     }
+
+    /// Makes sure every change committed from now on, by any process,
+    /// reaches [`ready_signals`](Store::ready_signals)' receivers; the
+    /// database notifies only while some claim-next may wait (docs/api.md,
+    /// "Wake-ups only while someone waits"). A waiter whose signals were not
+    /// [`armed`](ReadySignals::armed) calls this before it first waits, then
+    /// looks once more: a change committed before the call may have gone
+    /// unsignalled. Gives up after a bounded time (the database is
+    /// unreachable): the waiter's periodic look still finds the work.
+    async fn arm_ready_signals(&self) {}
 
     /// L5/L13: records every lease that has expired but not yet been
     /// observed: one `lease.expired` event each, the expiry count, and

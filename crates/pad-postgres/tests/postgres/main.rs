@@ -8,4 +8,5 @@ mod conformance;
 mod contention;
 mod group;
 mod instances;
+mod ready;
 mod tls;

@@ -1,0 +1,154 @@
+//! Wake-ups only while someone waits (docs/api.md): the database notifies
+//! `pad_ready` only while some instance is armed for a waiting claim-next,
+//! and arming waits for every change that looked for a waiter before it.
+//!
+//! Whether a change was notified is read from a listener of our own, by
+//! sending a marker notification after the change: notifications arrive in
+//! commit order, so the first one read says whether the change's came.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pad_core::NewItem;
+use pad_postgres::PgStore;
+use pad_store::{Actor, Store};
+use sqlx::postgres::PgListener;
+
+/// The payload of the first notification after `change` commits: the
+/// workspace's id if the change was notified, `marker` if not.
+async fn first_notified_after(listener: &mut PgListener, db: &sqlx::PgPool, change: impl Future) -> String {
+    change.await;
+    sqlx::query("NOTIFY pad_ready, 'marker'").execute(db).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.unwrap().unwrap();
+    let payload = n.payload().to_string();
+    if payload != "marker" {
+        // Read up to the marker, so the next call starts clean.
+        while tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.unwrap().unwrap().payload()
+            != "marker"
+        {}
+    }
+    payload
+}
+
+/// Waits for the store's own flag, not for a guessed time.
+async fn until_disarmed(store: &PgStore) {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while store.ready_armed() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the store never disarmed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_notify_only_while_a_claim_next_may_wait() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED changes_notify_only_while_a_claim_next_may_wait: {} is not set", common::ENV);
+    };
+    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    store.set_ready_linger(Duration::ZERO);
+    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut listener = PgListener::connect(&db.url).await.unwrap();
+    listener.listen("pad_ready").await.unwrap();
+    let create = |title: &'static str| {
+        let (store, ws) = (store.clone(), ws.clone());
+        async move {
+            store.create_item(&ws, owner, &NewItem { title: title.into(), ..Default::default() }).await.unwrap();
+        }
+    };
+
+    assert_eq!(
+        first_notified_after(&mut listener, &raw, create("no one waits")).await,
+        "marker",
+        "with no claim-next waiting, a change notifies no one"
+    );
+
+    let first = Store::ready_signals(&*store).expect("PostgreSQL signals other instances' changes");
+    assert!(!first.armed, "nothing armed the store yet");
+    Store::arm_ready_signals(&*store).await;
+    assert!(store.ready_armed());
+    let second = Store::ready_signals(&*store).unwrap();
+    assert!(second.armed, "a later subscriber finds the store armed and needs no extra look");
+    assert_eq!(
+        first_notified_after(&mut listener, &raw, create("someone waits")).await,
+        ws.id.to_string(),
+        "while armed, a change that makes an item ready is notified"
+    );
+
+    drop((first, second));
+    until_disarmed(&store).await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM ready_waiters").fetch_one(&raw).await.unwrap();
+    assert_eq!(rows, 0, "the instance's row is gone with its last waiter");
+    assert_eq!(
+        first_notified_after(&mut listener, &raw, create("no one waits again")).await,
+        "marker",
+        "once the last waiter left, changes notify no one again"
+    );
+}
+
+/// A change that looked for a waiter before the store armed, and has not
+/// committed: arming waits for it (so the waiter's next look sees it),
+/// and the change, having found no waiter, notifies no one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arming_waits_for_a_change_that_looked_before_it() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED arming_waits_for_a_change_that_looked_before_it: {} is not set", common::ENV);
+    };
+    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
+
+    // An event appended in a transaction left open: the trigger has looked.
+    let mut open = raw.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+         VALUES (1000000, $1, 'item.updated', 'TASK-1', $2, clock_timestamp(), '{}')",
+    )
+    .bind(ws.id)
+    .bind(owner.user_id)
+    .execute(&mut *open)
+    .await
+    .unwrap();
+
+    let sub = Store::ready_signals(&*store).unwrap();
+    let arming = {
+        let store = store.clone();
+        tokio::spawn(async move { Store::arm_ready_signals(&*store).await })
+    };
+    // The database's own word that the arming waits on the open change's lock.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ExclusiveLock'",
+            )
+            .fetch_one(&raw)
+            .await
+            .unwrap();
+            if waiting == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the arming never waited for the open change");
+    assert!(!store.ready_armed(), "not armed while an earlier change is open");
+    open.commit().await.unwrap();
+    arming.await.unwrap();
+    // The arming's own wait is bounded; on a busy machine it may have
+    // given up before the commit, while the database kept arming.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while !store.ready_armed() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("armed once the change committed");
+    drop(sub);
+}
