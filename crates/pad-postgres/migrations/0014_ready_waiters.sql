@@ -13,25 +13,56 @@ CREATE UNLOGGED TABLE ready_waiters (
     since timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
--- The notifying statement takes the shared advisory lock 8097863966176405876
--- ('pad_wait' as bytes) before it looks for a row; an instance arms by
--- inserting its row and taking the same lock exclusively in one transaction.
--- So either a statement's look (a fresh snapshot, taken after its lock) sees
--- the row, or the arming waited for that statement's transaction to end and
--- the waiter's next look sees its change: no change goes unseen.
+-- A statement that may make an item ready takes the shared advisory lock
+-- 8097863966176405876 ('pad_wait' as bytes; classid 1885430879, objid
+-- 2002872692 in pg_locks) until its transaction ends, and only then looks
+-- for a row, in a snapshot taken after the lock. So a transaction that looked
+-- before a row was committed still holds the lock when the row commits:
+-- `pad_ready_settled` waits for exactly those. Outside READ COMMITTED the
+-- look would use the transaction's first snapshot, so such a transaction
+-- always notifies.
 CREATE OR REPLACE FUNCTION pad_notify_ready() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT FROM new_events WHERE type NOT IN ('lease.claimed', 'comment.created')) THEN
         RETURN NULL;
     END IF;
     PERFORM pg_advisory_xact_lock_shared(8097863966176405876);
-    IF EXISTS (SELECT FROM ready_waiters) THEN
-        PERFORM pg_notify('pad_ready', ready.workspace_id::text)
-        FROM (
-            SELECT DISTINCT workspace_id FROM new_events
-            WHERE type NOT IN ('lease.claimed', 'comment.created')
-        ) ready;
+    IF current_setting('transaction_isolation') = 'read committed' AND NOT EXISTS (SELECT FROM ready_waiters) THEN
+        RETURN NULL;
     END IF;
+    PERFORM pg_notify('pad_ready', ready.workspace_id::text)
+    FROM (
+        SELECT DISTINCT workspace_id FROM new_events
+        WHERE type NOT IN ('lease.claimed', 'comment.created')
+    ) ready;
     RETURN NULL;
+END
+$$;
+
+-- Called once an instance's row is committed: waits until every transaction
+-- that held the lock above at the call has ended (each may have looked
+-- before the row existed), without queueing for the lock itself, so no
+-- writer ever waits for an instance to arm. True when they all ended; false
+-- when `wait` ran out first (the instance is not armed yet: try again).
+CREATE FUNCTION pad_ready_settled(wait interval) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + wait;
+    db oid := (SELECT oid FROM pg_database WHERE datname = current_database());
+    holders text[];
+BEGIN
+    SELECT array_agg(virtualtransaction) INTO holders FROM pg_locks
+    WHERE locktype = 'advisory' AND database = db AND classid = 1885430879 AND objid = 2002872692
+        AND objsubid = 1 AND granted;
+    WHILE holders IS NOT NULL AND EXISTS (
+        SELECT FROM pg_locks
+        WHERE locktype = 'advisory' AND database = db AND classid = 1885430879 AND objid = 2002872692
+            AND objsubid = 1 AND granted AND virtualtransaction = ANY (holders)
+    ) LOOP
+        IF clock_timestamp() > deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+    RETURN true;
 END
 $$;

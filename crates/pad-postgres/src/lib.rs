@@ -436,7 +436,6 @@ impl PgStore {
         self.peeks.waiting_and_paused()
     }
 
-    /// For tests: claims waiting for another claim's turn at a row lock.
     /// Tests: whether the database notifies this instance's waiters now
     /// (`ready.rs`).
     #[doc(hidden)]
@@ -450,6 +449,7 @@ impl PgStore {
         self.ready.set_linger(linger)
     }
 
+    /// For tests: claims waiting for another claim's turn at a row lock.
     #[doc(hidden)]
     pub fn claim_turns_waiting(&self) -> usize {
         self.peeks.waiting_for_turns()

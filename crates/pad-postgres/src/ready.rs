@@ -36,13 +36,19 @@ const ARM_WAIT: Duration = Duration::from_secs(5);
 /// waits again soon after finds it armed and needs no extra look.
 const LINGER: Duration = Duration::from_secs(10);
 
-/// Arms this connection's backend, in one transaction: removes the rows of
-/// backends that are gone, inserts its own, and takes the trigger's lock
-/// exclusively, which waits for every transaction that looked for a row
-/// before this one committed (migration `0014_ready_waiters.sql`).
+/// Arms this connection's backend, first of two steps: removes the rows of
+/// backends that are gone and inserts its own, committed.
 const ARM: &str = "DELETE FROM ready_waiters w WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = w.pid);
-INSERT INTO ready_waiters (pid) VALUES (pg_backend_pid()) ON CONFLICT DO NOTHING;
-SELECT pg_advisory_xact_lock(8097863966176405876);";
+INSERT INTO ready_waiters (pid) VALUES (pg_backend_pid()) ON CONFLICT DO NOTHING;";
+
+/// The second step: waits (at most [`SETTLE`]) for every transaction that
+/// may have looked for a row before this one committed (migration
+/// `0014_ready_waiters.sql`).
+const SETTLED: &str = "SELECT pad_ready_settled(make_interval(secs => $1))";
+
+/// How long one settling waits before the listener serves its notifications
+/// and tries again.
+const SETTLE: Duration = Duration::from_secs(1);
 
 const DISARM: &str = "DELETE FROM ready_waiters WHERE pid = pg_backend_pid()";
 
@@ -135,17 +141,23 @@ async fn listen(ready: Weak<Ready>, opts: PgConnectOptions) {
                 }
             },
         };
-        if let Err(e) = keep_armed(&r, l, &mut idle_since).await {
-            tracing::warn!(error = %e, "long polls: cannot arm the database's wake-ups; reconnecting");
-            r.disarmed();
-            let _ = r.tx.send(());
-            listener = None;
-            drop(r);
-            tokio::time::sleep(CHECK).await;
-            continue;
-        }
+        let settled = match keep_armed(&r, l, &mut idle_since).await {
+            Ok(settled) => settled,
+            Err(e) => {
+                tracing::warn!(error = %e, "long polls: cannot arm the database's wake-ups; reconnecting");
+                r.disarmed();
+                let _ = r.tx.send(());
+                listener = None;
+                drop(r);
+                tokio::time::sleep(CHECK).await;
+                continue;
+            }
+        };
+        // Not settled (a long transaction may have looked before the row):
+        // serve what was notified meanwhile, then try again soon.
+        let check = if settled { CHECK } else { Duration::from_millis(50) };
         let outcome = tokio::select! {
-            got = tokio::time::timeout(CHECK, l.try_recv()) => Some(got),
+            got = tokio::time::timeout(check, l.try_recv()) => Some(got),
             () = r.arm.notified() => None,
         };
         drop(r);
@@ -177,38 +189,50 @@ async fn listen(ready: Weak<Ready>, opts: PgConnectOptions) {
 }
 
 /// Arms when there are subscribers and the row is not in place; removes
-/// the row once there have been none for the linger time.
-async fn keep_armed(r: &Ready, l: &mut PgListener, idle_since: &mut Option<Instant>) -> sqlx::Result<()> {
+/// the row once there have been none for the linger time. False when an
+/// arming has not settled yet.
+async fn keep_armed(r: &Ready, l: &mut PgListener, idle_since: &mut Option<Instant>) -> sqlx::Result<bool> {
     let subscribers = r.tx.receiver_count() > 0;
     if subscribers {
         *idle_since = None;
         if !r.armed() {
             sqlx::raw_sql(ARM).execute(&mut *l).await?;
+            let settled: bool = sqlx::query_scalar(SETTLED).bind(SETTLE.as_secs_f64()).fetch_one(&mut *l).await?;
+            if !settled {
+                return Ok(false);
+            }
             r.armed.send_replace(true);
+            // A waiter woken while unarmed (after a lost connection) may
+            // have looked before a change that went unnotified: look again.
+            let _ = r.tx.send(());
         }
-        return Ok(());
+        return Ok(true);
     }
     if !r.armed() {
-        return Ok(());
+        return Ok(true);
     }
     let since = *idle_since.get_or_insert_with(Instant::now);
     if since.elapsed() < r.linger() {
-        return Ok(());
+        return Ok(true);
     }
     // Cleared before the count is read again, so a subscriber that read
     // "armed" is counted here and keeps the row.
     r.disarmed();
     if r.tx.receiver_count() > 0 {
         r.armed.send_replace(true);
-        return Ok(());
+        return Ok(true);
     }
     *idle_since = None;
     sqlx::query(DISARM).execute(&mut *l).await?;
-    Ok(())
+    Ok(true)
 }
 
 async fn subscribe(pool: &sqlx::PgPool) -> Result<PgListener, sqlx::Error> {
     let mut l = PgListener::connect_with(pool).await?;
+    // A lost connection is reported at once (`Ok(None)`), never replaced
+    // inside a `try_recv` this loop may cancel: the new connection's backend
+    // has no row, and the loop must know to arm it.
+    l.eager_reconnect(false);
     l.listen(CHANNEL).await?;
     Ok(l)
 }

@@ -33,14 +33,42 @@ async fn first_notified_after(listener: &mut PgListener, db: &sqlx::PgPool, chan
 }
 
 /// Waits for the store's own flag, not for a guessed time.
-async fn until_disarmed(store: &PgStore) {
+async fn until_armed(store: &PgStore) {
     tokio::time::timeout(Duration::from_secs(60), async {
-        while store.ready_armed() {
+        while !store.ready_armed() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("the store never disarmed");
+    .expect("the store never armed");
+}
+
+/// Waits until `ready_waiters` holds `n` rows: the database's own word.
+async fn until_rows(db: &sqlx::PgPool, n: i64) {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM ready_waiters").fetch_one(db).await.unwrap();
+            if rows == n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("ready_waiters never held {n} rows"));
+}
+
+/// Every payload notified up to a marker sent now.
+async fn notified_until_now(listener: &mut PgListener, db: &sqlx::PgPool) -> Vec<String> {
+    sqlx::query("NOTIFY pad_ready, 'marker'").execute(db).await.unwrap();
+    let mut got = Vec::new();
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.unwrap().unwrap();
+        if n.payload() == "marker" {
+            return got;
+        }
+        got.push(n.payload().to_string());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +99,9 @@ async fn changes_notify_only_while_a_claim_next_may_wait() {
     let first = Store::ready_signals(&*store).expect("PostgreSQL signals other instances' changes");
     assert!(!first.armed, "nothing armed the store yet");
     Store::arm_ready_signals(&*store).await;
-    assert!(store.ready_armed());
+    // The arming's own wait is bounded; on a busy machine it may give up
+    // while the listener goes on arming.
+    until_armed(&store).await;
     let second = Store::ready_signals(&*store).unwrap();
     assert!(second.armed, "a later subscriber finds the store armed and needs no extra look");
     assert_eq!(
@@ -81,9 +111,7 @@ async fn changes_notify_only_while_a_claim_next_may_wait() {
     );
 
     drop((first, second));
-    until_disarmed(&store).await;
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM ready_waiters").fetch_one(&raw).await.unwrap();
-    assert_eq!(rows, 0, "the instance's row is gone with its last waiter");
+    until_rows(&raw, 0).await;
     assert_eq!(
         first_notified_after(&mut listener, &raw, create("no one waits again")).await,
         "marker",
@@ -92,17 +120,23 @@ async fn changes_notify_only_while_a_claim_next_may_wait() {
 }
 
 /// A change that looked for a waiter before the store armed, and has not
-/// committed: arming waits for it (so the waiter's next look sees it),
-/// and the change, having found no waiter, notifies no one.
+/// committed: arming waits for it (so the waiter's next look sees it)
+/// without making any other writer wait, and the change, having found no
+/// waiter, notifies no one; a change made once the row is in place does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn arming_waits_for_a_change_that_looked_before_it() {
+async fn arming_waits_for_a_change_that_looked_before_it_and_blocks_no_writer() {
     let Some(db) = common::ScratchDb::create().await else {
-        return eprintln!("SKIPPED arming_waits_for_a_change_that_looked_before_it: {} is not set", common::ENV);
+        return eprintln!(
+            "SKIPPED arming_waits_for_a_change_that_looked_before_it_and_blocks_no_writer: {} is not set",
+            common::ENV
+        );
     };
     let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
     let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
     let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
     let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut listener = PgListener::connect(&db.url).await.unwrap();
+    listener.listen("pad_ready").await.unwrap();
 
     // An event appended in a transaction left open: the trigger has looked.
     let mut open = raw.begin().await.unwrap();
@@ -121,34 +155,69 @@ async fn arming_waits_for_a_change_that_looked_before_it() {
         let store = store.clone();
         tokio::spawn(async move { Store::arm_ready_signals(&*store).await })
     };
-    // The database's own word that the arming waits on the open change's lock.
+    until_rows(&raw, 1).await;
+    assert!(!store.ready_armed(), "not armed while a change that looked before the row is open");
+    let made = tokio::time::timeout(
+        Duration::from_secs(60),
+        store.create_item(&ws, owner, &NewItem { title: "meanwhile".into(), ..Default::default() }),
+    )
+    .await
+    .expect("a writer never waits for an instance to arm");
+    made.unwrap();
+    assert!(!store.ready_armed(), "still not armed: the open change has not ended");
+
+    open.commit().await.unwrap();
+    arming.await.unwrap();
+    until_armed(&store).await;
+    assert_eq!(
+        notified_until_now(&mut listener, &raw).await,
+        vec![ws.id.to_string()],
+        "the change made once the row was in place notified; the one that looked before it did not"
+    );
+    drop(sub);
+}
+
+/// The listening connection is cut while a claim-next waits: the store
+/// arms again under its new connection, and changes are notified again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_that_lost_its_connection_arms_again() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED a_listener_that_lost_its_connection_arms_again: {} is not set", common::ENV);
+    };
+    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut listener = PgListener::connect(&db.url).await.unwrap();
+    listener.listen("pad_ready").await.unwrap();
+
+    let mut sub = Store::ready_signals(&*store).unwrap();
+    Store::arm_ready_signals(&*store).await;
+    until_armed(&store).await;
+    let old: i32 = sqlx::query_scalar("SELECT pid FROM ready_waiters").fetch_one(&raw).await.unwrap();
+    let cut: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(old).fetch_one(&raw).await.unwrap();
+    assert!(cut);
+
+    // The waiter is woken (notifications may have been lost), and a row
+    // under a live backend other than the cut one comes back.
+    tokio::time::timeout(Duration::from_secs(60), sub.rx.recv()).await.expect("the waiter is woken").unwrap();
     tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ExclusiveLock'",
+            let live: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM ready_waiters w JOIN pg_stat_activity a ON a.pid = w.pid WHERE w.pid <> $1",
             )
+            .bind(old)
             .fetch_one(&raw)
             .await
             .unwrap();
-            if waiting == 1 {
-                break;
+            if live == 1 && store.ready_armed() {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("the arming never waited for the open change");
-    assert!(!store.ready_armed(), "not armed while an earlier change is open");
-    open.commit().await.unwrap();
-    arming.await.unwrap();
-    // The arming's own wait is bounded; on a busy machine it may have
-    // given up before the commit, while the database kept arming.
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while !store.ready_armed() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("armed once the change committed");
-    drop(sub);
+    .expect("the store never armed again");
+    store.create_item(&ws, owner, &NewItem { title: "after the cut".into(), ..Default::default() }).await.unwrap();
+    assert_eq!(notified_until_now(&mut listener, &raw).await, vec![ws.id.to_string()]);
 }
