@@ -18,17 +18,20 @@ CREATE UNLOGGED TABLE ready_waiters (
 -- 2002872692 in pg_locks) until its transaction ends, and only then looks
 -- for a row, in a snapshot taken after the lock. So a transaction that looked
 -- before a row was committed still holds the lock when the row commits:
--- `pad_ready_settled` waits for exactly those. Outside READ COMMITTED the
--- look would use the transaction's first snapshot, so such a transaction
--- always notifies.
+-- arming waits for exactly those (`pad_ready_holders`, then
+-- `pad_ready_settled`). Outside READ COMMITTED the look would use the
+-- transaction's first snapshot, so such a transaction always notifies (and
+-- takes no lock: no arming need wait for it).
 CREATE OR REPLACE FUNCTION pad_notify_ready() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT FROM new_events WHERE type NOT IN ('lease.claimed', 'comment.created')) THEN
         RETURN NULL;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(8097863966176405876);
-    IF current_setting('transaction_isolation') = 'read committed' AND NOT EXISTS (SELECT FROM ready_waiters) THEN
-        RETURN NULL;
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        PERFORM pg_advisory_xact_lock_shared(8097863966176405876);
+        IF NOT EXISTS (SELECT FROM ready_waiters) THEN
+            RETURN NULL;
+        END IF;
     END IF;
     PERFORM pg_notify('pad_ready', ready.workspace_id::text)
     FROM (
@@ -39,29 +42,35 @@ BEGIN
 END
 $$;
 
--- Called once an instance's row is committed: waits until every transaction
--- that held the lock above at the call has ended (each may have looked
--- before the row existed), without queueing for the lock itself, so no
--- writer ever waits for an instance to arm. True when they all ended; false
--- when `wait` ran out first (the instance is not armed yet: try again).
-CREATE FUNCTION pad_ready_settled(wait interval) RETURNS boolean LANGUAGE plpgsql AS $$
+-- The transactions holding the lock above now (their virtual ids), read once
+-- an instance's row is committed: each may have looked before the row existed.
+CREATE FUNCTION pad_ready_holders() RETURNS text[] LANGUAGE sql AS $$
+    SELECT coalesce(array_agg(virtualtransaction), '{}') FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = 1885430879 AND objid = 2002872692 AND objsubid = 1 AND granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+$$;
+
+-- Waits, at most `wait`, until none of `holders` holds the lock, without
+-- queueing for the lock itself, so no writer ever waits for an instance to
+-- arm; looks again every 5 ms at first, backing off to every 50 ms. True when
+-- they all ended; false when `wait` ran out first (the instance is not armed
+-- yet: the caller waits again for the same holders).
+CREATE FUNCTION pad_ready_settled(holders text[], wait interval) RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     deadline timestamptz := clock_timestamp() + wait;
-    db oid := (SELECT oid FROM pg_database WHERE datname = current_database());
-    holders text[];
+    pause float8 := 0.005;
 BEGIN
-    SELECT array_agg(virtualtransaction) INTO holders FROM pg_locks
-    WHERE locktype = 'advisory' AND database = db AND classid = 1885430879 AND objid = 2002872692
-        AND objsubid = 1 AND granted;
-    WHILE holders IS NOT NULL AND EXISTS (
+    WHILE EXISTS (
         SELECT FROM pg_locks
-        WHERE locktype = 'advisory' AND database = db AND classid = 1885430879 AND objid = 2002872692
-            AND objsubid = 1 AND granted AND virtualtransaction = ANY (holders)
+        WHERE locktype = 'advisory' AND classid = 1885430879 AND objid = 2002872692 AND objsubid = 1 AND granted
+            AND virtualtransaction = ANY (holders)
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
     ) LOOP
         IF clock_timestamp() > deadline THEN
             RETURN false;
         END IF;
-        PERFORM pg_sleep(0.002);
+        PERFORM pg_sleep(pause);
+        pause := least(pause * 2, 0.05);
     END LOOP;
     RETURN true;
 END

@@ -475,7 +475,7 @@ impl Backend for PgStore {
         Some(self.ready.subscribe())
     }
 
-    async fn arm_ready_signals(&self) {
+    async fn arm_ready_signals(&self) -> bool {
         self.ready.arm().await
     }
 }

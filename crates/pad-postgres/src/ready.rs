@@ -41,13 +41,15 @@ const LINGER: Duration = Duration::from_secs(10);
 const ARM: &str = "DELETE FROM ready_waiters w WHERE NOT EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = w.pid);
 INSERT INTO ready_waiters (pid) VALUES (pg_backend_pid()) ON CONFLICT DO NOTHING;";
 
-/// The second step: waits (at most [`SETTLE`]) for every transaction that
-/// may have looked for a row before this one committed (migration
-/// `0014_ready_waiters.sql`).
-const SETTLED: &str = "SELECT pad_ready_settled(make_interval(secs => $1))";
+/// The second step: the transactions that may have looked for a row before
+/// this one committed (migration `0014_ready_waiters.sql`)...
+const HOLDERS: &str = "SELECT pad_ready_holders()";
+
+/// ...and the wait, at most [`SETTLE`] at a time, until they have all ended.
+const SETTLED: &str = "SELECT pad_ready_settled($1, make_interval(secs => $2))";
 
 /// How long one settling waits before the listener serves its notifications
-/// and tries again.
+/// and waits again for the same holders.
 const SETTLE: Duration = Duration::from_secs(1);
 
 const DISARM: &str = "DELETE FROM ready_waiters WHERE pid = pg_backend_pid()";
@@ -89,17 +91,19 @@ impl Ready {
         pad_store::ReadySignals { rx, armed: *self.armed.borrow() }
     }
 
-    /// Waits until this instance is armed, for at most [`ARM_WAIT`].
-    pub(crate) async fn arm(&self) {
+    /// Waits until this instance is armed, for at most [`ARM_WAIT`]; false
+    /// when it is not armed by then.
+    pub(crate) async fn arm(&self) -> bool {
         let mut armed = self.armed.subscribe();
         if *armed.borrow_and_update() {
-            return;
+            return true;
         }
         self.arm.notify_one();
-        let _ = tokio::time::timeout(ARM_WAIT, armed.wait_for(|a| *a)).await;
+        tokio::time::timeout(ARM_WAIT, armed.wait_for(|a| *a)).await.is_ok()
     }
 
-    /// Tests: whether this instance's row is in place.
+    /// Whether this instance is armed: its row is in place and every
+    /// transaction that may have looked before it has ended.
     pub(crate) fn armed(&self) -> bool {
         *self.armed.borrow()
     }
@@ -113,16 +117,28 @@ impl Ready {
         Duration::from_millis(self.linger_ms.load(Ordering::Relaxed))
     }
 
-    /// The row is gone (or about to be): later subscribers arm again.
+    /// Not armed (the row is gone, about to be, or not settled): later
+    /// subscribers arm again.
     fn disarmed(&self) {
         self.armed.send_replace(false);
     }
 }
 
+/// What the listener knows of its connection's row.
+#[derive(Default)]
+struct Row {
+    /// Committed under this connection's backend.
+    present: bool,
+    /// The transactions the arming still waits for, until they have ended.
+    holders: Option<Vec<String>>,
+    /// Since when the row has had no subscriber.
+    idle_since: Option<Instant>,
+}
+
 async fn listen(ready: Weak<Ready>, opts: PgConnectOptions) {
     let pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(opts);
     let mut listener: Option<PgListener> = None;
-    let mut idle_since: Option<Instant> = None;
+    let mut row = Row::default();
     loop {
         let Some(r) = ready.upgrade() else { break };
         let l = match listener.as_mut() {
@@ -141,89 +157,103 @@ async fn listen(ready: Weak<Ready>, opts: PgConnectOptions) {
                 }
             },
         };
-        let settled = match keep_armed(&r, l, &mut idle_since).await {
+        let settled = match keep_armed(&r, l, &mut row).await {
             Ok(settled) => settled,
             Err(e) => {
                 tracing::warn!(error = %e, "long polls: cannot arm the database's wake-ups; reconnecting");
-                r.disarmed();
-                let _ = r.tx.send(());
-                listener = None;
+                lost(&r, &mut listener, &mut row);
                 drop(r);
                 tokio::time::sleep(CHECK).await;
                 continue;
             }
         };
         // Not settled (a long transaction may have looked before the row):
-        // serve what was notified meanwhile, then try again soon.
+        // serve what was notified meanwhile, then wait again soon.
         let check = if settled { CHECK } else { Duration::from_millis(50) };
         let outcome = tokio::select! {
             got = tokio::time::timeout(check, l.try_recv()) => Some(got),
             () = r.arm.notified() => None,
         };
-        drop(r);
         match outcome {
             None | Some(Err(_)) => {}
-            Some(Ok(Ok(Some(_)))) => wake(&ready),
-            // The connection was lost and re-established: notifications in
-            // between are gone, and the new connection's backend has no row.
-            Some(Ok(Ok(None))) => {
-                if let Some(r) = ready.upgrade() {
-                    r.disarmed();
-                }
-                wake(&ready)
+            Some(Ok(Ok(Some(_)))) => {
+                let _ = r.tx.send(());
             }
+            // The connection was lost: notifications since are gone, and
+            // its backend's row with it. A new one is made by `subscribe`,
+            // which nothing cancels.
+            Some(Ok(Ok(None))) => lost(&r, &mut listener, &mut row),
             Some(Ok(Err(e))) => {
                 tracing::warn!(error = %e, "long polls: the notification connection failed; reconnecting");
-                if let Some(r) = ready.upgrade() {
-                    r.disarmed();
-                }
-                listener = None;
+                lost(&r, &mut listener, &mut row);
+                drop(r);
                 tokio::time::sleep(CHECK).await;
             }
         }
     }
-    if let Some(mut l) = listener {
+    if let Some(mut l) = listener.filter(|_| row.present) {
         let _ = sqlx::query(DISARM).execute(&mut l).await;
     }
     pool.close().await;
 }
 
-/// Arms when there are subscribers and the row is not in place; removes
-/// the row once there have been none for the linger time. False when an
-/// arming has not settled yet.
-async fn keep_armed(r: &Ready, l: &mut PgListener, idle_since: &mut Option<Instant>) -> sqlx::Result<bool> {
-    let subscribers = r.tx.receiver_count() > 0;
-    if subscribers {
-        *idle_since = None;
-        if !r.armed() {
+/// The listening connection is gone, and with it its row: not armed, and
+/// every waiter looks again, since notifications may have been lost.
+fn lost(r: &Ready, listener: &mut Option<PgListener>, row: &mut Row) {
+    r.disarmed();
+    let _ = r.tx.send(());
+    *listener = None;
+    *row = Row::default();
+}
+
+/// Arms when there are subscribers and the instance is not armed; removes
+/// the row once it has had no subscriber for the linger time, settled or
+/// not. False while an arming waits for transactions that have not ended.
+async fn keep_armed(r: &Ready, l: &mut PgListener, row: &mut Row) -> sqlx::Result<bool> {
+    if r.tx.receiver_count() > 0 {
+        row.idle_since = None;
+        if r.armed() {
+            return Ok(true);
+        }
+        if !row.present {
             sqlx::raw_sql(ARM).execute(&mut *l).await?;
-            let settled: bool = sqlx::query_scalar(SETTLED).bind(SETTLE.as_secs_f64()).fetch_one(&mut *l).await?;
+            row.present = true;
+            row.holders = Some(sqlx::query_scalar(HOLDERS).fetch_one(&mut *l).await?);
+        }
+        if let Some(holders) = &row.holders {
+            let settled: bool =
+                sqlx::query_scalar(SETTLED).bind(holders).bind(SETTLE.as_secs_f64()).fetch_one(&mut *l).await?;
             if !settled {
                 return Ok(false);
             }
-            r.armed.send_replace(true);
-            // A waiter woken while unarmed (after a lost connection) may
-            // have looked before a change that went unnotified: look again.
-            let _ = r.tx.send(());
+            row.holders = None;
         }
+        // A waiter woken while unarmed (after a lost connection) may have
+        // looked before a change that went unnotified: look again. Sent
+        // before the flag is set, so whoever sees the flag has it queued.
+        let _ = r.tx.send(());
+        r.armed.send_replace(true);
         return Ok(true);
     }
-    if !r.armed() {
+    if !row.present {
         return Ok(true);
     }
-    let since = *idle_since.get_or_insert_with(Instant::now);
+    let since = *row.idle_since.get_or_insert_with(Instant::now);
     if since.elapsed() < r.linger() {
         return Ok(true);
     }
     // Cleared before the count is read again, so a subscriber that read
     // "armed" is counted here and keeps the row.
+    let was_armed = r.armed();
     r.disarmed();
     if r.tx.receiver_count() > 0 {
-        r.armed.send_replace(true);
+        if was_armed {
+            r.armed.send_replace(true);
+        }
         return Ok(true);
     }
-    *idle_since = None;
     sqlx::query(DISARM).execute(&mut *l).await?;
+    *row = Row::default();
     Ok(true)
 }
 
@@ -235,10 +265,4 @@ async fn subscribe(pool: &sqlx::PgPool) -> Result<PgListener, sqlx::Error> {
     l.eager_reconnect(false);
     l.listen(CHANNEL).await?;
     Ok(l)
-}
-
-fn wake(ready: &Weak<Ready>) {
-    if let Some(r) = ready.upgrade() {
-        let _ = r.tx.send(());
-    }
 }

@@ -67,17 +67,24 @@ impl ReadySignals {
         if Instant::now() >= deadline || *self.closing.borrow() {
             return false;
         }
+        let relook = (Instant::now() + self.relook).min(deadline);
         if let Some(store) = self.to_arm.take() {
             // A change committed before the store's signals were armed may
-            // have gone unsignalled: look once more before waiting.
+            // have gone unsignalled: look once more once they are. Until
+            // then the waiter still wakes as any waiter does.
             tokio::select! {
-                () = store.arm_ready_signals() => {}
-                () = tokio::time::sleep_until(deadline) => {}
+                armed = store.arm_ready_signals() => {
+                    if !armed {
+                        self.to_arm = Some(store);
+                    }
+                }
+                () = signal(&mut self.local) => self.to_arm = Some(store),
+                () = signal(&mut self.store) => self.to_arm = Some(store),
+                () = tokio::time::sleep_until(relook) => self.to_arm = Some(store),
                 _ = self.closing.changed() => return false,
             }
             return Instant::now() < deadline;
         }
-        let relook = (Instant::now() + self.relook).min(deadline);
         tokio::select! {
             () = signal(&mut self.local) => {}
             () = signal(&mut self.store) => {}

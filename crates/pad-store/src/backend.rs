@@ -37,7 +37,9 @@ pub trait Backend: Begin + AccountOps + ItemOps + LeaseOps + EventOps + WebhookO
     }
 
     /// See [`Store::arm_ready_signals`].
-    async fn arm_ready_signals(&self) {}
+    async fn arm_ready_signals(&self) -> bool {
+        true
+    }
 }
 
 /// Users, workspaces, members, tokens, sessions and kinds: reads, and the
@@ -274,7 +276,7 @@ impl<B: Backend> Store for B {
     fn ready_signals(&self) -> Option<ReadySignals> {
         Backend::ready_signals(self)
     }
-    async fn arm_ready_signals(&self) {
+    async fn arm_ready_signals(&self) -> bool {
         Backend::arm_ready_signals(self).await
     }
     async fn observe_expiries(&self) -> StoreResult<Vec<ObservedExpiry>> {

@@ -217,9 +217,12 @@ pub trait Store: Send + Sync + 'static {
     /// "Wake-ups only while someone waits"). A waiter whose signals were not
     /// [`armed`](ReadySignals::armed) calls this before it first waits, then
     /// looks once more: a change committed before the call may have gone
-    /// unsignalled. Gives up after a bounded time (the database is
-    /// unreachable): the waiter's periodic look still finds the work.
-    async fn arm_ready_signals(&self) {}
+    /// unsignalled. Gives up after a bounded time, answering false (the
+    /// database is unreachable, or a long transaction keeps the arming
+    /// waiting): the waiter's periodic look still finds the work.
+    async fn arm_ready_signals(&self) -> bool {
+        true
+    }
 
     /// L5/L13: records every lease that has expired but not yet been
     /// observed: one `lease.expired` event each, the expiry count, and

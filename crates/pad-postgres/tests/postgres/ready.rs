@@ -194,6 +194,9 @@ async fn a_listener_that_lost_its_connection_arms_again() {
     let mut sub = Store::ready_signals(&*store).unwrap();
     Store::arm_ready_signals(&*store).await;
     until_armed(&store).await;
+    // The wake-ups of the first connection and of the arming are in the
+    // queue: read them, so only the cut can wake the waiter below.
+    while sub.rx.try_recv().is_ok() {}
     let old: i32 = sqlx::query_scalar("SELECT pid FROM ready_waiters").fetch_one(&raw).await.unwrap();
     let cut: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(old).fetch_one(&raw).await.unwrap();
     assert!(cut);
@@ -218,6 +221,52 @@ async fn a_listener_that_lost_its_connection_arms_again() {
     })
     .await
     .expect("the store never armed again");
+    // The arming's own wake-up was sent before the flag was set: read it.
+    while sub.rx.try_recv().is_ok() {}
     store.create_item(&ws, owner, &NewItem { title: "after the cut".into(), ..Default::default() }).await.unwrap();
     assert_eq!(notified_until_now(&mut listener, &raw).await, vec![ws.id.to_string()]);
+    tokio::time::timeout(Duration::from_secs(60), sub.rx.recv())
+        .await
+        .expect("the store's new connection listens again")
+        .unwrap();
+}
+
+/// An arming that cannot settle (a transaction that looked before the row
+/// stays open), and its waiter leaves: the row goes anyway, so changes stop
+/// notifying no one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_whose_arming_never_settled_goes_with_its_last_waiter() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_row_whose_arming_never_settled_goes_with_its_last_waiter: {} is not set",
+            common::ENV
+        );
+    };
+    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    store.set_ready_linger(Duration::ZERO);
+    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut open = raw.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+         VALUES (1000000, $1, 'item.updated', 'TASK-1', $2, clock_timestamp(), '{}')",
+    )
+    .bind(ws.id)
+    .bind(owner.user_id)
+    .execute(&mut *open)
+    .await
+    .unwrap();
+
+    let sub = Store::ready_signals(&*store).unwrap();
+    let arming = {
+        let store = store.clone();
+        tokio::spawn(async move { Store::arm_ready_signals(&*store).await })
+    };
+    until_rows(&raw, 1).await;
+    drop(sub);
+    assert!(!arming.await.unwrap(), "never armed: the open change never ended");
+    until_rows(&raw, 0).await;
+    assert!(!store.ready_armed());
+    open.rollback().await.unwrap();
 }
