@@ -5,8 +5,11 @@ use super::{Db, quote};
 use crate::MoveError;
 use crate::value::Phys;
 
-/// Tables that belong to the tooling, not to pad's data.
-const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
+/// Tables that hold no pad data: the tooling's migrations table, and
+/// PostgreSQL's `ready_waiters`, which names the instances serving now
+/// (docs/api.md, "Wake-ups only while someone waits") and means nothing
+/// to another database.
+const NOT_DATA: [&str; 2] = ["_sqlx_migrations", "ready_waiters"];
 
 #[derive(Debug, Clone)]
 pub struct Column {
@@ -41,7 +44,7 @@ impl Table {
 }
 
 impl Db {
-    /// Names of pad's tables (not the migrations table, not SQLite's own).
+    /// Names of pad's tables (not [`NOT_DATA`], not SQLite's own).
     pub async fn table_names(&mut self) -> Result<Vec<String>, MoveError> {
         let sql = match self {
             Db::Sqlite(_) => {
@@ -54,7 +57,11 @@ impl Db {
             }
         };
         let rows = self.strings(sql, None).await?;
-        Ok(rows.into_iter().filter_map(|r| r.into_iter().next().flatten()).filter(|n| n != MIGRATIONS_TABLE).collect())
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .filter(|n| !NOT_DATA.contains(&n.as_str()))
+            .collect())
     }
 
     /// The versions of the migrations applied, or `None` if this is not a
