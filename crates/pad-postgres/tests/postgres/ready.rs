@@ -11,10 +11,60 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pad_core::NewItem;
+use pad_core::{NewItem, Workspace};
 use pad_postgres::PgStore;
 use pad_store::{Actor, Store};
 use sqlx::postgres::PgListener;
+
+/// A store over `db` with a workspace, a pool of the test's own and a
+/// listener of its own on `pad_ready`.
+struct Setup {
+    store: Arc<PgStore>,
+    owner: Actor,
+    ws: Workspace,
+    raw: sqlx::PgPool,
+    listener: PgListener,
+}
+
+async fn setup(db: &common::ScratchDb) -> Setup {
+    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut listener = PgListener::connect(&db.url).await.unwrap();
+    listener.listen("pad_ready").await.unwrap();
+    Setup { store, owner, ws, raw, listener }
+}
+
+/// A change left open after its event was appended: the trigger has
+/// looked for a waiter, and the transaction holds the lock until it ends.
+async fn open_change(raw: &sqlx::PgPool, ws: &Workspace, owner: Actor) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut open = raw.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+         VALUES (1000000, $1, 'item.updated', 'TASK-1', $2, clock_timestamp(), '{}')",
+    )
+    .bind(ws.id)
+    .bind(owner.user_id)
+    .execute(&mut *open)
+    .await
+    .unwrap();
+    open
+}
+
+/// A waiter's subscription and its arming, begun: returns once the row is
+/// committed (the database's word), with the arming still to settle.
+async fn begin_arming(
+    store: &Arc<PgStore>, raw: &sqlx::PgPool,
+) -> (pad_store::ReadySignals, tokio::task::JoinHandle<bool>) {
+    let sub = Store::ready_signals(&**store).unwrap();
+    let arming = {
+        let store = store.clone();
+        tokio::spawn(async move { Store::arm_ready_signals(&*store).await })
+    };
+    until_rows(raw, 1).await;
+    (sub, arming)
+}
 
 /// The payload of the first notification after `change` commits: the
 /// workspace's id if the change was notified, `marker` if not.
@@ -76,13 +126,8 @@ async fn changes_notify_only_while_a_claim_next_may_wait() {
     let Some(db) = common::ScratchDb::create().await else {
         return eprintln!("SKIPPED changes_notify_only_while_a_claim_next_may_wait: {} is not set", common::ENV);
     };
-    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    let Setup { store, owner, ws, raw, mut listener } = setup(&db).await;
     store.set_ready_linger(Duration::ZERO);
-    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
-    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
-    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let mut listener = PgListener::connect(&db.url).await.unwrap();
-    listener.listen("pad_ready").await.unwrap();
     let create = |title: &'static str| {
         let (store, ws) = (store.clone(), ws.clone());
         async move {
@@ -131,31 +176,11 @@ async fn arming_waits_for_a_change_that_looked_before_it_and_blocks_no_writer() 
             common::ENV
         );
     };
-    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
-    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
-    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
-    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let mut listener = PgListener::connect(&db.url).await.unwrap();
-    listener.listen("pad_ready").await.unwrap();
+    let Setup { store, owner, ws, raw, mut listener } = setup(&db).await;
 
-    // An event appended in a transaction left open: the trigger has looked.
-    let mut open = raw.begin().await.unwrap();
-    sqlx::query(
-        "INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
-         VALUES (1000000, $1, 'item.updated', 'TASK-1', $2, clock_timestamp(), '{}')",
-    )
-    .bind(ws.id)
-    .bind(owner.user_id)
-    .execute(&mut *open)
-    .await
-    .unwrap();
+    let open = open_change(&raw, &ws, owner).await;
 
-    let sub = Store::ready_signals(&*store).unwrap();
-    let arming = {
-        let store = store.clone();
-        tokio::spawn(async move { Store::arm_ready_signals(&*store).await })
-    };
-    until_rows(&raw, 1).await;
+    let (sub, arming) = begin_arming(&store, &raw).await;
     assert!(!store.ready_armed(), "not armed while a change that looked before the row is open");
     let made = tokio::time::timeout(
         Duration::from_secs(60),
@@ -184,12 +209,7 @@ async fn a_listener_that_lost_its_connection_arms_again() {
     let Some(db) = common::ScratchDb::create().await else {
         return eprintln!("SKIPPED a_listener_that_lost_its_connection_arms_again: {} is not set", common::ENV);
     };
-    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
-    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
-    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
-    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let mut listener = PgListener::connect(&db.url).await.unwrap();
-    listener.listen("pad_ready").await.unwrap();
+    let Setup { store, owner, ws, raw, mut listener } = setup(&db).await;
 
     let mut sub = Store::ready_signals(&*store).unwrap();
     Store::arm_ready_signals(&*store).await;
@@ -242,28 +262,11 @@ async fn a_row_whose_arming_never_settled_goes_with_its_last_waiter() {
             common::ENV
         );
     };
-    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    let Setup { store, owner, ws, raw, .. } = setup(&db).await;
     store.set_ready_linger(Duration::ZERO);
-    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
-    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
-    let raw = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let mut open = raw.begin().await.unwrap();
-    sqlx::query(
-        "INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
-         VALUES (1000000, $1, 'item.updated', 'TASK-1', $2, clock_timestamp(), '{}')",
-    )
-    .bind(ws.id)
-    .bind(owner.user_id)
-    .execute(&mut *open)
-    .await
-    .unwrap();
+    let open = open_change(&raw, &ws, owner).await;
 
-    let sub = Store::ready_signals(&*store).unwrap();
-    let arming = {
-        let store = store.clone();
-        tokio::spawn(async move { Store::arm_ready_signals(&*store).await })
-    };
-    until_rows(&raw, 1).await;
+    let (sub, arming) = begin_arming(&store, &raw).await;
     drop(sub);
     assert!(!arming.await.unwrap(), "never armed: the open change never ended");
     until_rows(&raw, 0).await;
