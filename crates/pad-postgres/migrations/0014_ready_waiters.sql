@@ -23,8 +23,13 @@ CREATE UNLOGGED TABLE ready_waiters (
 -- transaction's first snapshot, so such a transaction always notifies (and
 -- takes no lock: no arming need wait for it).
 CREATE OR REPLACE FUNCTION pad_notify_ready() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    ready bigint[] := (
+        SELECT array_agg(DISTINCT workspace_id) FROM new_events
+        WHERE type NOT IN ('lease.claimed', 'comment.created')
+    );
 BEGIN
-    IF NOT EXISTS (SELECT FROM new_events WHERE type NOT IN ('lease.claimed', 'comment.created')) THEN
+    IF ready IS NULL THEN
         RETURN NULL;
     END IF;
     IF current_setting('transaction_isolation') = 'read committed' THEN
@@ -33,11 +38,7 @@ BEGIN
             RETURN NULL;
         END IF;
     END IF;
-    PERFORM pg_notify('pad_ready', ready.workspace_id::text)
-    FROM (
-        SELECT DISTINCT workspace_id FROM new_events
-        WHERE type NOT IN ('lease.claimed', 'comment.created')
-    ) ready;
+    PERFORM pg_notify('pad_ready', ws::text) FROM unnest(ready) AS ws;
     RETURN NULL;
 END
 $$;
@@ -60,12 +61,7 @@ DECLARE
     deadline timestamptz := clock_timestamp() + wait;
     pause float8 := 0.005;
 BEGIN
-    WHILE EXISTS (
-        SELECT FROM pg_locks
-        WHERE locktype = 'advisory' AND classid = 1885430879 AND objid = 2002872692 AND objsubid = 1 AND granted
-            AND virtualtransaction = ANY (holders)
-            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    ) LOOP
+    WHILE pad_ready_holders() && holders LOOP
         IF clock_timestamp() > deadline THEN
             RETURN false;
         END IF;
