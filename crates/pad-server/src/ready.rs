@@ -72,16 +72,15 @@ impl ReadySignals {
             // A change committed before the store's signals were armed may
             // have gone unsignalled: look once more once they are. Until
             // then the waiter still wakes as any waiter does.
-            tokio::select! {
-                armed = store.arm_ready_signals() => {
-                    if !armed {
-                        self.to_arm = Some(store);
-                    }
-                }
-                () = signal(&mut self.local) => self.to_arm = Some(store),
-                () = signal(&mut self.store) => self.to_arm = Some(store),
-                () = tokio::time::sleep_until(relook) => self.to_arm = Some(store),
+            let armed = tokio::select! {
+                armed = store.arm_ready_signals() => armed,
+                () = signal(&mut self.local) => false,
+                () = signal(&mut self.store) => false,
+                () = tokio::time::sleep_until(relook) => false,
                 _ = self.closing.changed() => return false,
+            };
+            if !armed {
+                self.to_arm = Some(store);
             }
             return Instant::now() < deadline;
         }

@@ -70,16 +70,7 @@ async fn begin_arming(
 /// workspace's id if the change was notified, `marker` if not.
 async fn first_notified_after(listener: &mut PgListener, db: &sqlx::PgPool, change: impl Future) -> String {
     change.await;
-    sqlx::query("NOTIFY pad_ready, 'marker'").execute(db).await.unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.unwrap().unwrap();
-    let payload = n.payload().to_string();
-    if payload != "marker" {
-        // Read up to the marker, so the next call starts clean.
-        while tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.unwrap().unwrap().payload()
-            != "marker"
-        {}
-    }
-    payload
+    notified_until_now(listener, db).await.into_iter().next().unwrap_or_else(|| "marker".into())
 }
 
 /// Waits for the store's own flag, not for a guessed time.
