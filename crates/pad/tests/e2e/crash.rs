@@ -37,9 +37,11 @@ async fn crash_under_load(servers: &mut [TestServer], kills: u32, label: &str) -
     let recorder = Arc::new(Recorder::new(BOUND));
     let load = Load::start(&urls, &token, 6, 8, recorder).await;
     let started = Instant::now();
+    let mut killed_at = Vec::new();
     for k in 0..kills {
         tokio::time::sleep(Duration::from_millis(rand::random_range(100..600))).await;
         let server = &mut servers[k as usize % urls.len()];
+        killed_at.push(common::history::now());
         // `restart` is SIGKILL, then a new `pad serve` on the same address
         // and database; it panics unless the new one starts listening.
         tokio::task::block_in_place(|| server.restart());
@@ -53,6 +55,12 @@ async fn crash_under_load(servers: &mut [TestServer], kills: u32, label: &str) -
     let finals = recorder.read_back(&client, "default").await;
     let report = recorder.check(&finals);
     println!("{label}: {kills} kills survived in {:.1?}; {report}", started.elapsed());
+    if !report.violations.is_empty() || !report.hung.is_empty() {
+        println!("{label}: kills sent at {killed_at:?}");
+        for s in servers.iter() {
+            println!("{label}: the log of the server at {}:\n{}", s.url, s.log());
+        }
+    }
     report
 }
 
@@ -265,8 +273,11 @@ mod checker {
     #[test]
     fn checker_finds_a_duplicate_or_decreasing_epoch() {
         let es = vec![claim("a", 1, 0), release("a", 1, 100, Outcome::Released(true)), claim("b", 1, 200)];
-        let v = violations(&es, &HashMap::new());
-        assert!(v.iter().any(|m| m.contains("names two grants")), "{v:?}");
+        let report = check(&es, &HashMap::new());
+        assert!(report.violations.iter().any(|m| m.contains("names two grants")), "{report:?}");
+        // A failure lists every request that named the item, in send order.
+        assert_eq!(report.evidence.len(), 3, "{report:?}");
+        assert!(report.evidence[2].starts_with("b sent"), "{report:?}");
         let es = vec![claim("a", 2, 0), release("a", 2, 100, Outcome::Released(true)), claim("b", 1, 200)];
         let v = violations(&es, &HashMap::new());
         assert!(v.iter().any(|m| m.contains("epoch 1 acquired at")), "{v:?}");

@@ -311,13 +311,22 @@ pub struct Report {
     /// The longest a request took, answered or not.
     pub slowest: TimeDelta,
     pub violations: Vec<String>,
+    /// Every request that named an item with a violation, in send order:
+    /// what a rare failure in CI needs to be understood afterwards.
+    pub evidence: Vec<String>,
 }
 
 impl Report {
     /// Panics, listing what is wrong, unless the history was correct and no
     /// request hung.
     pub fn assert_ok(&self) {
-        assert!(self.violations.is_empty(), "{} violations:\n{}", self.violations.len(), self.violations.join("\n"));
+        assert!(
+            self.violations.is_empty(),
+            "{} violations:\n{}\nthe requests that named those items:\n{}",
+            self.violations.len(),
+            self.violations.join("\n"),
+            self.evidence.join("\n")
+        );
         assert!(self.hung.is_empty(), "{} requests hung:\n{}", self.hung.len(), self.hung.join("\n"));
     }
 
@@ -585,6 +594,29 @@ pub fn check(entries: &[Entry], finals: &HashMap<String, Final>) -> Report {
             ));
         }
     }
+    report.evidence = evidence(entries, &v);
     report.violations = v;
     report
+}
+
+/// The item an entry's request or answer names, if any.
+fn named_item(e: &Entry) -> Option<&str> {
+    match (&e.op, &e.outcome) {
+        (_, Outcome::Lease { item, .. } | Outcome::Written { item, .. }) => Some(item),
+        (Op::Claim { item, .. } | Op::Renew { item, .. } | Op::Release { item, .. } | Op::Update { item, .. }, _) => {
+            Some(item)
+        }
+        _ => None,
+    }
+}
+
+/// The entries naming an item that a violation (`"{item}: ..."`) names.
+fn evidence(entries: &[Entry], violations: &[String]) -> Vec<String> {
+    let items: HashSet<&str> = violations.iter().filter_map(|v| v.split_once(':').map(|(i, _)| i)).collect();
+    let mut named: Vec<&Entry> = entries.iter().filter(|e| named_item(e).is_some_and(|i| items.contains(i))).collect();
+    named.sort_by_key(|e| e.sent);
+    named
+        .iter()
+        .map(|e| format!("{} sent {} answered {}: {:?} -> {:?}", e.worker, e.sent, e.received, e.op, e.outcome))
+        .collect()
 }
