@@ -57,6 +57,26 @@ async fn crash_under_load(servers: &mut [TestServer], kills: u32, label: &str) -
     println!("{label}: {kills} kills survived in {:.1?}; {report}", started.elapsed());
     if !report.violations.is_empty() || !report.hung.is_empty() {
         println!("{label}: kills sent at {killed_at:?}");
+        // What the store kept of those items: whether a grant that was
+        // answered is there tells a lost commit from a stale read.
+        let items: HashSet<&str> =
+            report.violations.iter().filter_map(|v| v.split_once(':').map(|(item, _)| item)).collect();
+        for item in items {
+            let query = pad_core::api::EventsQuery {
+                item_ref: Some(item.to_string()),
+                limit: Some(1000),
+                ..Default::default()
+            };
+            match client.events_where("default", &query).await {
+                Ok(events) => {
+                    println!("{label}: the events stored for {item}:");
+                    for e in events {
+                        println!("  {} {} {:?} {}", e.id, e.at, e.kind, e.data);
+                    }
+                }
+                Err(e) => println!("{label}: the events of {item} could not be read: {e}"),
+            }
+        }
         for s in servers.iter() {
             println!("{label}: the log of the server at {}:\n{}", s.url, s.log());
         }
