@@ -11,8 +11,10 @@
 //! The guarantees: a flow's result is returned only after the `COMMIT` of
 //! its batch succeeded (acknowledged means committed); a flow that fails or
 //! is abandoned rolls back to its savepoint, so it leaves no partial write
-//! and its neighbours in the batch still commit; a batch whose commit fails
-//! fails every flow in it. Statements run on the caller's thread (they take
+//! and its neighbours in the batch still commit; such a flow, which may
+//! answer from what earlier flows of the batch wrote, commits the batch
+//! before it lets go of the writer (no answer tells of an uncommitted
+//! write); a batch whose commit fails fails every flow in it. Statements run on the caller's thread (they take
 //! microseconds). A flow that ends with nobody queued behind it commits its
 //! batch itself when commits do not wait on the disk (`synchronous=normal`):
 //! a lone writer then pays no hand-over to the committer. Otherwise the
@@ -71,6 +73,9 @@ impl Drop for Queued<'_> {
 pub(crate) struct Batching {
     conn: Connection,
     batch: Option<watch::Sender<Outcome>>,
+    /// Flows of the open batch that ended with their writes kept: what a
+    /// flow after them reads may be theirs, not yet committed.
+    kept: usize,
     /// The WAL file, kept under its hard bound (`checkpoint.rs`).
     wal: PathBuf,
     /// Keeps pad's readers out while the log is truncated.
@@ -102,6 +107,11 @@ impl Batching {
     }
 
     /// Undoes one flow: its savepoint only, unless the batch itself is gone.
+    /// A flow undone may still answer from what it read (a refusal names
+    /// the lease that refused it), and that may be an earlier flow's write
+    /// in this batch: so the batch commits now, before the answer can
+    /// leave, as it would before a kept flow's (docs/operations.md, "SQLite
+    /// writes: group commit").
     fn undo(&mut self) {
         if self.batch.is_none() {
             return;
@@ -111,6 +121,8 @@ impl Batching {
             self.abort(e);
         } else if self.conn.is_autocommit() {
             self.abort(ended_on_error());
+        } else if self.kept > 0 {
+            self.commit();
         }
     }
 
@@ -119,6 +131,7 @@ impl Batching {
         if !self.conn.is_autocommit() {
             let _ = run(&self.conn, "ROLLBACK");
         }
+        self.kept = 0;
         if let Some(batch) = self.batch.take() {
             batch.send_replace(Some(Err(e)));
         }
@@ -127,6 +140,7 @@ impl Batching {
     /// Commits the open batch, if any, and tells its flows.
     fn commit(&mut self) {
         let Some(batch) = self.batch.take() else { return };
+        self.kept = 0;
         let outcome = if self.conn.is_autocommit() { Err(ended_on_error()) } else { run(&self.conn, "COMMIT") };
         if outcome.is_err() && !self.conn.is_autocommit() {
             let _ = run(&self.conn, "ROLLBACK");
@@ -155,7 +169,7 @@ impl Writer {
         // size says how much log there is, not how much there once was.
         conn.pragma_update_and_check(None, "journal_size_limit", checkpoint::WAL_SOFT_BYTES.cast_signed(), |_| Ok(()))
             .map_err(db)?;
-        let shared = Arc::new(Mutex::new(Batching { conn, batch: None, wal, gate }));
+        let shared = Arc::new(Mutex::new(Batching { conn, batch: None, kept: 0, wal, gate }));
         let (kick, kicks) = mpsc::channel();
         let committer = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -229,6 +243,7 @@ impl Tx {
             held.undo();
             return Err(e);
         }
+        held.kept += 1;
         if self.signals.inline && self.signals.queued.load(Ordering::Acquire) == 0 {
             // Nobody to share the batch with: commit it now, here.
             held.commit();
@@ -285,9 +300,11 @@ mod tests {
     }
 
     /// Flows queued behind an open one all join its batch (the committer
-    /// queues after them); the odd ones write, then fail on a constraint and
-    /// give up. Every even key must be committed and acknowledged, no odd
-    /// key may be, and failures and successes must have shared a batch.
+    /// queues after them); the last ten to queue write, then fail on a
+    /// constraint and give up. Every key of the others must be committed and
+    /// acknowledged, none of the failed ones', and the first failure must
+    /// have shared its batch with the successes before it (a flow that gives
+    /// up commits the batch it read: the next test).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failing_flow_leaves_its_batch_neighbours_committed() {
         failing_flows_in_a_batch(true).await;
@@ -304,26 +321,29 @@ mod tests {
         let (w, path) = writer_committing(&dir, inline);
         let (w, clock) = (Arc::new(w), Arc::new(Clock::default()));
         let first = w.begin(&clock).await.unwrap();
-        let tasks: Vec<_> = (1..=100_i64)
-            .map(|k| {
-                let (w, clock) = (Arc::clone(&w), Arc::clone(&clock));
-                tokio::spawn(async move {
-                    let tx = w.begin(&clock).await.unwrap();
-                    let batch = tx.done.clone();
-                    tx.conn().exec("INSERT INTO t (k) VALUES (?)", [k]).unwrap();
-                    if k % 2 == 1 {
-                        assert!(tx.conn().exec("INSERT INTO t (k) VALUES (?)", [k]).is_err(), "the duplicate fails");
-                        drop(tx);
-                        (k, batch, false)
-                    } else {
-                        tx.commit().await.unwrap();
-                        (k, batch, true)
-                    }
-                })
+        let flow = |k: i64| {
+            let (w, clock) = (Arc::clone(&w), Arc::clone(&clock));
+            tokio::spawn(async move {
+                let tx = w.begin(&clock).await.unwrap();
+                let batch = tx.done.clone();
+                tx.conn().exec("INSERT INTO t (k) VALUES (?)", [k]).unwrap();
+                if k > 90 {
+                    assert!(tx.conn().exec("INSERT INTO t (k) VALUES (?)", [k]).is_err(), "the duplicate fails");
+                    drop(tx);
+                    (k, batch, false)
+                } else {
+                    tx.commit().await.unwrap();
+                    (k, batch, true)
+                }
             })
-            .collect();
-        // Wait until every flow is queued on the writer (its own count, not a
-        // guess at how long spawning takes), then end the first one.
+        };
+        // Each group waits until it is queued on the writer (its own count,
+        // not a guess at how long spawning takes); then the first flow ends.
+        let mut tasks: Vec<_> = (1..=90).map(flow).collect();
+        while w.signals.queued.load(Ordering::Acquire) < 90 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        tasks.extend((91..=100).map(flow));
         while w.signals.queued.load(Ordering::Acquire) < 100 {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
@@ -334,7 +354,7 @@ mod tests {
         for t in tasks {
             done.push(t.await.unwrap());
         }
-        assert_eq!(keys(&path), (0..=100).step_by(2).collect::<Vec<_>>());
+        assert_eq!(keys(&path), (0..=90).collect::<Vec<_>>());
         let shared = done.iter().filter(|(_, b, _)| b.same_channel(&first_batch)).count();
         assert!(shared > 1, "flows that queued behind the first joined its batch ({shared} did)");
         assert!(
@@ -369,6 +389,45 @@ mod tests {
         let bound = crate::checkpoint::WAL_HARD_BYTES + 256 * 1024;
         assert!(largest <= bound, "the WAL reached {largest} bytes; the bound is {bound}");
         assert!(largest > crate::checkpoint::WAL_SOFT_BYTES, "the test wrote enough to need the bound ({largest})");
+    }
+
+    /// A flow that ends without committing (a refusal, say) may have read
+    /// what flows before it in the batch wrote: its answer may name it, so
+    /// that must be committed before the flow lets go of the writer. A reads
+    /// and writes; B, queued behind it, reads A's write and gives up; C,
+    /// queued behind B, holds the writer (so the committer, queued behind
+    /// C, cannot run). A's write must already be committed: another
+    /// connection reads it. Run with `inline` both ways.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flow_that_gives_up_commits_what_it_may_have_read() {
+        for inline in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let (w, path) = writer_committing(&dir, inline);
+            let (w, clock) = (Arc::new(w), Arc::new(Clock::default()));
+            let a = w.begin(&clock).await.unwrap();
+            let queue = |w: &Arc<Writer>, clock: &Arc<Clock>| {
+                let (w, clock) = (Arc::clone(w), Arc::clone(clock));
+                tokio::spawn(async move { w.begin(&clock).await.unwrap() })
+            };
+            let b = queue(&w, &clock);
+            while w.signals.queued.load(Ordering::Acquire) < 1 {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            let c = queue(&w, &clock);
+            while w.signals.queued.load(Ordering::Acquire) < 2 {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            a.conn().exec("INSERT INTO t (k) VALUES (1)", []).unwrap();
+            let a_done = tokio::spawn(a.commit());
+            let b = b.await.unwrap();
+            let seen: i64 = b.conn().scalar("SELECT count(*) FROM t", []).unwrap();
+            assert_eq!(seen, 1, "B reads A's write inside the batch");
+            drop(b);
+            let c = c.await.unwrap();
+            assert_eq!(keys(&path), vec![1], "what B read is committed once B let go (inline: {inline})");
+            drop(c);
+            a_done.await.unwrap().unwrap();
+        }
     }
 
     /// A flow dropped before it commits (a caller that went away) leaves

@@ -497,11 +497,11 @@ pub fn check(entries: &[Entry], finals: &HashMap<String, Final>) -> Report {
     // Epochs: one grant each, increasing with acquisition.
     let mut per_item: BTreeMap<&str, Vec<(i64, &LeaseFacts)>> = BTreeMap::new();
     for ((item, epoch), f) in &leases {
-        let (holder, at, _) = &f.seen[0];
+        let (holder, at, first) = &f.seen[0];
         for (h, a, how) in &f.seen[1..] {
             if h != holder || a != at {
                 v.push(format!(
-                    "{item}: epoch {epoch} names two grants: {holder} acquired at {at}, and {h} acquired at {a} ({how})"
+                    "{item}: epoch {epoch} names two grants: {holder} acquired at {at} ({first}), and {h} acquired at {a} ({how})"
                 ));
             }
         }
