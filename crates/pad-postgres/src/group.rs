@@ -182,8 +182,7 @@ impl Call {
                 if self.run(&mut tx).await {
                     tx.commit().await.err()
                 } else {
-                    tx.rollback().await;
-                    None
+                    tx.rollback().await.err()
                 }
             }
         };
@@ -464,7 +463,8 @@ impl Group {
             }
             return;
         }
-        tx.rollback().await;
+        // Nothing of the batch is answered: every call runs again alone.
+        let _ = tx.rollback().await;
         self.state().stats.rerun += 1;
         futures::future::join_all(batch.into_iter().map(|call| call.alone(self))).await;
     }

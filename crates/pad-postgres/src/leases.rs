@@ -215,7 +215,7 @@ pub(crate) async fn renew_alone(pool: &PgPool, ws: &Workspace, r: &ItemRef, req:
             drop(conn);
             let mut tx = Tx::begin_on(pool).await?;
             let error = steps::explain_lost(&mut tx, item, req.handle, error).await;
-            tx.rollback().await;
+            tx.rollback().await?;
             Err(error)
         }
     }

@@ -291,9 +291,12 @@ impl WriteTx for Tx {
         self.conn.commit().await.map_err(db)
     }
 
-    async fn rollback(self) {
-        // Drops the row locks now rather than when the pool recycles the connection.
+    async fn rollback(self) -> StoreResult<()> {
+        // Drops the row locks now rather than when the pool recycles the
+        // connection. What was read was committed (read committed), so it
+        // stands whatever the rollback's fate.
         let _ = self.conn.rollback().await;
+        Ok(())
     }
 }
 

@@ -21,54 +21,15 @@ impl LeaseOps for SqliteStore {
     async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
         let ttl = req.validate(&ws.settings)?;
         let mut tx = self.begin().await?;
-        let now = tx.now;
-        let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
-        let claimant = req.claimant();
-        match lease::decide_renew(&locked.slot, &claimant, req.handle, ttl, now) {
-            RenewDecision::Renewed(l) => {
-                write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
-                tx.commit().await?;
-                Ok(l)
-            }
-            RenewDecision::Lost(live) => {
-                Err(steps::explain_lost(&mut tx, locked.id, req.handle, StoreError::lost(live, now)).await)
-            }
-            RenewDecision::Held(l) => Err(StoreError::held(l, now)),
-        }
+        let renewed = renew_in(&mut tx, ws, r, req, ttl).await;
+        steps::finish(tx, renewed.map(|l| (l, true))).await
     }
 
     async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
         req.validate()?;
         let mut tx = self.begin().await?;
-        let now = tx.now;
-        let locked = tx.lock_item(ws, r).await?;
-        let claimant = req.claimant();
-        let (lease, kind) = match lease::decide_release(&locked.slot, &claimant, req.handle, req.force, now) {
-            ReleaseDecision::NoLiveLease => {
-                // L5/L13: a recorded but expired lease is observed here, once.
-                if let Some(old) = locked.slot.current {
-                    steps::expire(&mut tx, ws, locked.id, r, old, now).await?;
-                    tx.commit().await?;
-                }
-                return Ok(ReleaseOutcome::no_live_lease());
-            }
-            ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
-            ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
-            ReleaseDecision::Released(l) => (l, LeaseEnd::Released),
-            ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken),
-        };
-        tx.end_lease(locked.id, kind, now).await?;
-        if kind == LeaseEnd::Released && req.succeeded {
-            tx.record_success(locked.id, now).await?;
-        }
-        if kind == LeaseEnd::Broken {
-            SqliteStore::record_break(tx.conn(), locked.id, &lease, req.reason.as_deref(), req.actor)?;
-        }
-        let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
-        let data = shared::event::ended(&lease, kind, req.reason.as_deref());
-        tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
-        tx.commit().await?;
-        Ok(ReleaseOutcome::ended(lease, kind, now))
+        let released = release_in(&mut tx, ws, r, req).await;
+        steps::finish(tx, released).await
     }
 
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
@@ -221,6 +182,61 @@ impl LeaseSteps for Tx {
         )?;
         Ok(())
     }
+}
+
+/// L4 inside `tx`; on an error the caller rolls back.
+async fn renew_in(
+    tx: &mut Tx, ws: &Workspace, r: &ItemRef, req: &RenewRequest, ttl: Option<lease::Ttl>,
+) -> StoreResult<Lease> {
+    let now = tx.now;
+    let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
+    match lease::decide_renew(&locked.slot, &req.claimant(), req.handle, ttl, now) {
+        RenewDecision::Renewed(l) => {
+            write_lease(tx.conn(), locked.id, &l, req.note.as_deref())?;
+            Ok(l)
+        }
+        RenewDecision::Lost(live) => {
+            Err(steps::explain_lost(tx, locked.id, req.handle, StoreError::lost(live, now)).await)
+        }
+        RenewDecision::Held(l) => Err(StoreError::held(l, now)),
+    }
+}
+
+/// L6 inside `tx`, and whether it wrote anything to keep; on an error the
+/// caller rolls back.
+async fn release_in(
+    tx: &mut Tx, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest,
+) -> StoreResult<(ReleaseOutcome, bool)> {
+    let now = tx.now;
+    let locked = tx.lock_item(ws, r).await?;
+    let (lease, kind) = match lease::decide_release(&locked.slot, &req.claimant(), req.handle, req.force, now) {
+        ReleaseDecision::NoLiveLease => {
+            // L5/L13: a recorded but expired lease is observed here, once.
+            let expired = match locked.slot.current {
+                Some(old) => {
+                    steps::expire(tx, ws, locked.id, r, old, now).await?;
+                    true
+                }
+                None => false,
+            };
+            return Ok((ReleaseOutcome::no_live_lease(), expired));
+        }
+        ReleaseDecision::Held(l) => return Err(StoreError::held(l, now)),
+        ReleaseDecision::Lost(l) => return Err(StoreError::lost(Some(l), now)),
+        ReleaseDecision::Released(l) => (l, LeaseEnd::Released),
+        ReleaseDecision::Broken(l) => (l, LeaseEnd::Broken),
+    };
+    tx.end_lease(locked.id, kind, now).await?;
+    if kind == LeaseEnd::Released && req.succeeded {
+        tx.record_success(locked.id, now).await?;
+    }
+    if kind == LeaseEnd::Broken {
+        SqliteStore::record_break(tx.conn(), locked.id, &lease, req.reason.as_deref(), req.actor)?;
+    }
+    let event = if kind == LeaseEnd::Broken { EventKind::LeaseBroken } else { EventKind::LeaseReleased };
+    let data = shared::event::ended(&lease, kind, req.reason.as_deref());
+    tx.event(ws.id, event, r, Some(req.actor), now, data).await?;
+    Ok((ReleaseOutcome::ended(lease, kind, now), true))
 }
 
 /// An item's row as a claim needs it, read in one statement under the

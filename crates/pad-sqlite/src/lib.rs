@@ -100,8 +100,8 @@ impl WriteTx for Tx {
         Tx::commit(self).await
     }
 
-    async fn rollback(self) {
-        // Dropping the flow rolls back to its savepoint at once.
+    async fn rollback(self) -> StoreResult<()> {
+        Tx::rollback(self).await
     }
 }
 

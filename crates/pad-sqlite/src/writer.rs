@@ -11,10 +11,12 @@
 //! The guarantees: a flow's result is returned only after the `COMMIT` of
 //! its batch succeeded (acknowledged means committed); a flow that fails or
 //! is abandoned rolls back to its savepoint, so it leaves no partial write
-//! and its neighbours in the batch still commit; such a flow, which may
-//! answer from what earlier flows of the batch wrote, commits the batch
-//! before it lets go of the writer (no answer tells of an uncommitted
-//! write); a batch whose commit fails fails every flow in it. Statements run on the caller's thread (they take
+//! and its neighbours in the batch still commit; such a flow may answer
+//! from what earlier flows of the batch wrote, so its answer too waits for
+//! the batch's `COMMIT` ([`Tx::rollback`]), or, when it cannot wait (it
+//! was dropped), it commits the batch before it lets go of the writer: no
+//! answer tells of an uncommitted write. A batch whose commit fails fails
+//! every flow in it. Statements run on the caller's thread (they take
 //! microseconds). A flow that ends with nobody queued behind it commits its
 //! batch itself when commits do not wait on the disk (`synchronous=normal`):
 //! a lone writer then pays no hand-over to the committer. Otherwise the
@@ -107,11 +109,6 @@ impl Batching {
     }
 
     /// Undoes one flow: its savepoint only, unless the batch itself is gone.
-    /// A flow undone may still answer from what it read (a refusal names
-    /// the lease that refused it), and that may be an earlier flow's write
-    /// in this batch: so the batch commits now, before the answer can
-    /// leave, as it would before a kept flow's (docs/operations.md, "SQLite
-    /// writes: group commit").
     fn undo(&mut self) {
         if self.batch.is_none() {
             return;
@@ -121,8 +118,6 @@ impl Batching {
             self.abort(e);
         } else if self.conn.is_autocommit() {
             self.abort(ended_on_error());
-        } else if self.kept > 0 {
-            self.commit();
         }
     }
 
@@ -236,6 +231,24 @@ impl Tx {
         &self.held.as_ref().expect("a flow holds the writer until it ends").conn
     }
 
+    /// Ends the flow keeping nothing, once what it read can be told: a flow
+    /// that answers without writing (a refusal names the lease that refused
+    /// it) may have read what earlier flows of its batch kept, so it waits
+    /// for that batch's `COMMIT` as theirs do, and fails if that does
+    /// (docs/operations.md, "SQLite writes: group commit": no answer tells
+    /// of an uncommitted write). The batch goes on meanwhile.
+    pub(crate) async fn rollback(mut self) -> StoreResult<()> {
+        let mut held = self.held.take().expect("a flow holds the writer until it ends");
+        let read_kept = held.kept > 0;
+        held.undo();
+        drop(held);
+        let _ = self.signals.kick.send(());
+        if !read_kept {
+            return Ok(());
+        }
+        self.settled().await
+    }
+
     /// Ends the flow and waits for its batch to commit.
     pub(crate) async fn commit(mut self) -> StoreResult<()> {
         let mut held = self.held.take().expect("a flow holds the writer until it ends");
@@ -252,6 +265,11 @@ impl Tx {
         if self.done.borrow().is_none() {
             let _ = self.signals.kick.send(());
         }
+        self.settled().await
+    }
+
+    /// The outcome of this flow's batch, once it has one.
+    async fn settled(&mut self) -> StoreResult<()> {
         let outcome = self.done.wait_for(Option::is_some).await;
         match outcome.as_deref() {
             Ok(Some(result)) => result.clone(),
@@ -261,9 +279,16 @@ impl Tx {
 }
 
 impl Drop for Tx {
+    /// A flow dropped unended (an early return, a caller gone) may still be
+    /// answered from what it read: with no way to wait here, what earlier
+    /// flows kept in the batch commits now, before the answer can leave.
     fn drop(&mut self) {
         if let Some(mut held) = self.held.take() {
+            let read_kept = held.kept > 0;
             held.undo();
+            if read_kept {
+                held.commit();
+            }
             drop(held);
             let _ = self.signals.kick.send(());
         }
@@ -428,6 +453,44 @@ mod tests {
             drop(c);
             a_done.await.unwrap().unwrap();
         }
+    }
+
+    /// The same through [`Tx::rollback`], the way refusals end: B's answer
+    /// waits for the batch it read to commit, and the batch goes on
+    /// meanwhile (C joins it) instead of committing early.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refusal_waits_for_the_batch_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (w, path) = writer(&dir);
+        let (w, clock) = (Arc::new(w), Arc::new(Clock::default()));
+        let a = w.begin(&clock).await.unwrap();
+        let queue = |w: &Arc<Writer>, clock: &Arc<Clock>| {
+            let (w, clock) = (Arc::clone(w), Arc::clone(clock));
+            tokio::spawn(async move { w.begin(&clock).await.unwrap() })
+        };
+        let b = queue(&w, &clock);
+        while w.signals.queued.load(Ordering::Acquire) < 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let c = queue(&w, &clock);
+        while w.signals.queued.load(Ordering::Acquire) < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        a.conn().exec("INSERT INTO t (k) VALUES (1)", []).unwrap();
+        let a_done = tokio::spawn(a.commit());
+        let b = b.await.unwrap();
+        let seen: i64 = b.conn().scalar("SELECT count(*) FROM t", []).unwrap();
+        assert_eq!(seen, 1, "B reads A's write inside the batch");
+        let mut refused = std::pin::pin!(b.rollback());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(refused.as_mut().poll(&mut cx).is_pending(), "B's answer waits for A's batch");
+        let c = c.await.unwrap();
+        assert_eq!(keys(&path), Vec::<i64>::new(), "the batch goes on: C is in it");
+        c.conn().exec("INSERT INTO t (k) VALUES (2)", []).unwrap();
+        c.commit().await.unwrap();
+        refused.await.unwrap();
+        a_done.await.unwrap().unwrap();
+        assert_eq!(keys(&path), vec![1, 2]);
     }
 
     /// A flow dropped before it commits (a caller that went away) leaves

@@ -48,8 +48,33 @@ pub trait Begin: Send + Sync {
 #[async_trait]
 pub trait WriteTx: AccountSteps + ItemSteps + LeaseSteps + EventSteps + ImportSteps {
     async fn commit(self) -> StoreResult<()>;
-    /// Rolls back now, releasing any locks at once.
-    async fn rollback(self);
+    /// Rolls back now, releasing any locks at once, and returns once what
+    /// the transaction read may be told to a caller. A refusal answered
+    /// from it must go through here: on SQLite it may have read what
+    /// earlier writes of its batch kept, uncommitted until the batch
+    /// commits (docs/operations.md, "SQLite writes: group commit"); an
+    /// error says that batch failed, so what was read does not stand.
+    async fn rollback(self) -> StoreResult<()>;
+}
+
+/// Ends a flow by its answer: a change to keep (`true`) commits; anything
+/// else — a refusal, a change that changed nothing — rolls back, answered
+/// once what the flow read may be told ([`WriteTx::rollback`]).
+pub async fn finish<T: WriteTx, R>(tx: T, answer: StoreResult<(R, bool)>) -> StoreResult<R> {
+    match answer {
+        Ok((r, true)) => {
+            tx.commit().await?;
+            Ok(r)
+        }
+        Ok((r, false)) => {
+            tx.rollback().await?;
+            Ok(r)
+        }
+        Err(e) => {
+            tx.rollback().await?;
+            Err(e)
+        }
+    }
 }
 
 /// An item row under this transaction's lock, with the clock read after

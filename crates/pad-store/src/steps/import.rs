@@ -48,7 +48,7 @@ where
     let plan = req.validate()?;
     let mut tx = s.begin().await?;
     if let Some(recorded) = tx.find_import(ws.id, &req.import_key).await? {
-        tx.rollback().await;
+        tx.rollback().await?;
         let mut result: ImportResult = serde_json::from_str(&recorded)
             .map_err(|e| StoreError::Internal(format!("import {:?}: unreadable record: {e}", req.import_key)))?;
         result.replayed = true;

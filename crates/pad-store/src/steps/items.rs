@@ -6,7 +6,7 @@ use pad_core::lease::{self, LeaseHandle};
 use pad_core::model::{ValidNewItem, ValidPatch};
 use pad_core::{EventKind, Item, ItemPatch, ItemRef, NewItem, Workspace};
 
-use super::{Begin, EventSteps, ItemSteps, NewRow, WriteTx};
+use super::{Begin, EventSteps, ItemSteps, NewRow, WriteTx, finish};
 use crate::shared::{self, event};
 use crate::{Actor, StoreError, StoreResult};
 
@@ -57,11 +57,8 @@ pub async fn update_item<S: Begin>(
 ) -> StoreResult<Item> {
     let p: ValidPatch = patch.validate()?;
     let mut tx = s.begin().await?;
-    let (item, changed) = update_in(&mut tx, ws, actor, r, &p).await?;
-    if changed {
-        tx.commit().await?;
-    }
-    Ok(item)
+    let updated = update_in(&mut tx, ws, actor, r, &p).await;
+    finish(tx, updated).await
 }
 
 /// A content change inside `tx` (also used by [`import`]); false when the
@@ -131,11 +128,8 @@ pub async fn set_deleted<S: Begin>(
     s: &S, ws: &Workspace, actor: Actor, r: &ItemRef, fence: LeaseHandle, deleted: bool,
 ) -> StoreResult<Item> {
     let mut tx = s.begin().await?;
-    let (item, changed) = set_deleted_in(&mut tx, ws, actor, r, fence, deleted).await?;
-    if changed {
-        tx.commit().await?;
-    }
-    Ok(item)
+    let set = set_deleted_in(&mut tx, ws, actor, r, fence, deleted).await;
+    finish(tx, set).await
 }
 
 /// [`set_deleted`] inside `tx` (also used by [`import`]); false when the

@@ -4,7 +4,7 @@
 use pad_core::lease::{self, LeaseEnd, LeaseHandle};
 use pad_core::{EventKind, FrontierFilter, Item, ItemRef, Lease, NEEDS_HUMAN, Timestamp, Workspace};
 
-use super::{Begin, EventSteps, Expiry, ItemSteps, LeaseSteps, WriteTx};
+use super::{Begin, EventSteps, Expiry, ItemSteps, LeaseSteps, WriteTx, finish};
 use crate::shared::{self, event};
 use crate::{
     ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, ObservedExpiry, StoreError, StoreResult,
@@ -24,7 +24,7 @@ pub async fn claim<S: Begin + ?Sized>(
         Err(e) => {
             // A refused claim (L2) is common under contention: let the next
             // claimer have the lock without waiting for the connection's reuse.
-            tx.rollback().await;
+            tx.rollback().await?;
             Err(e)
         }
     }
@@ -156,14 +156,20 @@ pub async fn complete<S: Begin + ?Sized>(
     s: &S, ws: &Workspace, r: &ItemRef, req: &CompleteRequest,
 ) -> StoreResult<Item> {
     req.validate()?;
-    let claimant = req.claimant();
     let mut tx = s.begin().await?;
+    let completed = complete_in(&mut tx, ws, r, req).await;
+    finish(tx, completed.map(|i| (i, true))).await
+}
+
+/// [`complete`] inside `tx`; on an error the caller must roll back.
+async fn complete_in<T: WriteTx>(tx: &mut T, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
+    let claimant = req.claimant();
     // The row stays locked until commit, so the lease decided on is the one ended.
     let locked = tx.lock_item(ws, r).await?.undeleted(r)?;
     let now = locked.now;
     let lease = match lease::decide_end(&locked.slot, &claimant, req.handle, now) {
         Ok(l) => l,
-        Err(e) => return Err(explain_lost(&mut tx, locked.id, req.handle, shared::end_refused(e, now)).await),
+        Err(e) => return Err(explain_lost(tx, locked.id, req.handle, shared::end_refused(e, now)).await),
     };
     let old = tx.load_item(locked.id, now).await?;
     if old.status != req.status {
@@ -179,9 +185,7 @@ pub async fn complete<S: Begin + ?Sized>(
     tx.record_success(locked.id, now).await?;
     let data = event::ended(&lease, LeaseEnd::Completed, None);
     tx.event(ws.id, EventKind::LeaseReleased, r, Some(req.actor), now, data).await?;
-    let item = tx.load_item(locked.id, now).await?;
-    tx.commit().await?;
-    Ok(item)
+    tx.load_item(locked.id, now).await
 }
 
 /// L14: ends the caller's live lease as failed, counts the failure, keeps
@@ -190,9 +194,8 @@ pub async fn fail<S: Begin + ?Sized>(
     s: &S, ws: &Workspace, r: &ItemRef, req: &FailRequest,
 ) -> StoreResult<FailOutcome> {
     let mut tx = s.begin().await?;
-    let outcome = fail_in(&mut tx, ws, r, req).await?;
-    tx.commit().await?;
-    Ok(outcome)
+    let failed = fail_in(&mut tx, ws, r, req).await;
+    finish(tx, failed.map(|f| (f, true))).await
 }
 
 /// [`fail`] inside a transaction the caller commits or shares; on an error
