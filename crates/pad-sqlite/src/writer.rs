@@ -416,81 +416,80 @@ mod tests {
         assert!(largest > crate::checkpoint::WAL_SOFT_BYTES, "the test wrote enough to need the bound ({largest})");
     }
 
-    /// A flow that ends without committing (a refusal, say) may have read
-    /// what flows before it in the batch wrote: its answer may name it, so
-    /// that must be committed before the flow lets go of the writer. A reads
-    /// and writes; B, queued behind it, reads A's write and gives up; C,
-    /// queued behind B, holds the writer (so the committer, queued behind
-    /// C, cannot run). A's write must already be committed: another
-    /// connection reads it. Run with `inline` both ways.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_flow_that_gives_up_commits_what_it_may_have_read() {
-        for inline in [true, false] {
-            let dir = tempfile::tempdir().unwrap();
-            let (w, path) = writer_committing(&dir, inline);
-            let (w, clock) = (Arc::new(w), Arc::new(Clock::default()));
-            let a = w.begin(&clock).await.unwrap();
-            let queue = |w: &Arc<Writer>, clock: &Arc<Clock>| {
-                let (w, clock) = (Arc::clone(w), Arc::clone(clock));
-                tokio::spawn(async move { w.begin(&clock).await.unwrap() })
-            };
-            let b = queue(&w, &clock);
-            while w.signals.queued.load(Ordering::Acquire) < 1 {
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
-            let c = queue(&w, &clock);
-            while w.signals.queued.load(Ordering::Acquire) < 2 {
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
-            a.conn().exec("INSERT INTO t (k) VALUES (1)", []).unwrap();
-            let a_done = tokio::spawn(a.commit());
-            let b = b.await.unwrap();
-            let seen: i64 = b.conn().scalar("SELECT count(*) FROM t", []).unwrap();
-            assert_eq!(seen, 1, "B reads A's write inside the batch");
-            drop(b);
-            let c = c.await.unwrap();
-            assert_eq!(keys(&path), vec![1], "what B read is committed once B let go (inline: {inline})");
-            drop(c);
-            a_done.await.unwrap().unwrap();
-        }
+    /// Three flows in one batch: A has written key 1 and waits for the
+    /// batch (`a_done`); B holds the writer and has read A's write; C is
+    /// queued behind B, ahead of the committer, so the batch cannot commit
+    /// before B and C let it.
+    struct ThreeInABatch {
+        path: std::path::PathBuf,
+        a_done: tokio::task::JoinHandle<pad_store::StoreResult<()>>,
+        b: super::Tx,
+        c: tokio::task::JoinHandle<super::Tx>,
+        _dir: tempfile::TempDir,
     }
 
-    /// The same through [`Tx::rollback`], the way refusals end: B's answer
-    /// waits for the batch it read to commit, and the batch goes on
-    /// meanwhile (C joins it) instead of committing early.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_refusal_waits_for_the_batch_it_read() {
+    async fn three_in_a_batch(inline: bool) -> ThreeInABatch {
         let dir = tempfile::tempdir().unwrap();
-        let (w, path) = writer(&dir);
+        let (w, path) = writer_committing(&dir, inline);
         let (w, clock) = (Arc::new(w), Arc::new(Clock::default()));
         let a = w.begin(&clock).await.unwrap();
-        let queue = |w: &Arc<Writer>, clock: &Arc<Clock>| {
-            let (w, clock) = (Arc::clone(w), Arc::clone(clock));
+        let flow = || {
+            let (w, clock) = (Arc::clone(&w), Arc::clone(&clock));
             tokio::spawn(async move { w.begin(&clock).await.unwrap() })
         };
-        let b = queue(&w, &clock);
-        while w.signals.queued.load(Ordering::Acquire) < 1 {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        let c = queue(&w, &clock);
-        while w.signals.queued.load(Ordering::Acquire) < 2 {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
+        // Queued: the writer's own count, not a guess at how long spawning takes.
+        let queued = |n: usize| {
+            let w = Arc::clone(&w);
+            async move {
+                while w.signals.queued.load(Ordering::Acquire) < n {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        };
+        let b = flow();
+        queued(1).await;
+        let c = flow();
+        queued(2).await;
         a.conn().exec("INSERT INTO t (k) VALUES (1)", []).unwrap();
         let a_done = tokio::spawn(a.commit());
         let b = b.await.unwrap();
         let seen: i64 = b.conn().scalar("SELECT count(*) FROM t", []).unwrap();
         assert_eq!(seen, 1, "B reads A's write inside the batch");
-        let mut refused = std::pin::pin!(b.rollback());
+        ThreeInABatch { path, a_done, b, c, _dir: dir }
+    }
+
+    /// A flow dropped unended (an early return) may still be answered from
+    /// what it read, and cannot wait: what B read must be committed once B
+    /// let go, with C still holding the writer (another connection reads
+    /// it). Both ways of committing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flow_that_gives_up_commits_what_it_may_have_read() {
+        for inline in [true, false] {
+            let t = three_in_a_batch(inline).await;
+            drop(t.b);
+            let c = t.c.await.unwrap();
+            assert_eq!(keys(&t.path), vec![1], "what B read is committed once B let go (inline: {inline})");
+            drop(c);
+            t.a_done.await.unwrap().unwrap();
+        }
+    }
+
+    /// Through [`Tx::rollback`], the way refusals end: B's answer waits for
+    /// the batch it read to commit, and the batch goes on meanwhile (C
+    /// joins it) instead of committing early.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refusal_waits_for_the_batch_it_read() {
+        let t = three_in_a_batch(true).await;
+        let mut refused = std::pin::pin!(t.b.rollback());
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         assert!(refused.as_mut().poll(&mut cx).is_pending(), "B's answer waits for A's batch");
-        let c = c.await.unwrap();
-        assert_eq!(keys(&path), Vec::<i64>::new(), "the batch goes on: C is in it");
+        let c = t.c.await.unwrap();
+        assert_eq!(keys(&t.path), Vec::<i64>::new(), "the batch goes on: C is in it");
         c.conn().exec("INSERT INTO t (k) VALUES (2)", []).unwrap();
         c.commit().await.unwrap();
         refused.await.unwrap();
-        a_done.await.unwrap().unwrap();
-        assert_eq!(keys(&path), vec![1, 2]);
+        t.a_done.await.unwrap().unwrap();
+        assert_eq!(keys(&t.path), vec![1, 2]);
     }
 
     /// A flow dropped before it commits (a caller that went away) leaves
