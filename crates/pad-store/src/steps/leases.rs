@@ -16,18 +16,10 @@ pub async fn claim<S: Begin + ?Sized>(
 ) -> StoreResult<ClaimOutcome> {
     let terms = req.validate(&ws.settings)?;
     let mut tx = s.begin().await?;
-    match tx.claim_item(ws, r, req, terms).await {
-        Ok(claimed) => {
-            tx.commit().await?;
-            Ok(claimed.outcome)
-        }
-        Err(e) => {
-            // A refused claim (L2) is common under contention: let the next
-            // claimer have the lock without waiting for the connection's reuse.
-            tx.rollback().await?;
-            Err(e)
-        }
-    }
+    // A refused claim (L2), common under contention, rolls back at once: the
+    // next claimer has the lock without waiting for the connection's reuse.
+    let claimed = tx.claim_item(ws, r, req, terms).await;
+    finish(tx, claimed.map(|c| (c.outcome, true))).await
 }
 
 /// L11 for a batch (docs/api.md, "Batches and long polls"): up to `count`

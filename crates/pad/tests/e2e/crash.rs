@@ -59,9 +59,7 @@ async fn crash_under_load(servers: &mut [TestServer], kills: u32, label: &str) -
         println!("{label}: kills sent at {killed_at:?}");
         // What the store kept of those items: whether a grant that was
         // answered is there tells a lost commit from a stale read.
-        let items: HashSet<&str> =
-            report.violations.iter().filter_map(|v| v.split_once(':').map(|(item, _)| item)).collect();
-        for item in items {
+        for item in report.violating_items() {
             let query = pad_core::api::EventsQuery {
                 item_ref: Some(item.to_string()),
                 limit: Some(1000),

@@ -331,6 +331,11 @@ impl Report {
     }
 
     /// 5xx answers whose status (`"500"`) or status and code start so.
+    /// The items the violations name (each violation starts `"{item}: "`).
+    pub fn violating_items(&self) -> HashSet<&str> {
+        items_named(&self.violations)
+    }
+
     pub fn count_5xx(&self, prefix: &str) -> usize {
         self.server_errors.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(_, n)| n).sum()
     }
@@ -610,9 +615,14 @@ fn named_item(e: &Entry) -> Option<&str> {
     }
 }
 
-/// The entries naming an item that a violation (`"{item}: ..."`) names.
+/// The items violations name: each starts `"{item}: "`.
+fn items_named(violations: &[String]) -> HashSet<&str> {
+    violations.iter().filter_map(|v| v.split_once(':').map(|(item, _)| item)).collect()
+}
+
+/// The entries naming an item that a violation names.
 fn evidence(entries: &[Entry], violations: &[String]) -> Vec<String> {
-    let items: HashSet<&str> = violations.iter().filter_map(|v| v.split_once(':').map(|(i, _)| i)).collect();
+    let items = items_named(violations);
     let mut named: Vec<&Entry> = entries.iter().filter(|e| named_item(e).is_some_and(|i| items.contains(i))).collect();
     named.sort_by_key(|e| e.sent);
     named
