@@ -158,7 +158,7 @@ impl Call {
                 reply.keep_unless_handed_back(crate::leases::claim_next_alone(pool, ws, filter, req, *count).await)
             }
             Call::Complete { ws, r, req, reply } => {
-                reply.keep_unless_handed_back(crate::leases::complete_alone(pool, ws, r, req, &group.pause).await)
+                reply.keep_unless_handed_back(crate::leases::complete_alone(pool, ws, r, req).await)
             }
             Call::Release { ws, r, req, reply } => {
                 reply.keep_unless_handed_back(crate::leases::release_alone(pool, ws, r, req).await)
@@ -299,44 +299,6 @@ pub struct GroupStats {
     pub to_transaction: u64,
 }
 
-/// Tests: a complete alone, once it has read its row, waits here before it
-/// writes while the pause is on, so a test can change the row in between.
-#[derive(Default)]
-pub(crate) struct Pause {
-    on: std::sync::atomic::AtomicBool,
-    waiting: std::sync::atomic::AtomicUsize,
-    resumed: tokio::sync::Notify,
-}
-
-impl Pause {
-    pub(crate) async fn point(&self) {
-        use std::sync::atomic::Ordering::SeqCst;
-        if !self.on.load(SeqCst) {
-            return;
-        }
-        self.waiting.fetch_add(1, SeqCst);
-        loop {
-            let resumed = self.resumed.notified();
-            if !self.on.load(SeqCst) {
-                break;
-            }
-            resumed.await;
-        }
-        self.waiting.fetch_sub(1, SeqCst);
-    }
-
-    pub(crate) fn set(&self, on: bool) {
-        self.on.store(on, std::sync::atomic::Ordering::SeqCst);
-        if !on {
-            self.resumed.notify_waiters();
-        }
-    }
-
-    pub(crate) fn waiting(&self) -> usize {
-        self.waiting.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
 #[derive(Default)]
 struct State {
     queue: Vec<Call>,
@@ -351,12 +313,11 @@ pub(crate) struct Group {
     pool: PgPool,
     lanes: usize,
     state: Mutex<State>,
-    pub(crate) pause: Pause,
 }
 
 impl Group {
     pub(crate) fn new(pool: PgPool, lanes: usize) -> Arc<Group> {
-        Arc::new(Group { pool, lanes: lanes.max(1), state: Mutex::new(State::default()), pause: Pause::default() })
+        Arc::new(Group { pool, lanes: lanes.max(1), state: Mutex::new(State::default()) })
     }
 
     /// Whether a new leader should start, counting it if so.

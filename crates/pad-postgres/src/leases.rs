@@ -19,7 +19,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row};
 
-use crate::group::{Call, Pause};
+use crate::group::Call;
 use crate::items::push_parent;
 use crate::rows::{self, ITEM_SELECT, item_from_row};
 use crate::{PgStore, Tx, db};
@@ -136,7 +136,7 @@ use claim::{
     CLAIM, CLAIM_ALONE, CLAIM_CANDIDATES_H, CLAIM_CANDIDATES_P, CLAIM_CANDIDATES_TAIL, CLAIM_CANDIDATES_TAIL_ALONE,
     CLAIM_CANDIDATES_TAIL_TOGETHER, CLAIM_LOADED,
 };
-use complete::{COMPLETE, COMPLETE_ALONE, LOCK_FOR_COMPLETE, READ_FOR_COMPLETE};
+use complete::{COMPLETE, COMPLETE_ONE, LOCK_FOR_COMPLETE};
 use expire::{EXPIRE, OBSERVE_EXPIRED};
 use release::RELEASE;
 use renew::RENEW;
@@ -617,14 +617,14 @@ impl Tx {
         &mut self, calls: &[(&Workspace, &ItemRef, &CompleteRequest)],
     ) -> StoreResult<Vec<Item>> {
         // The rows stay locked until commit, so the leases decided on are the ones ended.
-        let rows = read_for_complete(&mut self.conn, LOCK_FOR_COMPLETE, calls).await?;
+        let rows = lock_for_complete(&mut self.conn, calls).await?;
         let writes = match decide_completes(calls, &rows)? {
             Ok(writes) => writes,
             Err(refused) => {
                 return Err(steps::explain_lost(self, refused.item, refused.handle, refused.error).await);
             }
         };
-        write_completes(&mut self.conn, writes, false).await?.ok_or_else(|| disagree(0, "an item written per complete"))
+        write_completes(&mut self.conn, writes).await
     }
 }
 
@@ -635,15 +635,15 @@ struct RefusedEnd {
     error: StoreError,
 }
 
-/// Reads the rows `calls` complete with `sql` ([`LOCK_FOR_COMPLETE`] or
-/// [`READ_FOR_COMPLETE`]): the checks first, so a bad request reads nothing.
-async fn read_for_complete(
-    conn: &mut PgConnection, sql: &'static str, calls: &[(&Workspace, &ItemRef, &CompleteRequest)],
+/// Locks the rows `calls` complete ([`LOCK_FOR_COMPLETE`]): the checks
+/// first, so a bad request locks nothing.
+async fn lock_for_complete(
+    conn: &mut PgConnection, calls: &[(&Workspace, &ItemRef, &CompleteRequest)],
 ) -> StoreResult<Vec<PgRow>> {
     for (_, _, req) in calls {
         req.validate()?;
     }
-    sqlx::query(sql)
+    sqlx::query(LOCK_FOR_COMPLETE)
         .bind(calls.iter().map(|(ws, _, _)| ws.id).collect::<Vec<_>>())
         .bind(calls.iter().map(|(_, r, _)| r.prefix.as_str()).collect::<Vec<_>>())
         .bind(calls.iter().map(|(_, r, _)| r.number).collect::<Vec<_>>())
@@ -687,22 +687,16 @@ fn decide_completes<'a>(
         writes.ws.push(ws.id);
         writes.item_ref.push(r.to_string());
         writes.released.push(shared::event::ended(&lease, LeaseEnd::Completed, None));
-        writes.read_as.push((lease.lease_id, row.get("version")));
     }
     Ok(Ok(writes))
 }
 
-/// Runs [`COMPLETE`], or for one item read without a lock
-/// [`COMPLETE_ALONE`]; the items as left, in the arrays' order. `None`
-/// when `alone` and the row changed since it was read: nothing was written.
-async fn write_completes(
-    conn: &mut PgConnection, writes: CompleteWrites<'_>, alone: bool,
-) -> StoreResult<Option<Vec<Item>>> {
+/// Runs [`COMPLETE`]: the items as left, in the arrays' order.
+async fn write_completes(conn: &mut PgConnection, writes: CompleteWrites<'_>) -> StoreResult<Vec<Item>> {
     // Each complete appends `lease.released`, and `item.updated` when its status changed.
     let n = writes.id.len();
     let events = (n + writes.updated.iter().flatten().count()) as i64;
-    let (lease_id, version) = writes.read_as.first().copied().unwrap_or_default();
-    let query = sqlx::query(if alone { COMPLETE_ALONE } else { COMPLETE })
+    let rows = sqlx::query(COMPLETE)
         .bind(writes.id)
         .bind(writes.status)
         .bind(writes.at.clone())
@@ -714,37 +708,71 @@ async fn write_completes(
         .bind(writes.released)
         .bind(EventKind::ItemUpdated.as_str())
         .bind(EventKind::LeaseReleased.as_str())
-        .bind(LeaseEnd::Completed.as_str());
-    let query = if alone { query.bind(lease_id).bind(version) } else { query };
-    let rows = query.fetch_all(conn).await.map_err(db)?;
-    if alone && n == 1 && rows.is_empty() {
-        return Ok(None);
-    }
+        .bind(LeaseEnd::Completed.as_str())
+        .fetch_all(conn)
+        .await
+        .map_err(db)?;
     if rows.len() != n {
         return Err(disagree(rows.len(), "an item written per complete"));
     }
     if rows.first().map(|row| row.get::<i64, _>("events_written")) != Some(events) {
         return Err(crate::events::too_many_events());
     }
-    rows.iter().zip(&writes.at).map(|(row, now)| item_from_row(row, *now)).collect::<StoreResult<_>>().map(Some)
+    rows.iter().zip(&writes.at).map(|(row, now)| item_from_row(row, *now)).collect()
 }
 
-/// A complete as one read and one write, without `BEGIN` and `COMMIT`
-/// (docs/leases.md, "One call, one statement"): the read is not
-/// locked, and the write ends the lease only if the row is still as read,
-/// so the rule decided on the row the write changes. `None` when the rule
-/// refused or the row changed meanwhile: nothing was written, and the
-/// complete is made again in a transaction, which decides under the lock
-/// and explains a refusal.
+/// A complete as one statement, without `BEGIN` and `COMMIT`
+/// ([`COMPLETE_ONE`]; docs/leases.md, "One call, one statement"): it writes
+/// only what L15 allows on the row as it read it, and only if the row is
+/// still so when it writes. `None` when it wrote nothing (a refusal, a row
+/// changed meanwhile, a missing or deleted item): the complete is made
+/// again in a transaction, which decides under the row lock and explains a
+/// refusal. What it wrote is committed when it answers: the rule then
+/// decides on the row it read and must allow the same end with the same
+/// data, or the error is answered (as for a lone claim).
 pub(crate) async fn complete_alone(
-    pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &CompleteRequest, pause: &Pause,
+    pool: &PgPool, ws: &Workspace, r: &ItemRef, req: &CompleteRequest,
 ) -> StoreResult<Option<Item>> {
-    let calls = [(ws, r, req)];
-    let mut conn = pool.acquire().await.map_err(db)?;
-    let rows = read_for_complete(&mut conn, READ_FOR_COMPLETE, &calls).await?;
-    let Ok(writes) = decide_completes(&calls, &rows)? else { return Ok(None) };
-    pause.point().await;
-    Ok(write_completes(&mut conn, writes, true).await?.and_then(|mut items| items.pop()))
+    req.validate()?;
+    let row = sqlx::query(COMPLETE_ONE)
+        .bind(ws.id)
+        .bind(r.prefix.as_str())
+        .bind(r.number)
+        .bind(req.status.as_str())
+        .bind(req.actor.user_id)
+        .bind(req.holder.as_str())
+        .bind(req.claimant().user_id)
+        .bind(req.handle.epoch)
+        .bind(r.to_string())
+        .bind(EventKind::ItemUpdated.as_str())
+        .bind(EventKind::LeaseReleased.as_str())
+        .bind(LeaseEnd::Completed.as_str())
+        .bind(req.handle.lease_id)
+        .fetch_optional(pool)
+        .await
+        .map_err(db)?;
+    let Some(row) = row else { return Ok(None) };
+    let locked = rows::locked_as(Some(&row), r, "prev_")?.undeleted(r)?;
+    let now = locked.now;
+    let lease = lease::decide_end(&locked.slot, &req.claimant(), req.handle, now)
+        .map_err(|refused| disagree("a complete", refused))?;
+    let read: String = row.get("prev_status");
+    let read = read.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
+    let changed = (read != req.status).then(|| Item::status_changes(read, req.status));
+    let decided = (
+        changed.as_ref().map(shared::event::updated),
+        changed.clone().map(Value::Object),
+        shared::event::ended(&lease, LeaseEnd::Completed, None),
+    );
+    let wrote: (Option<Value>, Option<Value>, Value) =
+        (row.get("w_updated"), row.get("w_changes"), row.get("w_released"));
+    if wrote != decided {
+        return Err(disagree(wrote, decided));
+    }
+    if row.get::<i64, _>("events_written") != 1 + i64::from(changed.is_some()) {
+        return Err(crate::events::too_many_events());
+    }
+    item_from_row(&row, now).map(Some)
 }
 
 /// [`COMPLETE`]'s arrays, one element per item.
@@ -759,8 +787,6 @@ struct CompleteWrites<'a> {
     item_ref: Vec<String>,
     updated: Vec<Option<Value>>,
     released: Vec<Value>,
-    /// The lease id and the version each row was read with.
-    read_as: Vec<(i64, i64)>,
 }
 
 #[async_trait]

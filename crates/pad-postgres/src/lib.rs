@@ -407,19 +407,6 @@ impl PgStore {
         self.group.unhold();
     }
 
-    /// For tests: while on, a complete alone that has read its row waits
-    /// before it writes (`group.rs`, `Pause`).
-    #[doc(hidden)]
-    pub fn pause_complete_writes(&self, on: bool) {
-        self.group.pause.set(on);
-    }
-
-    /// For tests: completes waiting at that pause.
-    #[doc(hidden)]
-    pub fn complete_writes_paused(&self) -> usize {
-        self.group.pause.waiting()
-    }
-
     /// For tests: how many unlocked reads claims have made (`peek.rs`).
     #[doc(hidden)]
     pub fn claim_reads(&self) -> u64 {

@@ -287,47 +287,80 @@ async fn claim_next_batches_on_three_instances_grant_each_item_once() {
     }
 }
 
-/// Waits until `n` completes alone have read their row and wait at the
-/// store's test pause before writing: the store counts them.
-async fn paused(store: &PgStore, n: usize) {
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while store.complete_writes_paused() < n {
-            tokio::task::yield_now().await;
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await
-    .expect("the complete never reached its write");
-}
-
-/// A complete alone held between its read and its write.
+/// A complete alone whose one statement has read the item and waits for
+/// the row's lock, which `lock`, a transaction of the test's own, holds:
+/// the test changes the row there and commits, as a concurrent writer
+/// would between the statement's read and its write.
 struct HeldComplete {
     store: Arc<PgStore>,
-    owner: Actor,
     ws: Workspace,
     r: ItemRef,
-    epoch: i64,
     before: GroupStats,
+    lock: sqlx::PgConnection,
     answer: tokio::task::JoinHandle<Result<pad_core::Item, StoreError>>,
 }
 
-/// One item claimed by `holder`, whose complete has read the row and waits
-/// at the store's test pause; the caller changes the row, then lifts it.
-async fn held_complete(db: &common::ScratchDb, holder: &str) -> HeldComplete {
+/// One item claimed by `holder`, its row locked by the test, and its
+/// complete started: it returns once PostgreSQL shows the complete's
+/// statement waiting for that lock (a signal from the database, not a
+/// sleep), so the statement has read the row as it was.
+async fn held_complete(db: &common::ScratchDb, holder: &str) -> (HeldComplete, pad_store::Actor) {
+    use sqlx::Connection;
     let (store, owner, ws, refs) = setup(db, 1).await;
     let r = refs[0].clone();
     let epoch = store.claim(&ws, &r, &common::claim(owner, holder, false)).await.unwrap().lease.epoch;
     let before = store.group_stats();
-    store.pause_complete_writes(true);
+    let mut lock = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT 1 FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3 FOR UPDATE")
+        .bind(ws.id)
+        .bind(r.prefix.as_str())
+        .bind(r.number)
+        .fetch_one(&mut lock)
+        .await
+        .unwrap();
     let answer = {
         let (store, ws, r, req) = (Arc::clone(&store), ws.clone(), r.clone(), done(owner, holder, epoch));
         tokio::spawn(async move { store.complete(&ws, &r, &req).await })
     };
-    paused(&store, 1).await;
-    HeldComplete { store, owner, ws, r, epoch, before, answer }
+    let mut watch = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH cur%'",
+            )
+            .fetch_one(&mut watch)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the complete's statement never waited for the row");
+    (HeldComplete { store, ws, r, before, lock, answer }, owner)
 }
 
-/// A complete that arrives alone is one read and one write without a
+/// Changes the held row with `sql` ($1 its id), then commits, which lets
+/// the complete's statement take the lock and find the row changed; the
+/// rows `sql` returned.
+async fn change_and_commit(held: &mut HeldComplete, sql: &str) -> Vec<sqlx::postgres::PgRow> {
+    let id: i64 = sqlx::query_scalar("SELECT id FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3")
+        .bind(held.ws.id)
+        .bind(held.r.prefix.as_str())
+        .bind(held.r.number)
+        .fetch_one(&mut held.lock)
+        .await
+        .unwrap();
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).bind(id).fetch_all(&mut held.lock).await.unwrap();
+    sqlx::query("COMMIT").execute(&mut held.lock).await.unwrap();
+    rows
+}
+
+/// A complete that arrives alone is one statement without a
 /// transaction, and leaves the item as the shared flow does: its status,
 /// one history version, its lease ended as completed, `item.updated` then
 /// `lease.released` (docs/leases.md, "One call, one statement").
@@ -357,11 +390,11 @@ async fn a_complete_alone_is_written_without_a_transaction() {
     assert_eq!(versions[0].version, 2);
 }
 
-/// The lease a complete alone read is broken and the item claimed by
-/// another worker before the complete writes: its write finds the row
-/// changed and writes nothing, and the complete, made again under the row
-/// lock, is refused `lease_lost` (told its lease was broken). The new
-/// holder keeps the item, and no event of the refused complete exists.
+/// The lease a complete alone read is granted to another worker before the
+/// complete writes: its statement finds the row changed and writes nothing,
+/// and the complete, made again under the row lock, is refused
+/// `lease_lost`. The new holder keeps the item, and the refused complete
+/// wrote no event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
     let Some(db) = common::ScratchDb::create().await else {
@@ -370,35 +403,28 @@ async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
             common::ENV
         );
     };
-    let HeldComplete { store, owner, ws, r, before, answer: complete, .. } = held_complete(&db, "w1").await;
-    let r = &r;
-    let brk = pad_store::ReleaseRequest {
-        actor: owner,
-        holder: "owner".into(),
-        handle: LeaseHandle::default(),
-        force: true,
-        reason: Some("stuck".into()),
-        succeeded: false,
-    };
-    store.release(&ws, r, &brk).await.unwrap();
-    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
-    let w2 = store.claim(&ws, r, &common::claim(owner, "w2", false)).await.unwrap().lease;
-    store.pause_complete_writes(false);
+    let (mut held, _) = held_complete(&db, "w1").await;
+    let after_event = held.store.events_after(&held.ws, 0, 1000).await.unwrap().last().unwrap().id;
+    change_and_commit(
+        &mut held,
+        "UPDATE items SET lease_holder = 'w2', lease_epoch = lease_epoch + 1, lease_id = nextval('lease_ids'),
+            lease_acquired_at = clock_timestamp(), lease_renewed_at = clock_timestamp(),
+            lease_expires_at = clock_timestamp() + interval '10 minutes'
+         WHERE id = $1",
+    )
+    .await;
+    let HeldComplete { store, ws, r, before, answer, .. } = held;
 
-    let answer = complete.await.unwrap();
-    let Err(StoreError::LeaseLost { ended: Some(ended), .. }) = &answer else {
-        panic!("the complete must be refused, told how its lease ended: {answer:?}");
+    let answer = answer.await.unwrap();
+    let Err(StoreError::LeaseLost { .. }) = &answer else {
+        panic!("the complete must be refused: {answer:?}");
     };
-    assert_eq!(ended.ended, pad_core::LeaseEnd::Broken);
-    assert_eq!((ended.reason.as_deref(), ended.broken_by.as_deref()), (Some("stuck"), Some("owner@example.com")));
-    let item = store.get_item(&ws, r).await.unwrap();
+    let item = store.get_item(&ws, &r).await.unwrap();
     assert_eq!(item.status, Status::Open);
-    assert_eq!(item.lease.expect("w2 holds it"), w2);
-    let kinds: Vec<_> = store.events_after(&ws, after_event, 1000).await.unwrap().iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [pad_core::EventKind::LeaseClaimed], "only w2's claim");
+    assert_eq!(item.lease.expect("w2 holds it").holder, "w2");
+    assert!(store.events_after(&ws, after_event, 1000).await.unwrap().is_empty(), "no event of the complete");
     let stats = store.group_stats();
-    assert_eq!(stats.to_transaction, before.to_transaction + 1, "{stats:?}");
-    assert_eq!(stats.one_statement, before.one_statement + 1, "only the break: {stats:?}");
+    assert_eq!(stats, GroupStats { to_transaction: before.to_transaction + 1, ..before });
 }
 
 /// A release or a break that arrives alone is one statement without a
@@ -467,9 +493,10 @@ async fn a_release_alone_is_one_statement() {
 }
 
 /// The item a complete alone read is edited before the complete writes (its
-/// status, a new version): the write finds the version changed and writes
-/// nothing, and the complete, made again under the row lock, succeeds and
-/// records the status change from the edited status, not the one it read.
+/// status, a new version): the statement finds the version changed and
+/// writes nothing, and the complete, made again under the row lock,
+/// succeeds and records the status change from the edited status, not the
+/// one it read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_complete_alone_whose_item_changed_after_its_read_is_made_again() {
     let Some(db) = common::ScratchDb::create().await else {
@@ -478,23 +505,28 @@ async fn a_complete_alone_whose_item_changed_after_its_read_is_made_again() {
             common::ENV
         );
     };
-    let HeldComplete { store, owner, ws, r, before, answer: complete, .. } = held_complete(&db, "w").await;
-    let r = &r;
-    let patch = pad_core::ItemPatch { status: Some(Status::InProgress), ..Default::default() };
-    store.update_item(&ws, owner, r, &patch).await.unwrap();
-    store.pause_complete_writes(false);
+    let (mut held, owner) = held_complete(&db, "w").await;
+    let edit = format!(
+        "WITH e AS (UPDATE items SET status = 'in-progress', version = version + 1, updated_at = clock_timestamp()
+                    WHERE id = $1 RETURNING id, version, updated_at)
+         INSERT INTO item_versions (item_id, version, actor_id, at, changes)
+         SELECT id, version, {}, updated_at, '{{\"status\": {{\"from\": \"open\", \"to\": \"in-progress\"}}}}' FROM e",
+        owner.user_id
+    );
+    change_and_commit(&mut held, &edit).await;
+    let HeldComplete { store, ws, r, before, answer, .. } = held;
 
-    let item = complete.await.unwrap().unwrap();
+    let item = answer.await.unwrap().unwrap();
     assert_eq!(item.status, Status::Done);
-    let versions = store.history(&ws, r).await.unwrap();
+    let versions = store.history(&ws, &r).await.unwrap();
     let seen: Vec<_> = versions.iter().map(|v| (v.version, v.changes["status"].clone())).collect();
     let change = |from: &str, to: &str| serde_json::json!({ "from": from, "to": to });
     assert_eq!(seen[..2], [(3, change("in-progress", "done")), (2, change("open", "in-progress"))], "{versions:?}");
     let stats = store.group_stats();
-    assert_eq!(stats.to_transaction, before.to_transaction + 1, "{stats:?}");
+    assert_eq!(stats, GroupStats { to_transaction: before.to_transaction + 1, ..before });
 }
 
-/// A renew between a complete's read and its write: the write, which
+/// A renew between a complete's read and its write: the statement, which
 /// would record the end at the read's time, before the renewal its holder
 /// was told of, writes nothing, and the complete is made again under the
 /// row lock, ending the lease after the renewal.
@@ -506,25 +538,22 @@ async fn a_renew_between_a_complete_alones_read_and_write_sends_it_to_a_transact
             common::ENV
         );
     };
-    let HeldComplete { store, owner, ws, r, epoch, before, answer: complete } = held_complete(&db, "w").await;
-    let r = &r;
-    let renew = RenewRequest {
-        actor: owner,
-        holder: "w".into(),
-        handle: LeaseHandle { epoch: Some(epoch), lease_id: None },
-        ttl_seconds: Some(600),
-        note: None,
-    };
-    let renewed = store.renew(&ws, r, &renew).await.unwrap();
-    store.pause_complete_writes(false);
+    let (mut held, _) = held_complete(&db, "w").await;
+    let renewed = change_and_commit(
+        &mut held,
+        "UPDATE items SET lease_renewed_at = clock_timestamp(),
+            lease_expires_at = clock_timestamp() + interval '10 minutes' WHERE id = $1 RETURNING lease_renewed_at",
+    )
+    .await;
+    let renewed_at: pad_core::Timestamp = sqlx::Row::get(&renewed[0], "lease_renewed_at");
+    let HeldComplete { store, before, answer, .. } = held;
 
-    let item = complete.await.unwrap().unwrap();
+    let item = answer.await.unwrap().unwrap();
     assert_eq!(item.status, Status::Done);
     let ended = item.last_lease.expect("the lease ended").ended_at;
-    assert!(ended >= renewed.renewed_at, "ended {ended} before the renewal at {}", renewed.renewed_at);
+    assert!(ended >= renewed_at, "ended {ended} before the renewal at {renewed_at}");
     let stats = store.group_stats();
-    assert_eq!(stats.one_statement, before.one_statement + 1, "the renew: {stats:?}");
-    assert_eq!(stats.to_transaction, before.to_transaction + 1, "the complete: {stats:?}");
+    assert_eq!(stats, GroupStats { to_transaction: before.to_transaction + 1, ..before });
 }
 
 /// A claim-next alone is one statement when its candidates have no lease;
