@@ -123,14 +123,21 @@ impl Group {
         signal_group(self.pgid, sig);
     }
 
-    /// After CMD exited: stops what it left running in its group (SIGTERM,
-    /// SIGKILL after `kill_after`), gives the terminal back and disarms the
-    /// guard. Answers whether anything was left.
-    pub async fn finish(mut self, kill_after: Duration) -> bool {
+    /// After CMD exited: stops what it left running in its group, gives the
+    /// terminal back and disarms the guard. Answers whether anything was left.
+    ///
+    /// `stopping` is the SIGKILL deadline set when pad began stopping the
+    /// group: it holds though CMD exited first, since a fresh SIGTERM and
+    /// wait could outlast the lease (docs/leases.md, S2). Otherwise the
+    /// leftovers get SIGTERM, and SIGKILL at `kill_by`.
+    pub async fn finish(mut self, stopping: Option<Instant>, kill_by: Instant) -> bool {
         let left = group_alive(self.pgid);
         if left {
-            self.signal(libc::SIGTERM);
-            self.clear(Instant::now() + kill_after).await;
+            let deadline = stopping.unwrap_or_else(|| {
+                self.signal(libc::SIGTERM);
+                kill_by
+            });
+            self.clear(deadline).await;
         }
         if let Some(t) = self.tty.take() {
             t.take_back();

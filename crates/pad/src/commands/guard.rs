@@ -107,7 +107,10 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     let heartbeat = Heartbeat::start(client.clone(), ws.to_string(), kill_after);
     let mut holding = heartbeat.hold(&r, &lease, sent);
     let mut lost: Option<CliError> = None;
+    // When SIGKILL follows, once stopping began; it holds though CMD exits
+    // first (docs/leases.md, S2).
     let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
     let never = Instant::now();
     let status = loop {
         tokio::select! {
@@ -115,20 +118,20 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
             loss = holding.lost(), if lost.is_none() => {
                 lost = Some(loss);
                 group.signal(libc::SIGTERM);
-                kill_at.get_or_insert(Instant::now() + kill_after);
+                kill_at.get_or_insert_with(|| holding.kill_by(Instant::now()));
             }
             sig = signals.recv() => {
                 group.signal(sig);
-                kill_at.get_or_insert(Instant::now() + kill_after);
+                kill_at.get_or_insert_with(|| holding.kill_by(Instant::now()));
             }
-            () = sleep_until(kill_at.unwrap_or(never)), if kill_at.is_some() => {
+            () = sleep_until(kill_at.unwrap_or(never)), if kill_at.is_some() && !killed => {
                 group.signal(libc::SIGKILL);
-                kill_at = None;
+                killed = true;
             }
         }
     };
     if let Running::Group(group) = group {
-        group.finish(kill_after).await;
+        group.finish(kill_at, holding.kill_by(Instant::now())).await;
     }
     if let Some(e) = lost {
         return Err(CliError::new(Exit::Conflict, format!("{e}; stopped `{program}`")));

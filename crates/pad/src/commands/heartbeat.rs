@@ -76,6 +76,17 @@ impl Holding {
             Err(_) => std::future::pending().await,
         }
     }
+
+    /// When SIGKILL must reach the command at the latest, if pad starts
+    /// stopping it `now`: `kill_after` after `now`, or after S2's stop point
+    /// if that came first (a loss handled late, or a clean exit racing it),
+    /// so the group is dead before the lease can expire (docs/leases.md, "S2:
+    /// the holder stops first").
+    pub fn kill_by(&self, now: Instant) -> Instant {
+        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let stop_at = state.leases.get(&self.id).map_or(now, |e| e.stop_at);
+        now.min(stop_at) + self.shared.kill_after
+    }
 }
 
 impl Drop for Holding {
@@ -97,12 +108,15 @@ struct State {
     leases: HashMap<u64, Entry>,
 }
 
-/// One lease's renewal state: S2's count, per lease.
+/// One lease's renewal state: S2's count, per lease. A lost lease keeps its
+/// entry, no longer renewed, until its [`Holding`] is dropped: its stop point
+/// still bounds when SIGKILL is due ([`Holding::kill_by`]).
 struct Entry {
     item_ref: ItemRef,
     body: RenewBody,
     ttl: Duration,
-    /// When the command must start stopping (S2), by our clock.
+    /// When the command must start stopping (S2), by our clock; once lost,
+    /// when it should have.
     stop_at: Instant,
     /// When the next renewal is due: a third of the TTL after the last one.
     next: Instant,
@@ -110,10 +124,16 @@ struct Entry {
     failure: Option<String>,
     /// L19: the server said renewals can no longer extend the lease.
     capped: bool,
+    /// `None` once the loss was sent.
     lost: Option<oneshot::Sender<CliError>>,
 }
 
 impl Entry {
+    /// Still renewed: not lost.
+    fn live(&self) -> bool {
+        self.lost.is_some()
+    }
+
     /// The stop point passed: S2's words for why the command is stopped.
     fn s2_loss(&self) -> CliError {
         let r = &self.item_ref;
@@ -203,7 +223,7 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
         let added = shared.added.notified();
         let wake = {
             let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.leases.values().map(|e| e.next.min(e.stop_at)).min()
+            state.leases.values().filter(|e| e.live()).map(|e| e.next.min(e.stop_at)).min()
         };
         match wake {
             Some(at) => {
@@ -225,13 +245,13 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
                     let _ = tx.send(e.s2_loss());
                 }
             }
-            state.leases.retain(|_, e| e.lost.is_some());
-            if !state.leases.values().any(|e| now >= e.next) {
+            if !state.leases.values().any(|e| e.live() && now >= e.next) {
                 continue;
             }
+            let live = || state.leases.iter().filter(|(_, e)| e.live());
             let batch: Vec<(u64, ItemRef, RenewBody)> =
-                state.leases.iter().map(|(id, e)| (*id, e.item_ref.clone(), e.body.clone())).collect();
-            (batch, state.leases.values().map(|e| e.stop_at).min())
+                live().map(|(id, e)| (*id, e.item_ref.clone(), e.body.clone())).collect();
+            (batch, live().map(|(_, e)| e.stop_at).min())
         };
         let Some(deadline) = deadline else { continue };
         let sent = Instant::now();
@@ -265,7 +285,8 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
                     if let Some(tx) = e.lost.take() {
                         let _ = tx.send(err);
                     }
-                    state.leases.remove(id);
+                    // A refusal stops the command at once.
+                    e.stop_at = e.stop_at.min(Instant::now());
                 }
             }
         }

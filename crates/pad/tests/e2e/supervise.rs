@@ -325,3 +325,73 @@ fn sigterm_to_pad_stops_a_stubborn_group_after_kill_after_and_releases() {
     assert!(item.get("lease").is_none(), "released: {item}");
     assert_eq!(item["status"], "open");
 }
+
+/// Nanosecond wall-clock timestamps a command wrote (`date +%s%N`), one a line.
+fn stamps(path: &Path) -> Vec<i128> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// S2 (docs/leases.md, "S2: the holder stops first"): the SIGKILL deadline
+/// set when stopping began holds though CMD exits first. The server is frozen
+/// (SIGSTOP), so no renewal gets through and S2 stops CMD; CMD traps SIGTERM
+/// and exits 1.5 s later, while its child ignores SIGTERM and writes a
+/// timestamp every 20 ms. Waiting a fresh `--kill-after` from CMD's exit would
+/// let the child write past the lease's expiry.
+#[test]
+fn a_stop_under_way_keeps_its_sigkill_deadline_when_cmd_exits_first() {
+    let s = TestServer::start();
+    let r = create(&s, "leader exits first");
+    let dir = s.home.join("leader");
+    std::fs::create_dir(&dir).unwrap();
+    let (ticks, term, child_pid) = (dir.join("ticks"), dir.join("term"), dir.join("child"));
+    let script = format!(
+        "(trap '' TERM; while :; do date +%s%N >> {ticks}; sleep 0.02; done) & \
+         echo $! > {c}.tmp; mv {c}.tmp {c}; \
+         trap 'date +%s%N > {term}.tmp; mv {term}.tmp {term}; sleep 1.5; exit 1' TERM; \
+         while :; do sleep 0.1; done",
+        ticks = ticks.display(),
+        c = child_pid.display(),
+        term = term.display()
+    );
+    let (ttl, kill_after) = (Duration::from_secs(6), Duration::from_secs(2));
+    let run = spawn(&s, &["run", &r, "--ttl", "6s", "--kill-after", "2s", "--", "sh", "-c", &script]);
+    wait_for("the child's first timestamp", Duration::from_secs(30), || {
+        child_pid.exists() && !stamps(&ticks).is_empty()
+    });
+    let child = read_pid(&child_pid).unwrap();
+    // SAFETY: kill(2) on the server this test started.
+    let freeze = |sig| assert_eq!(unsafe { libc::kill(s.pid(), sig) }, 0);
+    freeze(libc::SIGSTOP);
+    let frozen = Instant::now();
+    let out = run.wait_with_output().unwrap();
+    // Thawed only once the lease has surely expired (its last renewal was
+    // sent before the freeze), so no renewal sent before can extend it.
+    std::thread::sleep((frozen + ttl + Duration::from_secs(1)).saturating_duration_since(Instant::now()));
+    freeze(libc::SIGCONT);
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    assert!(!alive(child), "pad exited with the child still running");
+
+    let last = &show(&s, &r)["last_lease"];
+    assert_eq!(last["ended"], "expired", "{last}");
+    let expiry = chrono::DateTime::parse_from_rfc3339(last["ended_at"].as_str().unwrap()).unwrap();
+    let expiry = i128::from(expiry.timestamp_nanos_opt().unwrap());
+    let term_at = stamps(&term).first().copied().expect("CMD got SIGTERM");
+    let last_tick = *stamps(&ticks).iter().max().unwrap();
+    let ms = |ns: i128| ns as f64 / 1e6;
+    eprintln!(
+        "SIGTERM at expiry {:+.0} ms; the child's last timestamp at SIGTERM {:+.0} ms, at expiry {:+.0} ms",
+        ms(term_at - expiry),
+        ms(last_tick - term_at),
+        ms(last_tick - expiry)
+    );
+    // SIGKILL was due `kill_after` after SIGTERM (CMD noted SIGTERM no
+    // earlier than it was sent); S2's margin is what its delivery may take.
+    let due = term_at + (kill_after + pad_core::stop::margin(ttl)).as_nanos() as i128;
+    assert!(
+        last_tick < due,
+        "the child wrote {:.0} ms after kill-after had passed since SIGTERM",
+        ms(last_tick - term_at) - kill_after.as_millis() as f64
+    );
+    assert!(last_tick < expiry, "the child wrote {:.0} ms after the lease expired", ms(last_tick - expiry));
+}

@@ -15,7 +15,7 @@ use super::report::Report;
 use super::signals::Stop;
 use super::{Granted, Outcome, Ran, Worker, exit_code};
 use crate::commands::group::Group;
-use crate::commands::heartbeat::{Heartbeat, check_room};
+use crate::commands::heartbeat::{Heartbeat, Holding, check_room};
 use crate::error::{CliError, Exit};
 use crate::output;
 
@@ -64,23 +64,25 @@ pub(super) async fn supervise(
     let deadline = w.timeout.map(|t| started + t);
     let mut lost: Option<CliError> = None;
     let mut timed_out = false;
-    // Set once pad starts stopping the group: when SIGKILL follows.
+    // Set once pad starts stopping the group: when SIGKILL follows. It
+    // holds until the group is gone, CMD's exit or not (docs/leases.md, S2).
     let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
     let status: ExitStatus = loop {
         tokio::select! {
             status = group.wait() => break status?,
             loss = holding.lost(), if lost.is_none() => {
                 lost = Some(loss);
-                stopping(&group, libc::SIGTERM, &mut kill_at, w.kill_after);
+                stopping(&group, libc::SIGTERM, &mut kill_at, &holding);
             }
             () = sleep_until(deadline.unwrap_or(started)), if deadline.is_some() && !timed_out => {
                 timed_out = true;
-                stopping(&group, libc::SIGTERM, &mut kill_at, w.kill_after);
+                stopping(&group, libc::SIGTERM, &mut kill_at, &holding);
             }
-            sig = stop.recv() => stopping(&group, sig, &mut kill_at, w.kill_after),
-            () = sleep_until(kill_at.unwrap_or(started)), if kill_at.is_some() => {
+            sig = stop.recv() => stopping(&group, sig, &mut kill_at, &holding),
+            () = sleep_until(kill_at.unwrap_or(started)), if kill_at.is_some() && !killed => {
                 group.signal(libc::SIGKILL);
-                kill_at = None;
+                killed = true;
             }
         }
     };
@@ -89,7 +91,7 @@ pub(super) async fn supervise(
     // What CMD left behind in its group goes too, before the lease ends;
     // renewals go on meanwhile.
     let left = {
-        let mut finish = std::pin::pin!(group.finish(w.kill_after));
+        let mut finish = std::pin::pin!(group.finish(kill_at, holding.kill_by(Instant::now())));
         loop {
             tokio::select! {
                 left = &mut finish => break left,
@@ -131,13 +133,11 @@ pub(super) async fn supervise(
 }
 
 /// Starts stopping CMD's group with `sig`, if not already under way; SIGKILL
-/// follows `kill_after` later. A later signal (a second Ctrl-C) is passed on
-/// without moving the SIGKILL.
-fn stopping(group: &Group, sig: i32, kill_at: &mut Option<Instant>, kill_after: Duration) {
+/// follows `kill_after` later, no later than S2 allows ([`Holding::kill_by`]).
+/// A later signal (a second Ctrl-C) is passed on without moving the SIGKILL.
+fn stopping(group: &Group, sig: i32, kill_at: &mut Option<Instant>, holding: &Holding) {
     group.signal(sig);
-    if kill_at.is_none() {
-        *kill_at = Some(Instant::now() + kill_after);
-    }
+    kill_at.get_or_insert_with(|| holding.kill_by(Instant::now()));
 }
 
 /// CMD exited 0: with `--done-on-success`, set `done` and end the lease in
