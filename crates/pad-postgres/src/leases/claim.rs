@@ -155,7 +155,8 @@ pub(super) const CLAIM_CANDIDATES_P: [&str; 9] = [
 /// L19's cap), each with its `lease.claimed` (data returned as
 /// `claimed_data` to compare with `shared::event::claimed`) and webhook
 /// deliveries, their events in frontier order. Those with an expired lease
-/// are returned unwritten, for the flow to record the expiry first. One row
+/// are returned unwritten, for the flow to record the expiry first (and,
+/// by the guard of [`CLAIM_CANDIDATES_TAIL`], the free ones after them). One row
 /// per candidate, in frontier order: `prev_*` the row as locked, `rank`,
 /// `db_now`, and for a grant `new_*` ([`returning_lease!`]) and the item as
 /// left with its joined columns, read in the statement's snapshot.
@@ -250,8 +251,15 @@ macro_rules! none_expired {
     };
 }
 
-/// Claim-next's statement after the frontier, in a transaction: see [`claim_candidates_tail!`].
-pub(super) const CLAIM_CANDIDATES_TAIL: &str = claim_candidates_tail!("");
+/// Claim-next's statement after the frontier, in a transaction: see
+/// [`claim_candidates_tail!`]. It grants only the candidates ranked before
+/// the first whose lease has expired: the flow records that expiry and
+/// claims it, then claims the ones after it one by one, so the grants and
+/// their events keep frontier order, as if each were made alone
+/// (docs/leases.md, "Claim-next in one statement").
+pub(super) const CLAIM_CANDIDATES_TAIL: &str = claim_candidates_tail!(
+    " AND NOT EXISTS (SELECT FROM ranked x WHERE x.lease_holder IS NOT NULL AND x.rank < r.rank)"
+);
 
 /// Claim-next's statement after the frontier, sent without a transaction
 /// (docs/leases.md, "Claim-next in one statement"): as
