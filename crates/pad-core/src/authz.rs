@@ -73,6 +73,14 @@ pub fn least(a: Role, b: Role) -> Role {
     if rank(a) <= rank(b) { a } else { b }
 }
 
+/// Whether changing a member's role from `from` to `to` lowers it. A
+/// lowering revokes the tokens the member minted for others in the
+/// workspace, as removal does, so none reaches further than its minter now
+/// could (docs/api.md, "Tokens").
+pub fn lowers(from: Role, to: Role) -> bool {
+    from != to && least(from, to) == to
+}
+
 /// The role a request acts with in workspace `workspace_id`, where its user
 /// is a member with `membership`: `min(scope role, membership)`. `None`
 /// when the token is scoped to another workspace: the request is then
@@ -251,6 +259,13 @@ mod tests {
         assert_eq!(effective_role(Some(s), 2, Owner), None);
         assert_eq!(least(Owner, Viewer), Viewer);
         assert_eq!(least(Editor, Owner), Editor);
+    }
+
+    #[test]
+    fn only_a_lower_role_lowers() {
+        use Role::*;
+        assert!(lowers(Owner, Editor) && lowers(Owner, Viewer) && lowers(Editor, Viewer));
+        assert!(!lowers(Owner, Owner) && !lowers(Viewer, Editor) && !lowers(Editor, Owner));
     }
 
     #[test]

@@ -302,8 +302,20 @@ impl AccountSteps for Tx {
             .await
             .map_err(db)?;
         sqlx::query(
+            "UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND workspace_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(user)
+        .bind(ws)
+        .execute(&mut *self.conn)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn revoke_minted_for_others(&mut self, ws: i64, user: i64) -> StoreResult<()> {
+        sqlx::query(
             "UPDATE tokens SET revoked_at = now()
-             WHERE (user_id = $1 OR minted_by = $1) AND workspace_id = $2 AND revoked_at IS NULL",
+             WHERE minted_by = $1 AND user_id <> $1 AND workspace_id = $2 AND revoked_at IS NULL",
         )
         .bind(user)
         .bind(ws)

@@ -241,8 +241,16 @@ impl AccountSteps for Tx {
         let conn = self.conn();
         conn.exec("DELETE FROM members WHERE workspace_id = ? AND user_id = ?", (ws, user))?;
         conn.exec(
+            "UPDATE tokens SET revoked_at = ? WHERE user_id = ? AND workspace_id = ? AND revoked_at IS NULL",
+            (micros(self.now), user, ws),
+        )?;
+        Ok(())
+    }
+
+    async fn revoke_minted_for_others(&mut self, ws: i64, user: i64) -> StoreResult<()> {
+        self.conn().exec(
             "UPDATE tokens SET revoked_at = ?1
-             WHERE (user_id = ?2 OR minted_by = ?2) AND workspace_id = ?3 AND revoked_at IS NULL",
+             WHERE minted_by = ?2 AND user_id <> ?2 AND workspace_id = ?3 AND revoked_at IS NULL",
             (micros(self.now), user, ws),
         )?;
         Ok(())

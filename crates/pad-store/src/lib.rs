@@ -70,11 +70,14 @@ pub trait Store: Send + Sync + 'static {
     /// exist or `user` is not a member, so non-members learn nothing.
     async fn membership(&self, user: Actor, slug: &str) -> StoreResult<(Workspace, Role)>;
 
-    /// Adds a member (creating the user) or changes its role.
+    /// Adds a member (creating the user) or changes its role. Lowering a
+    /// role revokes, in the same transaction, the tokens the member minted
+    /// for others in `ws` (docs/api.md, "Tokens").
     async fn set_member(&self, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member>;
     async fn list_members(&self, ws: &Workspace) -> StoreResult<Vec<Member>>;
     /// Removes a member (`NotFound` if not one; never the last owner) and
-    /// revokes their tokens scoped to `ws`, in one transaction.
+    /// revokes their tokens scoped to `ws` and those they minted there for
+    /// others, in one transaction.
     async fn remove_member(&self, ws: &Workspace, email: &str) -> StoreResult<()>;
 
     /// Changes the workspace's lease settings (docs/api.md, "Workspace

@@ -114,9 +114,11 @@ pub trait AccountSteps: Send {
     /// The member with this email: its user id and role.
     async fn member_by_email(&mut self, ws: i64, email: &str) -> StoreResult<Option<(i64, Role)>>;
     async fn owners(&mut self, ws: i64) -> StoreResult<i64>;
-    /// Removes the member and revokes its tokens scoped to `ws` and those it
-    /// minted for others there.
+    /// Removes the member and revokes its own tokens scoped to `ws`.
     async fn delete_member(&mut self, ws: i64, user: i64) -> StoreResult<()>;
+    /// Revokes the live tokens `user` minted for other users in `ws` (its
+    /// own stay).
+    async fn revoke_minted_for_others(&mut self, ws: i64, user: i64) -> StoreResult<()>;
     /// Serializes token mints of one user until commit.
     async fn lock_tokens(&mut self, user: i64) -> StoreResult<()>;
     async fn live_tokens(&mut self, user: i64) -> StoreResult<i64>;

@@ -126,6 +126,7 @@ macro_rules! conformance_suite {
             l11_claim_next_skips_a_sessions_own_work,
             l14_a_success_clears_the_failure_handoff,
             removing_an_owner_revokes_the_tokens_they_minted_for_others,
+            lowering_a_role_revokes_the_tokens_it_minted_for_others,
             l19_renewals_cannot_extend_a_lease_past_its_max_hold,
             l19_a_capped_lease_ends_as_an_expiry_that_names_the_cap,
             l19_bad_max_hold_is_refused_and_changes_nothing,

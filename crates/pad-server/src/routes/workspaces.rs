@@ -113,6 +113,7 @@ pub async fn members(State(s): State<AppState>, ctx: Ctx) -> JsonOut<MemberList>
 }
 
 /// Add a member (creating the user) or change a member's role. Owners only.
+/// Lowering a role revokes the tokens the member minted here for others.
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/members", tag = "members", params(("ws" = String, Path)),
     request_body = SetMember, responses((status = 200, body = Member), (status = "default", body = ErrorEnvelope)))]
 pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<SetMember>) -> JsonOut<Member> {

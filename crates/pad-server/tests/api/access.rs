@@ -523,3 +523,82 @@ async fn requests_with_minted_tokens_count_against_the_minter() {
     assert_eq!(s.get(&s.owner, "/api/v1/me").await.status, 429, "the owner's own requests share the bucket");
     assert_eq!(s.get(&own, "/api/v1/me").await.status, 429, "a's bucket is spent by its minted token too");
 }
+
+/// An owner mints a token for another owner, keeps its secret, and is then
+/// demoted to viewer. "A token never reaches further than its minter could"
+/// (docs/api.md, "Tokens"): lowering a role revokes the tokens the member
+/// minted there for others, as removal does, at once; the member's own
+/// tokens, and those minted for it by others, stay and act with its new role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_owners_minted_tokens_lose_the_owners_reach() {
+    for b in common::backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let second = s.member("default", "second@example.com", "owner").await;
+        let third = s.member("default", "third@example.com", "owner").await;
+        let minted =
+            s.post(&second, &format!("{DEFAULT}/tokens"), json!({"name": "ci", "email": "third@example.com"})).await;
+        assert_eq!(minted.status, 201, "{}: {:?}", b.name, minted.body);
+        let kept = token_of(&minted);
+        let mine = s.post(&second, &format!("{DEFAULT}/tokens"), json!({"name": "mine", "scope": "workspace"})).await;
+        assert_eq!(mine.status, 201, "{}: {:?}", b.name, mine.body);
+        let mine = token_of(&mine);
+        // Used once, so the authentication cache holds it.
+        assert_eq!(s.get(&kept, &format!("{DEFAULT}/items")).await.status, 200, "{}", b.name);
+        let demoted = s
+            .post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "second@example.com", "role": "viewer"}))
+            .await;
+        assert_eq!(demoted.status, 200, "{}: {:?}", b.name, demoted.body);
+        let promote_second = json!({"email": "second@example.com", "role": "owner"});
+        let via = s.post(&kept, &format!("{DEFAULT}/members"), promote_second.clone()).await;
+        assert_eq!(via.status, 401, "{}: the demoted minter's token for another acts on: {:?}", b.name, via.body);
+        // The demoted member's own tokens (one minted by the first owner, one
+        // by itself) stay, at its new role: they read, and neither writes nor
+        // administers.
+        for (which, token) in [("minted by the owner", &second), ("its own", &mine)] {
+            assert_eq!(s.get(token, &format!("{DEFAULT}/items")).await.status, 200, "{}: {which}", b.name);
+            let own = s.post(token, &format!("{DEFAULT}/members"), promote_second.clone()).await;
+            assert_eq!(own.status, 403, "{}: {which}: {:?}", b.name, own.body);
+            let write = s.post(token, &format!("{DEFAULT}/items"), json!({"title": "t"})).await;
+            assert_eq!(write.status, 403, "{}: {which}: {:?}", b.name, write.body);
+        }
+        // The token the first owner minted for the other owner is untouched.
+        let by_owner =
+            s.post(&third, &format!("{DEFAULT}/members"), json!({"email": "x@example.com", "role": "viewer"})).await;
+        assert_eq!(by_owner.status, 200, "{}", b.name);
+        let members = s.get(&s.owner, &format!("{DEFAULT}/members")).await;
+        let role = members.body["members"].as_array().unwrap().iter().find(|m| m["email"] == "second@example.com");
+        assert_eq!(role.unwrap()["role"], "viewer", "{}: still demoted", b.name);
+    }
+}
+
+/// Raising a role, or setting the one a member has, revokes nothing: the
+/// tokens an owner minted for others, and those minted for the promoted
+/// member, keep working (docs/api.md, "Tokens").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promoting_a_member_revokes_none_of_its_tokens() {
+    for b in common::backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let second = s.member("default", "second@example.com", "owner").await;
+        let third = s.member("default", "third@example.com", "viewer").await;
+        let minted =
+            s.post(&second, &format!("{DEFAULT}/tokens"), json!({"name": "ci", "email": "third@example.com"})).await;
+        assert_eq!(minted.status, 201, "{}: {:?}", b.name, minted.body);
+        let kept = token_of(&minted);
+        let own = s.post(&third, &format!("{DEFAULT}/tokens"), json!({"name": "mine", "scope": "workspace"})).await;
+        assert_eq!(own.status, 201, "{}: {:?}", b.name, own.body);
+        let own = token_of(&own);
+        for (email, role) in [("second@example.com", "owner"), ("third@example.com", "editor")] {
+            let set = s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": email, "role": role})).await;
+            assert_eq!(set.status, 200, "{}: {:?}", b.name, set.body);
+        }
+        for (which, token) in
+            [("second's", &second), ("third's", &third), ("third's own", &own), ("minted by second", &kept)]
+        {
+            assert_eq!(s.get(token, &format!("{DEFAULT}/items")).await.status, 200, "{}: {which}", b.name);
+        }
+        // Setting second's own role again left it an owner.
+        let again =
+            s.post(&second, &format!("{DEFAULT}/tokens"), json!({"name": "ci2", "email": "third@example.com"})).await;
+        assert_eq!(again.status, 201, "{}", b.name);
+    }
+}

@@ -3,7 +3,7 @@
 
 use pad_core::model::{DEFAULT_KINDS, validate_slug};
 use pad_core::validate::{self, Lines};
-use pad_core::{Member, Role, TokenInfo, User, Workspace};
+use pad_core::{Member, Role, TokenInfo, User, Workspace, authz};
 
 use super::{AccountSteps, Begin, WriteTx};
 use crate::shared;
@@ -65,18 +65,24 @@ fn last_owner(field: &str) -> StoreError {
 }
 
 /// Adds a member (creating the user) or changes its role; never demotes the
-/// last owner.
+/// last owner. Lowering a role revokes the tokens the member minted for
+/// others here, as removal does: a token never reaches further than its
+/// minter could (docs/api.md, "Tokens"). Its own tokens stay; they act with
+/// the new role.
 pub async fn set_member<S: Begin>(s: &S, ws: &Workspace, email: &str, role: Role) -> StoreResult<Member> {
     validate::email("email", email)?;
     let mut tx = s.begin().await?;
     // Two concurrent demotions must not both see "another owner remains".
     tx.lock_members(ws.id).await?;
     let user = tx.ensure_user(email).await?;
-    if tx.member_role(ws.id, user.id).await? == Some(Role::Owner) && role != Role::Owner && tx.owners(ws.id).await? <= 1
-    {
+    let before = tx.member_role(ws.id, user.id).await?;
+    if before == Some(Role::Owner) && role != Role::Owner && tx.owners(ws.id).await? <= 1 {
         return Err(last_owner("role"));
     }
     let added_at = tx.put_member(ws.id, user.id, role).await?;
+    if before.is_some_and(|b| authz::lowers(b, role)) {
+        tx.revoke_minted_for_others(ws.id, user.id).await?;
+    }
     tx.commit().await?;
     Ok(Member { email: user.email, role, added_at })
 }
@@ -93,6 +99,7 @@ pub async fn remove_member<S: Begin>(s: &S, ws: &Workspace, email: &str) -> Stor
         return Err(last_owner("email"));
     }
     tx.delete_member(ws.id, user).await?;
+    tx.revoke_minted_for_others(ws.id, user).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -161,6 +161,25 @@ pub async fn removing_an_owner_revokes_the_tokens_they_minted_for_others(store: 
     assert!(listed.iter().all(|t| t.name != "ci"), "{listed:?}");
 }
 
+/// Lowering a role revokes, like removal, the tokens the member minted for
+/// others in the workspace (docs/api.md, "Tokens"); its own scoped token
+/// stays, and setting the same role or raising one revokes nothing.
+pub async fn lowering_a_role_revokes_the_tokens_it_minted_for_others(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let s = &f.store;
+    s.set_member(&f.ws, "second@example.com", Role::Owner).await.unwrap();
+    let second = Actor { user_id: s.ensure_user("second@example.com").await.unwrap().id };
+    s.create_scoped_token(f.editor, "ci", "demote-by-second", &f.ws, Role::Editor, second).await.unwrap();
+    s.create_scoped_token(second, "mine", "demote-own", &f.ws, Role::Owner, second).await.unwrap();
+    s.set_member(&f.ws, "second@example.com", Role::Owner).await.unwrap();
+    s.set_member(&f.ws, "editor@example.com", Role::Owner).await.unwrap();
+    assert!(s.authenticate("demote-by-second").await.unwrap().is_some(), "same role and a raise revoke nothing");
+    s.set_member(&f.ws, "second@example.com", Role::Editor).await.unwrap();
+    assert_eq!(s.authenticate("demote-by-second").await.unwrap(), None, "the demoted owner's mint is revoked");
+    assert!(s.authenticate("demote-own").await.unwrap().is_some(), "its own token stays, capped by its role");
+    assert_eq!(s.membership(second, "acme").await.unwrap().1, Role::Editor);
+}
+
 /// docs/api.md, "Workspace settings": a patch changes only what it names, is
 /// checked against the stored settings, writes nothing when refused, and the
 /// next claim obeys the new TTL bounds (L8).
