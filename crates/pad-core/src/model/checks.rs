@@ -27,21 +27,57 @@ mod tests {
         }
     }
 
-    /// A complete's version (L15) is written from the status alone: it must
-    /// be what a diff of the whole item gives.
-    #[test]
-    fn status_changes_are_the_diff_of_a_status_move() {
-        let old: Item = serde_json::from_value(serde_json::json!({
+    fn sample_item() -> Item {
+        serde_json::from_value(serde_json::json!({
             "ref": "TASK-1", "kind": "task", "title": "t", "body": "b", "status": "in-progress",
             "priority": "high", "labels": ["x"], "parent": null, "blocked_by": [], "blocked_by_open": [],
             "assignee": "a@example.com", "created_by": "a@example.com", "created_at": "2026-01-01T00:00:00Z",
             "updated_at": "2026-01-01T00:00:00Z", "deleted_at": null, "comments_count": 2, "lease": null
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A complete's version (L15) is written from the status alone: it must
+    /// be what a diff of the whole item gives.
+    #[test]
+    fn status_changes_are_the_diff_of_a_status_move() {
+        let old = sample_item();
         for to in [Status::Done, Status::Cancelled, Status::Open] {
             let new = Item { status: to, ..old.clone() };
             assert_eq!(Item::status_changes(old.status, to), new.changes_since(Some(&old)), "{to:?}");
         }
+    }
+
+    /// docs/api.md, "Limits": at most 100 blockers, counted on the merged
+    /// list, so repeated `add_blocked_by` cannot grow an item past the cap;
+    /// removals in the same update count first.
+    #[test]
+    fn merged_blockers_are_capped_at_100() {
+        let refs = |range: std::ops::Range<i64>| {
+            range.map(|number| ItemRef { prefix: "TASK".into(), number }).collect::<Vec<_>>()
+        };
+        let item = |blockers: Vec<ItemRef>| Item { blocked_by: blockers, ..sample_item() };
+        let full = item(refs(2..102));
+        let add = |r: std::ops::Range<i64>| ValidPatch { add_blocked_by: refs(r), ..Default::default() };
+        let e = full.patched(&add(200..201)).unwrap_err();
+        assert_eq!(e.field, "add_blocked_by");
+        assert!(e.message.contains("100") && e.message.contains("101"), "{}", e.message);
+        let swap = ValidPatch { remove_blocked_by: refs(2..3), ..add(200..201) };
+        assert_eq!(full.patched(&swap).unwrap().blocked_by.len(), 100, "a removal makes room");
+        let e = item(refs(2..52)).patched(&add(200..300)).unwrap_err();
+        assert_eq!(e.field, "add_blocked_by");
+        assert!(e.message.contains("150"), "{}", e.message);
+        // An item left over the cap (before the merged list was checked) may
+        // still be edited and lose blockers, never gain one.
+        let over = item(refs(2..152));
+        assert!(over.patched(&ValidPatch { title: Some("t2".into()), ..Default::default() }).is_ok());
+        let fewer = ValidPatch { remove_blocked_by: refs(2..3), ..Default::default() };
+        assert_eq!(over.patched(&fewer).unwrap().blocked_by.len(), 149);
+        assert_eq!(over.patched(&add(200..201)).unwrap_err().field, "add_blocked_by");
+        // Labels are counted the same way (LABELS_MAX).
+        let labels = Item { labels: (0..50).map(|n| format!("l{n}")).collect(), ..sample_item() };
+        let e = labels.patched(&ValidPatch { add_labels: vec!["more".into()], ..Default::default() }).unwrap_err();
+        assert_eq!(e.field, "labels");
     }
 
     #[test]

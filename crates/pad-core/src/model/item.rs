@@ -121,6 +121,18 @@ impl Item {
             let field = if patch.add_blocked_by.contains(&self.item_ref) { "add_blocked_by" } else { "blocked_by" };
             return Err(ValidationError::new(field, "an item cannot block itself"));
         }
+        // The cap holds for the list the update leaves, not only for each
+        // list sent (docs/api.md, "Limits"). An item over it from before this
+        // check may keep or shrink its list, so it can still be edited.
+        let count = new.blocked_by.len();
+        if count > BLOCKED_BY_MAX && count > self.blocked_by.len() {
+            return Err(ValidationError::new(
+                "add_blocked_by",
+                format!(
+                    "an item may have at most {BLOCKED_BY_MAX} blockers; this update would leave {count} (remove some with remove_blocked_by)"
+                ),
+            ));
+        }
         new.blocked_by.sort_by(|a, b| (&a.prefix, a.number).cmp(&(&b.prefix, b.number)));
         if let Some(a) = &patch.assignee {
             new.assignee = a.clone();

@@ -171,6 +171,39 @@ async fn blocked_by_cycles_are_refused_naming_the_cycle() {
     assert_eq!(s.get(&s.owner, &format!("{WS}/items/TASK-3")).await.body["blocked_by"], json!([]));
 }
 
+/// At most 100 blockers (docs/api.md, "Limits"), counted on the list an
+/// update would leave: `add_blocked_by` of 100 twice once gave an item 200.
+/// The update past the cap is `validation_failed` on `add_blocked_by`,
+/// naming the cap and the count, and writes nothing; a removal in the same
+/// update makes room. On both backends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_blocked_by_cannot_grow_an_item_past_100_blockers() {
+    for b in common::backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let target = s.create_item(&s.owner, "default", "target").await;
+        let mut blockers = Vec::new();
+        for n in 0..101 {
+            blockers.push(s.create_item(&s.owner, "default", &format!("blocker {n}")).await);
+        }
+        let path = format!("{WS}/items/{target}");
+        let patch = |body: Value| s.call(Some(&s.owner), Method::PATCH, &path, Some(body));
+        let first = patch(json!({"add_blocked_by": blockers[..60]})).await;
+        assert_eq!(first.status, 200, "{}: {:?}", b.name, first.body);
+        let before = s.get(&s.owner, &format!("{path}/history")).await.body;
+        let over = patch(json!({"add_blocked_by": blockers[60..]})).await;
+        assert_eq!((over.status.as_u16(), over.code()), (400, "validation_failed"), "{}: {:?}", b.name, over.body);
+        assert_eq!(over.body["error"]["details"]["field"], "add_blocked_by", "{}", b.name);
+        let message = over.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("100") && message.contains("101"), "{}: {message}", b.name);
+        let item = s.get(&s.owner, &path).await.body;
+        assert_eq!(item["blocked_by"].as_array().unwrap().len(), 60, "{}: nothing written", b.name);
+        assert_eq!(s.get(&s.owner, &format!("{path}/history")).await.body, before, "{}: no version", b.name);
+        let room = patch(json!({"add_blocked_by": blockers[60..], "remove_blocked_by": [blockers[0]]})).await;
+        assert_eq!(room.status, 200, "{}: {:?}", b.name, room.body);
+        assert_eq!(room.body["blocked_by"].as_array().unwrap().len(), 100, "{}", b.name);
+    }
+}
+
 /// The limits the server enforces are stated in `/openapi.json`, so clients
 /// generated from it (and schemathesis) agree with the server.
 #[tokio::test]
