@@ -95,6 +95,12 @@ impl<T> Reply<T> {
         })
     }
 
+    /// Whether the caller has gone (its future dropped: a request deadline,
+    /// a closed connection), so no one would get the answer.
+    fn gone(&self) -> bool {
+        self.to.is_closed()
+    }
+
     fn send(self, answer: Option<StoreError>) {
         let answer = match (answer, self.kept) {
             (Some(e), _) => Err(e),
@@ -115,6 +121,19 @@ impl Call {
             | Call::Fail { ws, r, .. }
             | Call::Renew { ws, r, .. }
             | Call::Release { ws, r, .. } => Some((ws.id, r.prefix.as_str(), r.number)),
+        }
+    }
+
+    /// Whether the call's caller has gone: such a call is not run, or a
+    /// claim-next would grant a lease to a caller already answered
+    /// `unavailable` (docs/leases.md, "Lease calls that share a transaction").
+    fn gone(&self) -> bool {
+        match self {
+            Call::ClaimNext { reply, .. } => reply.gone(),
+            Call::Complete { reply, .. } => reply.gone(),
+            Call::Fail { reply, .. } => reply.gone(),
+            Call::Renew { reply, .. } => reply.gone(),
+            Call::Release { reply, .. } => reply.gone(),
         }
     }
 
@@ -148,6 +167,10 @@ impl Call {
     /// statement"); a fail, and the calls a statement hands back, run in a
     /// transaction of their own.
     async fn alone(mut self, group: &Group) {
+        if self.gone() {
+            group.state().stats.dropped += 1;
+            return;
+        }
         let pool = &group.pool;
         let answered = match &mut self {
             Call::Renew { ws, r, req, reply } => {
@@ -284,6 +307,10 @@ pub struct GroupStats {
     pub shared_calls: u64,
     /// Batches rolled back because a call failed: their calls ran alone.
     pub rerun: u64,
+    /// Calls not run because their caller had gone (a request deadline, a
+    /// closed connection) before they ran (docs/leases.md, "Lease calls
+    /// that share a transaction").
+    pub dropped: u64,
     /// Completes those transactions wrote with others, two statements for
     /// the lot (`Tx::complete_many`).
     pub completed_together: u64,
@@ -364,6 +391,9 @@ impl Group {
         loop {
             let batch = {
                 let mut s = self.state();
+                let queued = s.queue.len();
+                s.queue.retain(|call| !call.gone());
+                s.stats.dropped += (queued - s.queue.len()) as u64;
                 if s.queue.is_empty() || s.held {
                     // Under the lock that queues calls: a call queued after
                     // this sees no leader and starts one.

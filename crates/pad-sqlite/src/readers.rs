@@ -53,6 +53,11 @@ impl Readers {
     ) -> StoreResult<T> {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |conn| {
+            // Its caller has gone (a request deadline, a closed connection):
+            // no one would get the answer (docs/operations.md).
+            if reply.is_closed() {
+                return;
+            }
             let _ = reply.send(f(conn));
         });
         let sent = match self.jobs.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -68,5 +73,44 @@ impl Readers {
     /// Lets the reader threads end once the queued reads are done.
     pub(crate) fn close(&self) {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::{Arc, RwLock};
+    use std::task::{Context, Waker};
+
+    use rusqlite::Connection;
+
+    use super::Readers;
+    use crate::checkpoint::Gate;
+
+    /// A read whose caller went away (a request deadline, a closed
+    /// connection) before a reader took it is not run (docs/operations.md,
+    /// "SQLite writes: group commit").
+    #[tokio::test]
+    async fn a_read_whose_caller_is_gone_is_not_run() {
+        let gate: Gate = Arc::new(RwLock::new(()));
+        let readers = Readers::start(vec![Connection::open_in_memory().unwrap()], &gate).unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        // While the gate is held, the one reader runs nothing.
+        let held = gate.write().unwrap();
+        let mut gone = {
+            let ran = Arc::clone(&ran);
+            Box::pin(readers.read(move |_| {
+                ran.fetch_add(1, SeqCst);
+                Ok(())
+            }))
+        };
+        // Its first poll queues the read; then its caller goes.
+        assert!(gone.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        drop(gone);
+        drop(held);
+        // One reader takes reads in order: once this one is answered, the
+        // gone one has been taken.
+        readers.read(|_| Ok(())).await.unwrap();
+        assert_eq!(ran.load(SeqCst), 0, "the gone caller's read ran");
     }
 }

@@ -766,3 +766,43 @@ async fn a_bad_holder_among_claim_nexts_made_together_is_refused_alone() {
         assert!(item.lease.as_ref().is_none_or(|l| l.holder != "bad\nholder"), "{r} granted to the bad holder");
     }
 }
+
+/// A claim-next whose caller went away (a request deadline, a closed
+/// connection) while it was queued is not run: the caller was answered
+/// `unavailable`, so a lease granted to it would hold the item for its
+/// whole TTL with no one to work on it (docs/leases.md, "Lease calls that
+/// share a transaction"). The live claim-next queued after it gets the
+/// item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_call_whose_caller_is_gone_is_not_run() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED a_queued_call_whose_caller_is_gone_is_not_run: {} is not set", common::ENV);
+    };
+    let (store, owner, ws, refs) = setup(&db, 1).await;
+    let before = store.group_stats();
+
+    store.hold_group();
+    let gone = {
+        let (store, ws, req) = (Arc::clone(&store), ws.clone(), common::claim(owner, "gone", false));
+        tokio::spawn(async move { store.claim_next(&ws, &FrontierFilter::default(), &req).await })
+    };
+    queued(&store, 1).await;
+    let live = {
+        let (store, ws, req) = (Arc::clone(&store), ws.clone(), common::claim(owner, "live", false));
+        tokio::spawn(async move { store.claim_next(&ws, &FrontierFilter::default(), &req).await })
+    };
+    queued(&store, 2).await;
+    // The first caller goes: once its task is cancelled, its future (and
+    // the receiving end of its answer) has been dropped.
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    store.unhold_group();
+
+    let (item, outcome) = live.await.unwrap().unwrap().expect("the item was left for the live caller");
+    assert_eq!((&item.item_ref, outcome.lease.holder.as_str()), (&refs[0], "live"));
+    let item = store.get_item(&ws, &refs[0]).await.unwrap();
+    assert_eq!(item.lease.expect("leased").holder, "live", "the gone caller holds nothing");
+    let stats = store.group_stats();
+    assert_eq!(stats.dropped, before.dropped + 1, "{stats:?}");
+    assert_eq!(stats.shared, before.shared, "the live call ran alone: {stats:?}");
+}
