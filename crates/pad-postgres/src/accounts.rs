@@ -150,13 +150,14 @@ impl AccountOps for PgStore {
         row.as_ref().map(rows::principal_from_row).transpose()
     }
 
-    async fn revoke_session(&self, hash: &str) -> StoreResult<()> {
-        sqlx::query("UPDATE sessions SET revoked_at = now() WHERE hash = $1 AND revoked_at IS NULL")
+    async fn revoke_session(&self, hash: &str) -> StoreResult<bool> {
+        let revoked = sqlx::query("UPDATE sessions SET revoked_at = now() WHERE hash = $1 AND revoked_at IS NULL")
             .bind(hash)
             .execute(&self.pool)
             .await
-            .map_err(db)?;
-        Ok(())
+            .map_err(db)?
+            .rows_affected();
+        Ok(revoked > 0)
     }
 
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {

@@ -16,6 +16,8 @@
 //!   ([`AuthCache::invalidation`]); a sign-out drops its session's entry
 //!   ([`AuthCache::forgetting`]). A read that started before either is not
 //!   stored (the generation check), so it cannot put the old answer back.
+//!   Both announce the change to the open event streams, except a sign-out
+//!   that revoked nothing ([`Invalidation::unchanged`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -152,7 +154,7 @@ impl AuthCache {
     /// (a deadline, a closed connection) while the call runs.
     #[must_use = "the cache is cleared when the guard drops"]
     pub fn invalidation(&self) -> Invalidation<'_> {
-        Invalidation { cache: self, only: None }
+        Invalidation { cache: self, only: None, announce: true }
     }
 
     /// Like [`AuthCache::invalidation`], for a change that concerns only
@@ -160,16 +162,19 @@ impl AuthCache {
     /// it must not empty the cache for everyone).
     #[must_use = "the entry is dropped when the guard drops"]
     pub fn forgetting(&self, credential: Credential) -> Invalidation<'_> {
-        Invalidation { cache: self, only: Some(credential) }
+        Invalidation { cache: self, only: Some(credential), announce: true }
     }
 
-    fn forget(&self, credential: &Credential) {
+    /// Drops `credential`'s entry; `announce`: tell the open streams.
+    fn forget(&self, credential: &Credential, announce: bool) {
         {
             let mut inner = self.lock();
             inner.generation += 1;
             inner.principals.map.remove(credential);
         }
-        self.changes.send_modify(|n| *n += 1);
+        if announce {
+            self.changes.send_modify(|n| *n += 1);
+        }
     }
 
     /// Entries held now, both maps together (for tests of the bound).
@@ -237,13 +242,25 @@ impl AuthCache {
 pub struct Invalidation<'a> {
     cache: &'a AuthCache,
     only: Option<Credential>,
+    announce: bool,
+}
+
+impl Invalidation<'_> {
+    /// The store call changed nothing (a sign-out whose cookie names no
+    /// live session): the credential's entry is still dropped, but the open
+    /// event streams are not told, so a flood of such sign-outs costs them
+    /// no store reads (docs/api.md, "Web sessions"). Only for
+    /// [`AuthCache::forgetting`]; a whole invalidation always announces.
+    pub fn unchanged(mut self) {
+        self.announce = false;
+    }
 }
 
 impl Drop for Invalidation<'_> {
     fn drop(&mut self) {
         match &self.only {
             None => self.cache.invalidate(),
-            Some(credential) => self.cache.forget(credential),
+            Some(credential) => self.cache.forget(credential, self.announce),
         }
     }
 }

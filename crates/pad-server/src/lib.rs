@@ -44,7 +44,7 @@ pub struct AppState {
     pub rate: limits::RateLimiter,
     /// Workspaces and invited users per account and hour (docs/api.md, "Limits").
     pub accounts: limits::AccountLimiter,
-    /// Sign-ins and `/metrics` scrapes, which name no user (docs/api.md, "Limits").
+    /// Sign-ins, sign-outs and `/metrics` scrapes, which name no user (docs/api.md, "Limits").
     pub anonymous: limits::AnonymousLimiter,
     /// Flips to true when shutdown begins, so event streams end and the
     /// server can drain.

@@ -503,7 +503,8 @@ mod account_tests {
     }
 }
 
-/// Requests no user is known for yet: sign-in (`POST /session`) and
+/// Requests no user is known for yet: sign-in (`POST /session`), sign-out
+/// (`DELETE /session`, which anyone may send with any cookie) and
 /// `/metrics`. Each has one bucket for the whole instance, so a flood of
 /// them cannot take the server's time from authenticated users
 /// (docs/api.md, "Limits").
@@ -517,6 +518,7 @@ pub struct AnonymousLimiter {
 pub enum Anonymous {
     SignIn = -1,
     Metrics = -2,
+    SignOut = -3,
 }
 
 /// Per second, for each kind; bursts of twice that.

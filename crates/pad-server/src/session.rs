@@ -113,17 +113,25 @@ pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> 
 
 /// Sign out: ends the session on the server and clears the cookies. Like
 /// any cookie-authenticated write, it needs the CSRF echo, so another site
-/// cannot sign a user out.
+/// cannot sign a user out. Anyone can send one with a made-up cookie (its
+/// CSRF value derives from it), so it draws on the anonymous limiter and
+/// wakes the open event streams only when it ended a session
+/// (docs/api.md, "Web sessions").
 #[utoipa::path(delete, path = "/api/v1/session", tag = "auth", security(()),
     responses((status = 204, description = "signed out"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
 pub async fn delete(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    s.anonymous.check(crate::limits::Anonymous::SignOut).map_err(ApiError::too_fast)?;
     if let Some(id) = cookie(&headers, SESSION_COOKIE) {
         if !csrf_echoed(&headers, &id) {
             return Err(csrf_refused());
         }
         let hash = hash_token(&id);
-        let _fresh = s.auth_cache.forgetting(crate::extract::Credential::Session(hash.clone()));
-        s.store.revoke_session(&hash).await?;
+        // Made before the store call, so a request cut short while it runs
+        // still announces the change it may have committed.
+        let fresh = s.auth_cache.forgetting(crate::extract::Credential::Session(hash.clone()));
+        if !s.store.revoke_session(&hash).await? {
+            fresh.unchanged();
+        }
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
     set_cookies(&mut resp, "", "", 0, s.secure_cookies);

@@ -139,11 +139,13 @@ impl AccountOps for SqliteStore {
         .await
     }
 
-    async fn revoke_session(&self, hash: &str) -> StoreResult<()> {
+    async fn revoke_session(&self, hash: &str) -> StoreResult<bool> {
         let tx = self.begin().await?;
-        tx.conn()
+        let revoked = tx
+            .conn()
             .exec("UPDATE sessions SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL", (micros(tx.now), hash))?;
-        tx.commit().await
+        tx.commit().await?;
+        Ok(revoked > 0)
     }
 
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {

@@ -57,7 +57,7 @@ pub trait AccountOps: Send + Sync {
     async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
     async fn create_session(&self, token_id: i64, hash: &str, ttl_seconds: i64) -> StoreResult<()>;
     async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>>;
-    async fn revoke_session(&self, hash: &str) -> StoreResult<()>;
+    async fn revoke_session(&self, hash: &str) -> StoreResult<bool>;
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>>;
     async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind>;
 }
@@ -199,7 +199,7 @@ impl<B: Backend> Store for B {
     async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>> {
         AccountOps::authenticate_session(self, hash).await
     }
-    async fn revoke_session(&self, hash: &str) -> StoreResult<()> {
+    async fn revoke_session(&self, hash: &str) -> StoreResult<bool> {
         AccountOps::revoke_session(self, hash).await
     }
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>> {

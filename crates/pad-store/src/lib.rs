@@ -124,7 +124,10 @@ pub trait Store: Send + Sync + 'static {
     /// The session's principal (its token's), if the session is live and its
     /// token not revoked.
     async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>>;
-    async fn revoke_session(&self, hash: &str) -> StoreResult<()>;
+    /// Ends the session; whether it ended one (`false`: the hash names no
+    /// session, or one already revoked), so a sign-out that changed nothing
+    /// announces no change of authorization (docs/api.md, "Web sessions").
+    async fn revoke_session(&self, hash: &str) -> StoreResult<bool>;
 
     async fn list_kinds(&self, ws: &Workspace) -> StoreResult<Vec<Kind>>;
     async fn add_kind(&self, ws: &Workspace, name: &str, prefix: &str) -> StoreResult<Kind>;

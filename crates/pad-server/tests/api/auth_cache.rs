@@ -92,6 +92,40 @@ async fn a_signed_out_session_is_refused_on_the_next_request() {
     }
 }
 
+/// A sign-out whose cookie names no session (anyone may send one, with a
+/// CSRF value derived from the cookie: docs/api.md, "Web sessions") revokes
+/// nothing, so it announces no change of authorization: the open event
+/// streams, which check their access again on each change, are not woken
+/// to read the store. A real sign-out still announces one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_out_naming_no_session_announces_no_change() {
+    for b in backends().await {
+        let cache = Arc::new(AuthCache::new(LONG, 64));
+        let s = TestServer::start_on_with(&b.url, |s| s.auth_cache = Arc::clone(&cache)).await;
+        let mut changes = cache.changes();
+        let unknown = "pads_no-such-session";
+        let cookie = format!("pad_session={unknown}; pad_csrf={}", pad_server::session::csrf_for(unknown));
+        assert_eq!(s.sign_out(&cookie).await, 204, "{}", b.name);
+        assert!(!changes.has_changed().unwrap(), "{}: an unknown session's sign-out woke the streams", b.name);
+
+        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
+        assert_eq!(signed.status, 204, "{}", b.name);
+        let cookie = signed
+            .headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        assert_eq!(s.sign_out(&cookie).await, 204, "{}", b.name);
+        assert!(changes.has_changed().unwrap(), "{}: a sign-out announced no change", b.name);
+        changes.borrow_and_update();
+        // Signing the same session out again revokes nothing.
+        assert_eq!(s.sign_out(&cookie).await, 204, "{}", b.name);
+        assert!(!changes.has_changed().unwrap(), "{}: a second sign-out woke the streams", b.name);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lowered_role_applies_to_the_next_request() {
     for b in backends().await {

@@ -287,15 +287,16 @@ async fn the_openapi_document_states_the_enforced_limits() {
     assert!(unbounded.is_empty(), "request fields without a stated bound: {unbounded:?}");
 }
 
-/// Sign-ins and `/metrics` name no user, so the per-user rate limit cannot
-/// bound them: each has a bucket for the instance (docs/api.md, "Limits").
-/// A flood gets 429 with Retry-After, in the error envelope.
+/// Sign-ins, sign-outs and `/metrics` name no user, so the per-user rate
+/// limit cannot bound them: each has a bucket for the instance (docs/api.md,
+/// "Limits"). A flood gets 429 with Retry-After, in the error envelope.
 #[tokio::test]
-async fn anonymous_sign_ins_and_scrapes_are_rate_limited() {
+async fn anonymous_sign_ins_sign_outs_and_scrapes_are_rate_limited() {
     let s = TestServer::start().await;
     let burst = (2.0 * pad_server::limits::ANONYMOUS_PER_SECOND) as usize;
     for (method, path, body) in [
         (Method::POST, "/api/v1/session", Some(serde_json::json!({"token": "pad_not-a-token"}))),
+        (Method::DELETE, "/api/v1/session", None),
         (Method::GET, "/metrics", None),
     ] {
         let mut limited = None;
@@ -307,8 +308,8 @@ async fn anonymous_sign_ins_and_scrapes_are_rate_limited() {
                 break;
             }
         }
-        let a = limited.unwrap_or_else(|| panic!("{path}: never limited"));
-        assert_eq!(a.code(), "rate_limited", "{path}");
-        assert!(a.headers.contains_key("retry-after"), "{path}");
+        let a = limited.unwrap_or_else(|| panic!("{method} {path}: never limited"));
+        assert_eq!(a.code(), "rate_limited", "{method} {path}");
+        assert!(a.headers.contains_key("retry-after"), "{method} {path}");
     }
 }

@@ -109,8 +109,10 @@ pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store
     assert_eq!((p.user.id, p.token_id, p.scope.map(|x| x.role)), (f.editor.user_id, t.id, Some(Role::Editor)));
     assert_eq!(s.authenticate_session("tok-web").await.unwrap(), None, "a token hash is no session");
     assert_eq!(s.authenticate("sess-1").await.unwrap(), None, "a session hash is no token");
-    s.revoke_session("sess-1").await.unwrap();
+    assert!(s.revoke_session("sess-1").await.unwrap(), "a live session is revoked");
     assert_eq!(s.authenticate_session("sess-1").await.unwrap(), None);
+    assert!(!s.revoke_session("sess-1").await.unwrap(), "a revoked session is not revoked again");
+    assert!(!s.revoke_session("no-such-session").await.unwrap(), "an unknown hash revokes nothing");
     s.create_session(t.id, "sess-2", 3600).await.unwrap();
     s.create_session(t.id, "sess-3", 1).await.unwrap();
     s.revoke_token(t.id).await.unwrap();
