@@ -43,6 +43,18 @@ pub(super) fn check_room(ttl: Duration, kill_after: Duration) -> Result<(), CliE
 pub(super) struct Heartbeat {
     shared: Arc<Shared>,
     task: JoinHandle<()>,
+    /// For [`Heartbeat::renew_late`]; the task has its own.
+    client: Client,
+    ws: String,
+}
+
+/// A lease as the request that granted or last renewed it left it: the
+/// server's answer, and when that request was sent (our clock), S2's
+/// starting point.
+pub(super) struct Fresh<'a> {
+    pub item_ref: &'a ItemRef,
+    pub lease: &'a mut Lease,
+    pub sent: &'a mut Instant,
 }
 
 impl Drop for Heartbeat {
@@ -173,8 +185,60 @@ enum Renewed {
 impl Heartbeat {
     pub fn start(client: Client, ws: String, kill_after: Duration) -> Heartbeat {
         let shared = Arc::new(Shared { kill_after, state: Mutex::default(), added: Notify::new() });
-        let task = tokio::spawn(beat(Arc::clone(&shared), client, ws));
-        Heartbeat { shared, task }
+        let task = tokio::spawn(beat(Arc::clone(&shared), client.clone(), ws.clone()));
+        Heartbeat { shared, task, client, ws }
+    }
+
+    /// Renews, in one request, every lease of `leases` whose renewal is
+    /// already due: a grant that a long poll answered long after it was
+    /// sent (docs/leases.md, S2: "A grant that arrives late"). S2 counts from
+    /// when the granting request was sent, so such a grant may leave no time
+    /// to run, or none at all; renewed, it is counted from this renewal's
+    /// send instead, and its `lease` and `sent` say so. Nothing is run on
+    /// these leases meanwhile, so the renewal may take as long as it takes.
+    ///
+    /// Returns, per lease, why it must not be run, if it must not: the
+    /// renewal was refused (the lease is not ours: nothing to end), or did
+    /// not get through and the lease's stop point has passed. A lease not
+    /// late, or not renewed but still short of its stop point, may run; the
+    /// heartbeat renews it from then on.
+    pub async fn renew_late(&self, leases: &mut [Fresh<'_>]) -> Vec<Option<CliError>> {
+        let kill_after = self.shared.kill_after;
+        let ttl = |l: &Lease| Duration::from_secs(l.ttl_seconds.into());
+        let stop_at = |f: &Fresh<'_>| *f.sent + stop::stop_after(stop::time_left(f.lease), ttl(f.lease), kill_after);
+        let now = Instant::now();
+        let late: Vec<usize> =
+            (0..leases.len()).filter(|&i| now >= *leases[i].sent + stop::renew_every(ttl(leases[i].lease))).collect();
+        let mut lost: Vec<Option<CliError>> = leases.iter().map(|_| None).collect();
+        if late.is_empty() {
+            return lost;
+        }
+        let batch: Vec<(u64, ItemRef, RenewBody)> =
+            late.iter().map(|&i| (0, leases[i].item_ref.clone(), renew_body(leases[i].lease))).collect();
+        let sent = Instant::now();
+        let answers = renew_all(&self.client, &self.ws, &batch).await;
+        for (&i, answer) in late.iter().zip(answers) {
+            let f = &mut leases[i];
+            match answer {
+                Renewed::Ok { lease, .. } => {
+                    *f.lease = lease;
+                    *f.sent = sent;
+                }
+                Renewed::Unreachable { .. } if Instant::now() < stop_at(f) => {}
+                Renewed::Unreachable { why, .. } => {
+                    lost[i] = Some(CliError::new(
+                        Exit::Conflict,
+                        format!(
+                            "lease on {} granted too late to run on, and no renewal got through before it had to \
+                             stop ({why})",
+                            f.item_ref
+                        ),
+                    ));
+                }
+                Renewed::Refused(e) => lost[i] = Some(e),
+            }
+        }
+        lost
     }
 
     /// Keeps `lease` on `item_ref` alive from now on; `sent` is when the
@@ -186,13 +250,7 @@ impl Heartbeat {
         let (tx, rx) = oneshot::channel();
         let entry = Entry {
             item_ref: item_ref.clone(),
-            body: RenewBody {
-                epoch: Some(lease.epoch),
-                lease_id: Some(lease.lease_id),
-                holder: Some(lease.holder.clone()),
-                ttl_seconds: None,
-                note: None,
-            },
+            body: renew_body(lease),
             ttl,
             stop_at: sent + stop::stop_after(stop::time_left(lease), ttl, kill_after),
             next: sent + stop::renew_every(ttl),
@@ -209,6 +267,17 @@ impl Heartbeat {
         };
         self.shared.added.notify_one();
         Holding { id, shared: Arc::clone(&self.shared), lost: rx }
+    }
+}
+
+/// The renewal of `lease`, fenced by its epoch and lease id.
+fn renew_body(lease: &Lease) -> RenewBody {
+    RenewBody {
+        epoch: Some(lease.epoch),
+        lease_id: Some(lease.lease_id),
+        holder: Some(lease.holder.clone()),
+        ttl_seconds: None,
+        note: None,
     }
 }
 

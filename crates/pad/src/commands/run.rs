@@ -151,9 +151,11 @@ impl<'a> Worker<'a> {
 struct Granted {
     item_ref: ItemRef,
     lease: Lease,
-    /// Our clock just before the request that granted the lease. The server
-    /// started the TTL later than this, so `at + ttl` never overestimates how
-    /// long the lease lives, whatever the two clocks say.
+    /// Our clock just before the request that granted the lease (or, for a
+    /// grant that arrived late, renewed it before its job started:
+    /// `drain.rs`). The server started the TTL later than this, so `at +
+    /// ttl` never overestimates how long the lease lives, whatever the two
+    /// clocks say.
     at: Instant,
 }
 

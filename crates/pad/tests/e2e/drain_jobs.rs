@@ -200,6 +200,56 @@ fn follow_waits_without_polling_and_runs_what_arrives() {
     }
 }
 
+/// `--follow` with a short TTL: an item that arrives late in the long poll,
+/// later than S2 would let pad run on the grant (its count starts when the
+/// poll was sent), is renewed before its command starts and then runs
+/// like any other (docs/leases.md, "`--follow`: as work arrives"), not
+/// reported lost the moment it is granted.
+#[test]
+fn follow_runs_an_item_granted_late_in_a_long_poll() {
+    // The shortest TTL `--kill-after 1s` allows room to renew in, with a
+    // renewal every second and S2's stop point 1.75 s after a request.
+    const TTL: Duration = Duration::from_secs(3);
+    let s = TestServer::start();
+    let ran = s.home.join("ran.txt");
+    let script = format!("echo started >> {r}; sleep 2; echo $PAD_REF >> {r}", r = ran.display());
+    let drain = s
+        .pad()
+        .args(["drain", "--follow", "--max", "1", "--ttl", "3s", "--kill-after", "1s", "--done-on-success"])
+        .args(["--format", "json", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the drain's long poll", Duration::from_secs(20), || {
+        s.scrape().lines().any(|l| l == "pad_claim_next_waiting 1")
+    });
+    // The poll has waited past S2's stop point for a grant sent with it.
+    std::thread::sleep(TTL - Duration::from_millis(500));
+    let r = create(&s, "arrives late");
+    let out = drain.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        lines(&ran),
+        ["started".to_string(), r.clone()],
+        "the command ran to its end: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let json = json_lines(&out);
+    assert_eq!(json.len(), 2, "the item and the summary: {}", stdout(&out));
+    assert_eq!(
+        (json[0]["ref"].as_str(), json[0]["outcome"].as_str()),
+        (Some(r.as_str()), Some("succeeded")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!((json[1]["succeeded"].as_u64(), json[1]["lease_lost"].as_u64()), (Some(1), Some(0)), "{}", json[1]);
+    let item = show(&s, &r);
+    assert!(item.get("lease").is_none(), "the lease ended: {item}");
+    assert_eq!(item["status"], "done", "{item}");
+}
+
 /// One heartbeat for all jobs: while three jobs run, their leases are
 /// renewed together, in `POST …/leases/renew`, never one item at a time.
 #[test]

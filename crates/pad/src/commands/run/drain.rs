@@ -16,13 +16,13 @@ use pad_core::FrontierFilter;
 use pad_core::api::{CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimNextBody};
 use tokio::time::Instant;
 
-use super::job::{release, supervise};
+use super::job::{not_run, release, supervise};
 use super::report::Report;
 use super::signals::Stop;
 use super::{DrainArgs, JOBS_MAX};
 use super::{Granted, Ran, Worker, new_session_id};
 use crate::commands::Ctx;
-use crate::commands::heartbeat::Heartbeat;
+use crate::commands::heartbeat::{Fresh, Heartbeat};
 use crate::commands::lease::filter;
 use crate::error::{CliError, Exit};
 
@@ -79,7 +79,7 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             }
             long_poll = wait > 0;
             asked = room;
-            claiming = Some(Box::pin(claim(&worker, &filter, &session, &report, room, wait)));
+            claiming = Some(Box::pin(claim(&worker, &filter, &session, &report, &heartbeat, room, wait)));
         }
         if claiming.is_none() && running.is_empty() {
             break;
@@ -106,15 +106,23 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
                 match got {
                     // A job failed the drain meanwhile: run nothing new.
                     Ok(grants) if failed.is_some() => {
-                        for g in &grants {
+                        for (g, _) in grants.iter().filter(|(_, lost)| lost.is_none()) {
                             release(&worker, g).await;
                         }
                     }
                     Ok(grants) => {
                         ready = grants.len() >= asked;
-                        for g in grants {
+                        for (g, lost) in grants {
                             started += 1;
-                            running.push(supervise(&worker, g, stop.clone(), &report, &heartbeat));
+                            match lost {
+                                None => running.push(supervise(&worker, g, stop.clone(), &report, &heartbeat)),
+                                // Not ours any more: nothing to run or end.
+                                Some(e) => {
+                                    let ran = not_run(&worker, &g, &e);
+                                    report.finish(&ran);
+                                    last = Some(ran);
+                                }
+                            }
                         }
                     }
                     Err(e) => {
@@ -144,9 +152,17 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
 /// Claims up to `count` of the best ready items this drain has not run
 /// yet, in one request, waiting up to `wait` seconds for the first: the
 /// same request for the first item as for the ten-thousandth.
+///
+/// A long poll may be answered long after it was sent, and S2 counts from
+/// the send: the grants that came too late to run on are renewed first, in
+/// one request, and S2 counts from that (docs/leases.md, S2: "A grant that
+/// arrives late"). Each grant comes with why it must not be run, when its
+/// lease was lost meanwhile. This runs while the jobs' futures are polled,
+/// so a slow renewal holds none of them up.
 async fn claim(
-    w: &Worker<'_>, filter: &FrontierFilter, session: &str, report: &Report, count: usize, wait: u32,
-) -> Result<Vec<Granted>, CliError> {
+    w: &Worker<'_>, filter: &FrontierFilter, session: &str, report: &Report, heartbeat: &Heartbeat, count: usize,
+    wait: u32,
+) -> Result<Vec<(Granted, Option<CliError>)>, CliError> {
     let count = u32::try_from(count).unwrap_or(CLAIM_NEXT_COUNT_MAX).min(CLAIM_NEXT_COUNT_MAX);
     let body = ClaimNextBody {
         filter: filter.clone(),
@@ -161,12 +177,18 @@ async fn claim(
     };
     let at = Instant::now();
     let next = w.client.claim_next(w.ws, &body).await?;
-    Ok(next
+    let mut grants: Vec<Granted> = next
         .grants
         .into_iter()
         .map(|g| {
             report.handoff(g.previous_holder.as_deref(), g.previous_note.as_deref());
             Granted { item_ref: g.item.item_ref, lease: g.lease, at }
         })
-        .collect())
+        .collect();
+    let lost = {
+        let mut fresh: Vec<Fresh<'_>> =
+            grants.iter_mut().map(|g| Fresh { item_ref: &g.item_ref, lease: &mut g.lease, sent: &mut g.at }).collect();
+        heartbeat.renew_late(&mut fresh).await
+    };
+    Ok(grants.into_iter().zip(lost).collect())
 }

@@ -27,19 +27,7 @@ pub(super) async fn supervise(
     w: &Worker<'_>, g: Granted, mut stop: Stop, report: &Report, heartbeat: &Heartbeat,
 ) -> Result<Ran, CliError> {
     let started = Instant::now();
-    let mut ran = Ran {
-        item_ref: g.item_ref.clone(),
-        epoch: g.lease.epoch,
-        lease_id: Some(g.lease.lease_id),
-        outcome: Outcome::Interrupted,
-        exit_code: None,
-        seconds: 0.0,
-        status: None,
-        failures: None,
-        quarantined: false,
-        message: None,
-        signal: None,
-    };
+    let mut ran = ran(&g, Outcome::Interrupted);
     // Ctrl-C while the lease was being taken: give it back, run nothing.
     if let Some(sig) = stop.received() {
         release(w, &g).await;
@@ -130,6 +118,30 @@ pub(super) async fn supervise(
         end_succeeded(w, &g, &mut ran).await?
     };
     Ok(ran)
+}
+
+/// A grant that must not be run, because its lease was lost before CMD
+/// could start (`lost`): reported as a lease lost under CMD is, and, not
+/// being ours, not ended.
+pub(super) fn not_run(w: &Worker<'_>, g: &Granted, lost: &CliError) -> Ran {
+    Ran { message: Some(format!("{lost}; `{}` was not run", w.program())), ..ran(g, Outcome::LeaseLost) }
+}
+
+/// The report of `g`'s run, as far as it is known before CMD starts.
+fn ran(g: &Granted, outcome: Outcome) -> Ran {
+    Ran {
+        item_ref: g.item_ref.clone(),
+        epoch: g.lease.epoch,
+        lease_id: Some(g.lease.lease_id),
+        outcome,
+        exit_code: None,
+        seconds: 0.0,
+        status: None,
+        failures: None,
+        quarantined: false,
+        message: None,
+        signal: None,
+    }
 }
 
 /// Starts stopping CMD's group with `sig`, if not already under way; SIGKILL
