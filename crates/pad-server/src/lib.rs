@@ -58,8 +58,8 @@ pub struct AppState {
     pub render: Arc<routes::render::Renderer>,
     /// Where webhook deliveries may go (docs/webhooks.md, "Where deliveries go").
     pub webhook_targets: webhooks::Targets,
-    /// When set (`PAD_METRICS_TOKEN`), `/metrics` answers only requests
-    /// bearing it (docs/operations.md, "Metrics").
+    /// `PAD_METRICS_TOKEN`: `/metrics` answers only requests bearing it, and
+    /// none while it is unset (docs/operations.md, "Metrics").
     pub metrics_token: Option<Arc<str>>,
     /// How often a waiting claim-next looks again with no signal
     /// (docs/api.md, "Batches and long polls"); tests lengthen it so only
@@ -260,18 +260,25 @@ pub async fn serve_state(
 }
 
 /// `/metrics`: the live-lease gauge is read from the store at scrape time, so
-/// every instance reports the same figure.
+/// every instance reports the same figure. The series name every workspace, so
+/// a scrape needs `PAD_METRICS_TOKEN` and nothing is served while that is unset
+/// (docs/operations.md, "Metrics").
 async fn metrics_text(State(s): State<AppState>, headers: axum::http::HeaderMap) -> Result<String, ApiError> {
     s.anonymous.check(limits::Anonymous::Metrics).map_err(ApiError::too_fast)?;
-    if let Some(expected) = &s.metrics_token {
-        // Compared as hashes, so the comparison takes the same time wherever they differ.
-        let given = extract::bearer(&headers).map(|t| auth::hash_token(&t));
-        if given.as_deref() != Some(auth::hash_token(expected).as_str()) {
-            return Err(ApiError::new(
-                ErrorCode::Unauthorized,
-                "/metrics needs the metrics token (Authorization: Bearer <PAD_METRICS_TOKEN>)",
-            ));
-        }
+    let Some(expected) = &s.metrics_token else {
+        return Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "/metrics is off until the server sets PAD_METRICS_TOKEN; \
+             then scrape with Authorization: Bearer <PAD_METRICS_TOKEN>",
+        ));
+    };
+    // Compared as hashes, so the comparison takes the same time wherever they differ.
+    let given = extract::bearer(&headers).map(|t| auth::hash_token(&t));
+    if given.as_deref() != Some(auth::hash_token(expected).as_str()) {
+        return Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "/metrics needs the metrics token: scrape with Authorization: Bearer <PAD_METRICS_TOKEN>",
+        ));
     }
     let live = s.store.live_leases().await.inspect_err(|e| tracing::warn!(error = %e, "could not count live leases"));
     Ok(s.metrics.render(live.ok().as_deref()) + &s.auth_cache.render())

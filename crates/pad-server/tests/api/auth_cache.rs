@@ -23,7 +23,7 @@ async fn start(url: &str, ttl: Duration, cap: usize) -> TestServer {
 
 /// The value of series `name` in `/metrics`.
 async fn metric(url: &str, name: &str) -> u64 {
-    let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+    let text = common::scrape(url).await;
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
         .unwrap_or_else(|| panic!("no {name} in /metrics"))

@@ -24,7 +24,7 @@ async fn signals_only(url: Option<&str>) -> TestServer {
 
 /// How many claim-nexts wait on `s` now, from its `/metrics`.
 async fn waiting(s: &TestServer) -> u64 {
-    let text = s.http.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    let text = s.scrape().await;
     let line = text.lines().find(|l| l.starts_with("pad_claim_next_waiting ")).expect("the gauge is exposed");
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }

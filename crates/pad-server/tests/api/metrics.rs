@@ -1,7 +1,7 @@
 //! `/metrics` is bounded (docs/operations.md, "Metrics"): at most 50
 //! workspaces get series of their own, the rest are summed into
-//! `workspace="other"`; with `PAD_METRICS_TOKEN` set, it answers only
-//! requests bearing that token. And the bearer scheme's case does not matter
+//! `workspace="other"`. It answers only requests bearing
+//! `PAD_METRICS_TOKEN`, and nothing at all while that is unset. And the bearer scheme's case does not matter
 //! on any route (docs/api.md, "Tokens").
 
 use crate::common;
@@ -20,18 +20,52 @@ async fn a_scrape_stays_small_with_thousands_of_workspaces() {
         metrics.held(&ws, chrono::Duration::seconds(3));
         metrics.claim_latency(&ws, std::time::Duration::from_millis(2));
     }
-    let resp = s.http.get(format!("{}/metrics", s.url)).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let text = resp.text().await.unwrap();
+    let text = s.scrape().await;
     assert!(text.len() < 200_000, "{} bytes", text.len());
     assert!(text.contains("pad_lease_claims_total{workspace=\"other\"} 1950\n"), "{}", &text[..2000]);
 }
 
+/// Without `PAD_METRICS_TOKEN` nothing is exposed: every scrape, with or
+/// without a credential (even a workspace owner's API token), answers 401 in
+/// the error envelope, says how to turn metrics on, and names no series.
+#[tokio::test]
+async fn metrics_are_closed_until_a_metrics_token_is_set() {
+    let mut metrics = None;
+    let s = TestServer::start_with(|state| {
+        state.metrics_token = None;
+        metrics = Some(state.metrics.clone());
+    })
+    .await;
+    metrics.unwrap().count("secret-tenant", pad_server::metrics::LeaseCount::Claim);
+    let url = format!("{}/metrics", s.url);
+    let owner = format!("Bearer {}", s.owner);
+    for auth in [None, Some(""), Some("Bearer "), Some("Bearer pad_not-a-token"), Some(owner.as_str())] {
+        let mut req = s.http.get(&url);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 401, "{auth:?}");
+        let text = resp.text().await.unwrap();
+        assert!(!text.contains("pad_") && !text.contains("secret-tenant"), "{auth:?}: {text}");
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized", "{body}");
+        assert!(body["error"]["details"].is_object(), "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("PAD_METRICS_TOKEN") && message.contains("Authorization: Bearer"), "{message}");
+    }
+}
+
+/// With `PAD_METRICS_TOKEN` set, only that token scrapes: not an API token,
+/// not another scheme, not the bare value.
 #[tokio::test]
 async fn the_metrics_token_is_required_when_set() {
     let s = TestServer::start_with(|state| state.metrics_token = Some("scrape-secret".into())).await;
     let url = format!("{}/metrics", s.url);
-    for auth in [None, Some("Bearer wrong"), Some("Basic c2NyYXBlLXNlY3JldA=="), Some("scrape-secret")] {
+    let owner = format!("Bearer {}", s.owner);
+    for auth in
+        [None, Some("Bearer wrong"), Some("Basic c2NyYXBlLXNlY3JldA=="), Some("scrape-secret"), Some(owner.as_str())]
+    {
         let mut req = s.http.get(&url);
         if let Some(a) = auth {
             req = req.header("authorization", a);
@@ -46,9 +80,6 @@ async fn the_metrics_token_is_required_when_set() {
         let resp = s.http.get(&url).header("authorization", auth).send().await.unwrap();
         assert_eq!(resp.status(), 200, "{auth}");
     }
-    // Unset, it stays open (the default).
-    let open = TestServer::start().await;
-    assert_eq!(open.http.get(format!("{}/metrics", open.url)).send().await.unwrap().status(), 200);
 }
 
 #[tokio::test]

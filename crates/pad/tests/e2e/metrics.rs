@@ -1,6 +1,7 @@
 //! Lease metrics on `/metrics` (docs/operations.md, "Metrics"): the counters
 //! move as leases are claimed, refused, expire, fail and are quarantined, on
-//! a real `pad serve` over SQLite and (with `PAD_TEST_DATABASE_URL`) PostgreSQL.
+//! a real `pad serve` over SQLite and (with `PAD_TEST_DATABASE_URL`) PostgreSQL,
+//! and only its metrics token (`PAD_METRICS_TOKEN`) may read them.
 
 use crate::common;
 
@@ -76,6 +77,26 @@ async fn counters_move(s: &TestServer) {
     assert_eq!(sample(&m, "pad_leases_live"), 0.0, "{m}");
     assert_eq!(sample(&m, "pad_lease_hold_seconds_count"), 2.0, "{m}");
     assert_eq!(sample(&m, "pad_lease_claims_total"), 2.0, "nothing else counted as a claim: {m}");
+
+    // Only the metrics token scrapes: no credential and the owner's API
+    // token both get 401, naming no series.
+    for auth in [String::new(), format!("Authorization: Bearer {}\r\n", s.token)] {
+        let answer = get_metrics(s, &auth);
+        assert!(answer.starts_with("HTTP/1.1 401") || answer.starts_with("HTTP/1.0 401"), "{answer}");
+        assert!(answer.contains("\"unauthorized\"") && !answer.contains("pad_lease"), "{answer}");
+    }
+}
+
+/// `GET /metrics` over a plain socket with the extra header lines `headers`:
+/// the whole answer, status line first.
+fn get_metrics(s: &TestServer, headers: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = s.url.strip_prefix("http://").expect("an http URL");
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect to the server");
+    write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n{headers}\r\n").expect("send the scrape");
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).expect("read the answer");
+    answer
 }
 
 #[tokio::test]

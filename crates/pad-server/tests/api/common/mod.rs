@@ -9,6 +9,10 @@ use std::sync::Arc;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+/// The metrics token every test server is started with (docs/operations.md,
+/// "Metrics"); [`TestServer::scrape`] sends it.
+pub const METRICS_TOKEN: &str = "test-metrics-token";
+
 pub struct TestServer {
     pub url: String,
     pub owner: String,
@@ -62,6 +66,7 @@ impl TestServer {
         // The tests' webhook receivers listen on 127.0.0.1 (docs/webhooks.md,
         // "Where deliveries go"); a test of the refusal turns this off.
         state.webhook_targets = pad_server::webhooks::Targets { allow_private: true };
+        state.metrics_token = Some(METRICS_TOKEN.into());
         adjust(&mut state);
         let task = tokio::spawn(async move {
             pad_server::serve_state(state, listener, std::future::pending()).await.unwrap();
@@ -76,13 +81,19 @@ impl TestServer {
         let store: Arc<dyn pad_store::Store> = pad_backends::open_store(url).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let state = pad_server::AppState::new(store.clone());
+        let mut state = pad_server::AppState::new(store.clone());
+        state.metrics_token = Some(METRICS_TOKEN.into());
         let task = tokio::spawn(async move {
             pad_server::serve_state(state, listener, std::future::pending()).await.unwrap();
         });
         let http = reqwest::Client::builder().pool_max_idle_per_host(128).build().unwrap();
         let dir = tempfile::tempdir().unwrap();
         TestServer { url: format!("http://{addr}"), owner: owner.to_string(), http, store, _dir: dir, _task: task }
+    }
+
+    /// `GET /metrics` with [`METRICS_TOKEN`]: the exposition text.
+    pub async fn scrape(&self) -> String {
+        scrape(&self.url).await
     }
 
     pub async fn call(&self, token: Option<&str>, method: Method, path: &str, body: Option<Value>) -> Answer {
@@ -162,4 +173,12 @@ pub async fn backends() -> Vec<Backend> {
         None => eprintln!("PAD_TEST_DATABASE_URL is unset: PostgreSQL skipped"),
     }
     all
+}
+
+/// `GET /metrics` of the server at `url` with [`METRICS_TOKEN`]: the
+/// exposition text.
+pub async fn scrape(url: &str) -> String {
+    let resp = reqwest::Client::new().get(format!("{url}/metrics")).bearer_auth(METRICS_TOKEN).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "GET /metrics");
+    resp.text().await.unwrap()
 }

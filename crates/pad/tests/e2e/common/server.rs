@@ -20,6 +20,11 @@ use std::time::Duration;
 /// on a busy CI machine is the slow part).
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `PAD_METRICS_TOKEN` of every server started here: `/metrics` answers only
+/// requests bearing it (docs/operations.md, "Metrics"). [`TestServer::scrape`]
+/// sends it.
+pub const METRICS_TOKEN: &str = "e2e-metrics-token";
+
 pub struct TestServer {
     /// `http://127.0.0.1:PORT`
     pub url: String,
@@ -123,13 +128,14 @@ impl TestServer {
         cmd
     }
 
-    /// `GET /metrics` over a plain socket, the scrape a Prometheus server
-    /// makes: the exposition text.
+    /// `GET /metrics` over a plain socket with [`METRICS_TOKEN`], the scrape
+    /// a Prometheus server makes: the exposition text.
     pub fn scrape(&self) -> String {
         use std::io::Read;
         let addr = self.url.strip_prefix("http://").expect("an http URL");
         let mut conn = std::net::TcpStream::connect(addr).expect("connect to the server");
-        write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send the scrape");
+        write!(conn, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {METRICS_TOKEN}\r\n\r\n")
+            .expect("send the scrape");
         let mut text = String::new();
         conn.read_to_string(&mut text).expect("read the scrape");
         assert!(text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"), "{text}");
@@ -168,6 +174,7 @@ fn spawn(
         .env("PAD_PG_MAX_CONNECTIONS", "8")
         // The webhook tests' receivers listen on 127.0.0.1 (docs/webhooks.md).
         .env("PAD_WEBHOOK_ALLOW_PRIVATE", "1")
+        .env("PAD_METRICS_TOKEN", METRICS_TOKEN)
         .env_remove("PAD_URL")
         .env_remove("PAD_TOKEN")
         .env_remove("PAD_PROFILE")
