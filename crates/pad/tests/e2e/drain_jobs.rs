@@ -207,15 +207,16 @@ fn follow_waits_without_polling_and_runs_what_arrives() {
 /// reported lost the moment it is granted.
 #[test]
 fn follow_runs_an_item_granted_late_in_a_long_poll() {
-    // The shortest TTL `--kill-after 1s` allows room to renew in, with a
-    // renewal every second and S2's stop point 1.75 s after a request.
-    const TTL: Duration = Duration::from_secs(3);
+    // S2's stop point is 6.75 s after a request: a renewal may be seconds
+    // late on a busy machine without stopping the command, and a poll that
+    // waits 7.5 s is still well past the stop point of its grant.
+    const TTL: Duration = Duration::from_secs(8);
     let s = TestServer::start();
     let ran = s.home.join("ran.txt");
     let script = format!("echo started >> {r}; sleep 2; echo $PAD_REF >> {r}", r = ran.display());
     let drain = s
         .pad()
-        .args(["drain", "--follow", "--max", "1", "--ttl", "3s", "--kill-after", "1s", "--done-on-success"])
+        .args(["drain", "--follow", "--max", "1", "--ttl", "8s", "--kill-after", "1s", "--done-on-success"])
         .args(["--format", "json", "--", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
