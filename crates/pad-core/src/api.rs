@@ -20,8 +20,8 @@ mod events;
 pub use events::{EventPage, EventsQuery};
 mod import;
 pub use import::{
-    IMPORT_COMMENTS_MAX, IMPORT_ITEMS_MAX, IMPORT_KEY_MAX, IMPORT_KINDS_MAX, ImportItem, ImportRequest, ImportResult,
-    ImportedRef, ValidImportItem,
+    IMPORT_COMMENTS_MAX, IMPORT_ITEMS_MAX, IMPORT_KEY_MAX, IMPORT_KINDS_MAX, IMPORT_WRITES_MAX, ImportItem,
+    ImportRequest, ImportResult, ImportedRef, ValidImportItem,
 };
 mod items;
 pub use items::{CommentList, DeleteQuery, ItemPage, ListQuery, NewComment, VersionList};

@@ -31,6 +31,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
+use pad_store::Deadline;
+
 use crate::error::ApiError;
 use crate::limits::ConnectionLimits;
 
@@ -112,7 +114,10 @@ impl RequestClock {
 
 /// The app, answering 503 `unavailable` (and closing the connection) when a
 /// request is not answered by its deadline. Only producing the response is
-/// bounded, so an event stream runs on once its headers are sent.
+/// bounded, so an event stream runs on once its headers are sent. The
+/// deadline reaches handlers as a request extension ([`Deadline`]): a handler
+/// that claimed its commit before the deadline is waited for and answers
+/// itself, so a 503 never hides a commit (docs/api.md, "Import").
 fn deadline_service(
     app: Router, clock: Arc<RequestClock>, limit: Duration,
 ) -> impl hyper::service::Service<
@@ -121,13 +126,22 @@ fn deadline_service(
     Error = Infallible,
     Future = impl Future<Output = Result<axum::response::Response, Infallible>> + Send,
 > + Clone {
-    hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+    hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let app = app.clone();
         let clock = clock.clone();
         async move {
             let started = clock.lock().take().unwrap_or_else(Instant::now);
+            let shared = Deadline::at(started + limit);
+            req.extensions_mut().insert(shared.clone());
             let deadline = tokio::time::Instant::from_std(started + limit);
-            let resp = match tokio::time::timeout_at(deadline, app.oneshot(req)).await {
+            let mut handler = std::pin::pin!(app.oneshot(req));
+            let answered = match tokio::time::timeout_at(deadline, handler.as_mut()).await {
+                Ok(answered) => Ok(answered),
+                // A commit claimed in time: its answer is the truth.
+                Err(_) if !shared.expire() => Ok(handler.await),
+                Err(late) => Err(late),
+            };
+            let resp = match answered {
                 Ok(Ok(resp)) => resp,
                 Ok(Err(never)) => match never {},
                 Err(_) => {

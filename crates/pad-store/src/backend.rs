@@ -241,9 +241,9 @@ impl<B: Backend> Store for B {
         ItemOps::list_comments(self, ws, r).await
     }
     async fn import(
-        &self, ws: &Workspace, actor: Actor, req: &pad_core::api::ImportRequest,
+        &self, ws: &Workspace, actor: Actor, req: &pad_core::api::ImportRequest, deadline: &crate::Deadline,
     ) -> StoreResult<pad_core::api::ImportResult> {
-        steps::import(self, ws, actor, req).await
+        steps::import(self, ws, actor, req, deadline).await
     }
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
         LeaseOps::claim(self, ws, r, req).await

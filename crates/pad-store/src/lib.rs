@@ -5,6 +5,7 @@
 
 mod backend;
 pub mod clock;
+mod deadline;
 mod error;
 mod requests;
 pub mod rows;
@@ -21,6 +22,7 @@ use pad_core::{
 };
 
 pub use backend::{AccountOps, Backend, EventOps, ItemOps, LeaseOps, WebhookOps};
+pub use deadline::Deadline;
 pub use error::{StoreError, StoreResult};
 pub use requests::{
     ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ObservedExpiry,
@@ -164,9 +166,10 @@ pub trait Store: Send + Sync + 'static {
     /// A whole import in one transaction (docs/api.md, "Import"): the kinds,
     /// items, links, statuses, comments and deletions of `req`, or nothing.
     /// A key `ws` has imported before writes nothing and answers that
-    /// import's result with `replayed` set.
+    /// import's result with `replayed` set. Past `deadline` it rolls back
+    /// and fails `Unavailable`: an import answered as late committed nothing.
     async fn import(
-        &self, ws: &Workspace, actor: Actor, req: &pad_core::api::ImportRequest,
+        &self, ws: &Workspace, actor: Actor, req: &pad_core::api::ImportRequest, deadline: &Deadline,
     ) -> StoreResult<pad_core::api::ImportResult>;
 
     /// L1-L3, L5, L7-L9.

@@ -20,6 +20,9 @@ pub const IMPORT_ITEMS_MAX: usize = 2000;
 pub const IMPORT_KINDS_MAX: usize = 50;
 /// Comments per imported item.
 pub const IMPORT_COMMENTS_MAX: usize = 500;
+/// Writes in one import, in all: each item, comment, link (a parent or a
+/// blocker) and deletion is one (docs/api.md, "Limits").
+pub const IMPORT_WRITES_MAX: usize = 20_000;
 /// The longest `import_key` and file ref.
 pub const IMPORT_KEY_MAX: usize = 128;
 const FILE_REF_MAX: usize = 64;
@@ -107,6 +110,17 @@ pub struct ValidImportItem {
 }
 
 impl ImportRequest {
+    /// What this import writes, as [`IMPORT_WRITES_MAX`] counts it: each
+    /// item, comment, link (a parent or a blocker) and deletion is one.
+    pub fn writes(&self) -> usize {
+        self.items
+            .iter()
+            .map(|it| {
+                1 + it.comments.len() + usize::from(it.parent.is_some()) + it.blocked_by.len() + usize::from(it.deleted)
+            })
+            .sum()
+    }
+
     /// Every check that needs no store: sizes, fields, and that each link
     /// names an item of the request. Fields are named by their place
     /// (`items[3].item.title`).
@@ -138,6 +152,16 @@ impl ImportRequest {
             if let Some(first) = index.insert(&it.file_ref, i) {
                 return Err(ValidationError::new(field, format!("{} is also items[{first}]", it.file_ref)));
             }
+        }
+        let writes = self.writes();
+        if writes > IMPORT_WRITES_MAX {
+            return Err(ValidationError::new(
+                "items",
+                format!(
+                    "at most {IMPORT_WRITES_MAX} writes per import (each item, comment, link and deletion is one), \
+                     this one has {writes}: split the file by kind or number range"
+                ),
+            ));
         }
         let mut out = Vec::with_capacity(self.items.len());
         for (i, it) in self.items.iter().enumerate() {
@@ -230,6 +254,18 @@ mod tests {
         bad.item.title = " ".into();
         let e = request(vec![item("A"), bad]).validate().unwrap_err();
         assert_eq!(e.field, "items[1].item.title");
+        // The total: per-item caps met, the sum past it; at it is fine.
+        let mut many: Vec<ImportItem> = (0..IMPORT_ITEMS_MAX).map(|i| item(&format!("T-{i}"))).collect();
+        let per_item = IMPORT_WRITES_MAX / IMPORT_ITEMS_MAX - 1;
+        for it in &mut many {
+            it.comments = vec!["c".into(); per_item];
+        }
+        assert_eq!(request(many.clone()).writes(), IMPORT_WRITES_MAX);
+        request(many.clone()).validate().unwrap();
+        many[0].blocked_by = vec!["T-1".into()];
+        let e = request(many).validate().unwrap_err();
+        assert_eq!(e.field, "items");
+        assert!(e.message.contains(&format!("this one has {}", IMPORT_WRITES_MAX + 1)), "{}", e.message);
         let mut key = request(vec![item("A")]);
         key.import_key = String::new();
         assert_eq!(key.validate().unwrap_err().field, "import_key");

@@ -1,10 +1,12 @@
 //! `POST /api/v1/workspaces/{ws}/import` (docs/api.md, "Import"): a whole
 //! import, one request and one store transaction.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use pad_core::Action;
 use pad_core::api::{ErrorEnvelope, ImportRequest, ImportResult};
+use pad_store::Deadline;
 
 use crate::AppState;
 use crate::error::ApiResult;
@@ -23,14 +25,18 @@ pub const IMPORT_BODY_LIMIT: usize = 32 * 1024 * 1024;
         (status = 200, body = ImportResult, description = "this key was imported before: nothing written"),
         (status = "default", body = ErrorEnvelope)))]
 pub async fn import(
-    State(s): State<AppState>, ctx: Ctx, Json(req): Json<ImportRequest, IMPORT_BODY_LIMIT>,
+    State(s): State<AppState>, ctx: Ctx, deadline: Option<Extension<Deadline>>,
+    Json(req): Json<ImportRequest, IMPORT_BODY_LIMIT>,
 ) -> ApiResult<(StatusCode, axum::Json<ImportResult>)> {
     ctx.require(Action::Write)?;
     // Adding kinds is an owner's change, as at POST …/kinds.
     if !req.kinds.is_empty() {
         ctx.require(Action::Administer)?;
     }
-    let result = s.store.import(&ctx.ws, ctx.actor(), &req).await?;
+    // The request's deadline (docs/api.md, "Limits"), set by the connection
+    // loop; a router driven without it (in-process tools) gets one of its own.
+    let deadline = deadline.map_or_else(|| Deadline::after(s.connections.request_timeout), |Extension(d)| d);
+    let result = s.store.import(&ctx.ws, ctx.actor(), &req, &deadline).await?;
     if result.replayed {
         return Ok((StatusCode::OK, axum::Json(result)));
     }

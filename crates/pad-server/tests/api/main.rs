@@ -11,6 +11,7 @@ mod authz;
 mod batch;
 mod events;
 mod hostile;
+mod import;
 mod limits;
 mod mcp;
 mod metrics;

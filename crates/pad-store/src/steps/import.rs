@@ -3,7 +3,11 @@
 //! then links, statuses, comments and deletions, then the import's record
 //! under its key. A failure anywhere, or a client that goes away, rolls all
 //! of it back; a key seen before answers the recorded result and writes
-//! nothing, so a re-run after a crash never creates an item twice.
+//! nothing, so a re-run after a crash never creates an item twice. So does
+//! the request's deadline: it is checked after each item's writes, and the
+//! commit is claimed from it ([`Deadline::claim_commit`]), so an import the
+//! server answered `503` for committed nothing. On SQLite the statements
+//! never yield, so these checks are what ends an import that runs late.
 
 use std::collections::HashMap;
 
@@ -14,7 +18,7 @@ use pad_core::{ItemPatch, ItemRef, Status, Timestamp, ValidationError, Workspace
 
 use super::items::{comment_in, create_in, set_deleted_in, update_in};
 use super::{AccountSteps, Begin, WriteTx};
-use crate::{Actor, StoreError, StoreResult};
+use crate::{Actor, Deadline, StoreError, StoreResult};
 
 /// What a backend's write transaction adds for imports.
 #[async_trait]
@@ -30,6 +34,22 @@ pub trait ImportSteps: Send {
     async fn kind_clash(&mut self, ws: i64, name: &str, prefix: &str) -> StoreResult<Option<(String, String)>>;
 }
 
+/// The request's deadline passed (or was answered) before the import ended.
+fn late(deadline: &Deadline) -> StoreResult<()> {
+    if deadline.passed() {
+        return Err(past_deadline());
+    }
+    Ok(())
+}
+
+fn past_deadline() -> StoreError {
+    StoreError::Unavailable(
+        "the import did not finish within the request deadline and was rolled back: nothing was written; \
+         retry (the same key is safe), or split the file"
+            .into(),
+    )
+}
+
 /// An error of item `i` of the request, its field named by its place.
 fn at(i: usize, part: &str, e: StoreError) -> StoreError {
     match e {
@@ -40,7 +60,9 @@ fn at(i: usize, part: &str, e: StoreError) -> StoreError {
     }
 }
 
-pub async fn import<S>(s: &S, ws: &Workspace, actor: Actor, req: &ImportRequest) -> StoreResult<ImportResult>
+pub async fn import<S>(
+    s: &S, ws: &Workspace, actor: Actor, req: &ImportRequest, deadline: &Deadline,
+) -> StoreResult<ImportResult>
 where
     S: Begin,
     S::Tx: ImportSteps,
@@ -72,6 +94,7 @@ where
         let item = create_in(&mut tx, ws, actor, &p.item).await.map_err(|e| at(i, "item.", e))?;
         last = Some(item.updated_at);
         refs.insert(&p.file_ref, item.item_ref);
+        late(deadline)?;
     }
     for (i, p) in plan.iter().enumerate() {
         let r = &refs[p.file_ref.as_str()];
@@ -83,12 +106,14 @@ where
         for (j, body) in p.comments.iter().enumerate() {
             comment_in(&mut tx, ws, actor, r, body).await.map_err(|e| at(i, &format!("comments[{j}]."), e))?;
         }
+        late(deadline)?;
     }
     for (i, p) in plan.iter().enumerate().filter(|(_, p)| p.deleted) {
         let r = &refs[p.file_ref.as_str()];
         let (item, _) =
             set_deleted_in(&mut tx, ws, actor, r, LeaseHandle::default(), true).await.map_err(|e| at(i, "", e))?;
         last = Some(item.updated_at);
+        late(deadline)?;
     }
     let created_at = last.expect("an import has at least one item");
     let result = ImportResult {
@@ -103,6 +128,11 @@ where
     };
     let recorded = serde_json::to_string(&result).map_err(|e| StoreError::Internal(e.to_string()))?;
     tx.insert_import(ws.id, &req.import_key, actor, created_at, &recorded).await?;
+    // Past this point the server waits for the commit instead of answering
+    // 503; before it, a late import is dropped here, rolled back.
+    if !deadline.claim_commit() {
+        return Err(past_deadline());
+    }
     tx.commit().await?;
     Ok(result)
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use pad_core::{Item, ItemFilter, NewItem, Status};
-use pad_store::{Store, StoreError};
+use pad_store::{Deadline, Store, StoreError};
 
 use super::{Fixture, rf};
 
@@ -48,7 +48,7 @@ pub async fn import_is_all_or_nothing(store: Arc<dyn Store>) {
     let mut req = import_request("k1", 6);
     req.items[1].blocked_by = vec!["T-5".into()]; // T-2 → T-5 → T-4 → T-3 → T-2
     let events_before = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
-    let err = f.store.import(&f.ws, f.owner, &req).await.unwrap_err();
+    let err = f.store.import(&f.ws, f.owner, &req, &Deadline::none()).await.unwrap_err();
     assert!(matches!(&err, StoreError::Validation(v) if v.field.starts_with("items[")), "{err:?}");
     assert!(all_items(&f).await.is_empty(), "a failed import left items behind");
     assert!(!f.store.list_kinds(&f.ws).await.unwrap().iter().any(|k| k.name == "spike"), "the kind stayed");
@@ -56,18 +56,18 @@ pub async fn import_is_all_or_nothing(store: Arc<dyn Store>) {
     // A bad request is refused before the store is touched, naming the place.
     let mut bad = import_request("k1", 3);
     bad.items[2].item.title = String::new();
-    let err = f.store.import(&f.ws, f.owner, &bad).await.unwrap_err();
+    let err = f.store.import(&f.ws, f.owner, &bad, &Deadline::none()).await.unwrap_err();
     assert!(matches!(&err, StoreError::Validation(v) if v.field == "items[2].item.title"), "{err:?}");
     // An assignee who is not a member fails at the write, naming the item.
     let mut stranger = import_request("k1", 3);
     stranger.items[2].item.assignee = Some("nobody@example.com".into());
-    let err = f.store.import(&f.ws, f.owner, &stranger).await.unwrap_err();
+    let err = f.store.import(&f.ws, f.owner, &stranger, &Deadline::none()).await.unwrap_err();
     assert!(matches!(&err, StoreError::Validation(v) if v.field == "items[2].item.assignee"), "{err:?}");
     assert!(all_items(&f).await.is_empty());
 
     // The same key, fixed: imported whole, with the numbers the failed
     // attempts never used.
-    let done = f.store.import(&f.ws, f.owner, &import_request("k1", 6)).await.unwrap();
+    let done = f.store.import(&f.ws, f.owner, &import_request("k1", 6), &Deadline::none()).await.unwrap();
     assert!(!done.replayed);
     let refs: Vec<(&str, &str)> = done.refs.iter().map(|r| (r.from.as_str(), r.to.as_str())).collect();
     assert_eq!(
@@ -101,9 +101,9 @@ pub async fn import_is_all_or_nothing(store: Arc<dyn Store>) {
 /// space is its own.
 pub async fn import_with_a_seen_key_writes_nothing(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
-    let first = f.store.import(&f.ws, f.owner, &import_request("sha256:abc", 4)).await.unwrap();
+    let first = f.store.import(&f.ws, f.owner, &import_request("sha256:abc", 4), &Deadline::none()).await.unwrap();
     let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
-    let again = f.store.import(&f.ws, f.editor, &import_request("sha256:abc", 4)).await.unwrap();
+    let again = f.store.import(&f.ws, f.editor, &import_request("sha256:abc", 4), &Deadline::none()).await.unwrap();
     assert!(again.replayed);
     assert_eq!((again.refs.clone(), again.imported, again.created_at), (first.refs.clone(), 4, first.created_at));
     assert_eq!(all_items(&f).await.len(), 4, "a replay created items");
@@ -111,15 +111,43 @@ pub async fn import_with_a_seen_key_writes_nothing(store: Arc<dyn Store>) {
     // Concurrent imports of one key: one writes, the others replay it.
     let runs = (0..4).map(|_| {
         let (store, ws, owner) = (f.store.clone(), f.ws.clone(), f.owner);
-        tokio::spawn(async move { store.import(&ws, owner, &import_request("sha256:def", 4)).await.unwrap() })
+        tokio::spawn(async move {
+            store.import(&ws, owner, &import_request("sha256:def", 4), &Deadline::none()).await.unwrap()
+        })
     });
     let results: Vec<_> = futures_join(runs).await;
     assert_eq!(results.iter().filter(|r| !r.replayed).count(), 1, "{results:?}");
     assert_eq!(all_items(&f).await.len(), 8);
     // The same key in another workspace is another import.
     let other = f.store.create_workspace("other", "Other", f.owner).await.unwrap();
-    let there = f.store.import(&other, f.owner, &import_request("sha256:abc", 4)).await.unwrap();
+    let there = f.store.import(&other, f.owner, &import_request("sha256:abc", 4), &Deadline::none()).await.unwrap();
     assert!(!there.replayed);
+}
+
+/// docs/api.md, "Import": an import whose request deadline has passed
+/// rolls back and fails `unavailable`, so the server's `503` for it is true:
+/// no item, kind, comment or event stays, and the key is not taken. The
+/// deadline here has passed before the import starts, so the import notices
+/// after its first item whatever the machine's speed.
+pub async fn import_past_its_deadline_commits_nothing(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let events_before = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
+    let late = Deadline::at(std::time::Instant::now());
+    let err = f.store.import(&f.ws, f.owner, &import_request("late", 6), &late).await.unwrap_err();
+    assert!(matches!(&err, StoreError::Unavailable(m) if m.contains("deadline")), "{err:?}");
+    assert!(all_items(&f).await.is_empty(), "an import past its deadline left items behind");
+    assert!(!f.store.list_kinds(&f.ws).await.unwrap().iter().any(|k| k.name == "spike"), "the kind stayed");
+    assert_eq!(f.store.events_after(&f.ws, 0, 1000).await.unwrap().len(), events_before, "events stayed");
+    // The request was answered as late while the import ran: it rolls back too.
+    let answered = Deadline::after(std::time::Duration::from_secs(3600));
+    assert!(answered.expire());
+    let err = f.store.import(&f.ws, f.owner, &import_request("late", 6), &answered).await.unwrap_err();
+    assert!(matches!(&err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(all_items(&f).await.is_empty(), "an import answered as late left items behind");
+    // The key was not taken: the same import, in time, writes.
+    let done = f.store.import(&f.ws, f.owner, &import_request("late", 6), &Deadline::none()).await.unwrap();
+    assert!(!done.replayed);
+    assert_eq!(done.refs[0].to, "SPK-1", "the late attempts used up no number");
 }
 
 async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
