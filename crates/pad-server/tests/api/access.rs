@@ -212,14 +212,7 @@ async fn revocation_ends_open_streams_within_seconds() {
         println!("{}: a revoked token's stream ended {took:?} after the revocation", b.name);
 
         // A web session's stream ends on sign-out.
-        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
-        let cookie = signed
-            .headers
-            .get_all("set-cookie")
-            .iter()
-            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
-            .collect::<Vec<_>>()
-            .join("; ");
+        let cookie = s.sign_in(&s.owner).await;
         let resp =
             s.http.get(format!("{}{DEFAULT}/events/stream", s.url)).header("cookie", &cookie).send().await.unwrap();
         assert_eq!(resp.status(), 200);

@@ -76,15 +76,7 @@ async fn a_revoked_token_is_refused_on_the_next_request() {
 async fn a_signed_out_session_is_refused_on_the_next_request() {
     for b in backends().await {
         let s = start(&b.url, LONG, 64).await;
-        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
-        assert_eq!(signed.status, 204, "{}", b.name);
-        let cookie = signed
-            .headers
-            .get_all("set-cookie")
-            .iter()
-            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
-            .collect::<Vec<_>>()
-            .join("; ");
+        let cookie = s.sign_in(&s.owner).await;
         let me = || s.http.get(format!("{}{DEFAULT}/items", s.url)).header("cookie", &cookie).send();
         assert_eq!(me().await.unwrap().status(), 200, "{}", b.name);
         assert_eq!(s.sign_out(&cookie).await, 204, "{}", b.name);
@@ -108,15 +100,7 @@ async fn a_sign_out_naming_no_session_announces_no_change() {
         assert_eq!(s.sign_out(&cookie).await, 204, "{}", b.name);
         assert!(!changes.has_changed().unwrap(), "{}: an unknown session's sign-out woke the streams", b.name);
 
-        let signed = s.call(None, Method::POST, "/api/v1/session", Some(json!({"token": s.owner}))).await;
-        assert_eq!(signed.status, 204, "{}", b.name);
-        let cookie = signed
-            .headers
-            .get_all("set-cookie")
-            .iter()
-            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
-            .collect::<Vec<_>>()
-            .join("; ");
+        let cookie = s.sign_in(&s.owner).await;
         assert_eq!(s.sign_out(&cookie).await, 204, "{}", b.name);
         assert!(changes.has_changed().unwrap(), "{}: a sign-out announced no change", b.name);
         changes.borrow_and_update();

@@ -140,6 +140,20 @@ impl TestServer {
         pad_server::recovery_token(self.store.as_ref(), email).await.unwrap().0
     }
 
+    /// `POST /session` with `token`: the web session's cookies, as a browser
+    /// would send them back (`name=value; name=value`).
+    pub async fn sign_in(&self, token: &str) -> String {
+        let signed = self.call(None, Method::POST, "/api/v1/session", Some(json!({"token": token}))).await;
+        assert_eq!(signed.status, 204, "{:?}", signed.body);
+        signed
+            .headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// `DELETE /session` for the web session in `cookie`, echoing its CSRF
     /// value as the web UI does (docs/api.md, "Web sessions").
     pub async fn sign_out(&self, cookie: &str) -> reqwest::StatusCode {
