@@ -6,25 +6,16 @@
 //! queue while it is held (counted by `queued_calls`, a signal from the
 //! code, not a sleep), and run as one batch when it is lifted.
 
-use crate::common;
+use crate::common::{self, done, settled_last_event, setup};
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pad_core::lease::LeaseHandle;
-use pad_core::{FrontierFilter, ItemRef, NewItem, Status, Workspace};
+use pad_core::{FrontierFilter, Status, Workspace};
 use pad_postgres::{GroupStats, PgStore};
-use pad_store::{Actor, CompleteRequest, RenewRequest, Store, StoreError};
-
-fn done(actor: Actor, holder: &str, epoch: i64) -> CompleteRequest {
-    CompleteRequest {
-        actor,
-        holder: holder.into(),
-        handle: LeaseHandle { epoch: Some(epoch), lease_id: None },
-        status: Status::Done,
-    }
-}
+use pad_store::{Actor, RenewRequest, Store, StoreError};
 
 /// Waits until `n` calls are queued behind the hold: the store counts them.
 async fn queued(store: &PgStore, n: usize) {
@@ -36,18 +27,6 @@ async fn queued(store: &PgStore, n: usize) {
     })
     .await
     .expect("the calls never queued");
-}
-
-async fn setup(db: &common::ScratchDb, items: usize) -> (Arc<PgStore>, Actor, Workspace, Vec<ItemRef>) {
-    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
-    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
-    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
-    let mut refs = Vec::new();
-    for i in 0..items {
-        let new = NewItem { title: format!("item {i}"), ..Default::default() };
-        refs.push(store.create_item(&ws, owner, &new).await.unwrap().item_ref);
-    }
-    (store, owner, ws, refs)
 }
 
 /// Five completes and one with a stale epoch queue as one batch: the
@@ -121,7 +100,7 @@ async fn completes_in_one_batch_are_written_together_as_each_alone() {
     let patch = pad_core::ItemPatch { status: Some(Status::Done), ..Default::default() };
     store.update_item(&ws, owner, &refs[last], &patch).await.unwrap();
     let before = store.group_stats();
-    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after_event = settled_last_event(&db, &store, &ws).await;
 
     store.hold_group();
     let mut calls = Vec::new();
@@ -287,79 +266,6 @@ async fn claim_next_batches_on_three_instances_grant_each_item_once() {
     }
 }
 
-/// A complete alone whose one statement has read the item and waits for
-/// the row's lock, which `lock`, a transaction of the test's own, holds:
-/// the test changes the row there and commits, as a concurrent writer
-/// would between the statement's read and its write.
-struct HeldComplete {
-    store: Arc<PgStore>,
-    ws: Workspace,
-    r: ItemRef,
-    before: GroupStats,
-    lock: sqlx::PgConnection,
-    answer: tokio::task::JoinHandle<Result<pad_core::Item, StoreError>>,
-}
-
-/// One item claimed by `holder`, its row locked by the test, and its
-/// complete started: it returns once PostgreSQL shows the complete's
-/// statement waiting for that lock (a signal from the database, not a
-/// sleep), so the statement has read the row as it was.
-async fn held_complete(db: &common::ScratchDb, holder: &str) -> (HeldComplete, pad_store::Actor) {
-    use sqlx::Connection;
-    let (store, owner, ws, refs) = setup(db, 1).await;
-    let r = refs[0].clone();
-    let epoch = store.claim(&ws, &r, &common::claim(owner, holder, false)).await.unwrap().lease.epoch;
-    let before = store.group_stats();
-    let mut lock = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
-    sqlx::query("SELECT 1 FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3 FOR UPDATE")
-        .bind(ws.id)
-        .bind(r.prefix.as_str())
-        .bind(r.number)
-        .fetch_one(&mut lock)
-        .await
-        .unwrap();
-    let answer = {
-        let (store, ws, r, req) = (Arc::clone(&store), ws.clone(), r.clone(), done(owner, holder, epoch));
-        tokio::spawn(async move { store.complete(&ws, &r, &req).await })
-    };
-    let mut watch = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH cur%'",
-            )
-            .fetch_one(&mut watch)
-            .await
-            .unwrap();
-            if waiting > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the complete's statement never waited for the row");
-    (HeldComplete { store, ws, r, before, lock, answer }, owner)
-}
-
-/// Changes the held row with `sql` ($1 its id), then commits, which lets
-/// the complete's statement take the lock and find the row changed; the
-/// rows `sql` returned.
-async fn change_and_commit(held: &mut HeldComplete, sql: &str) -> Vec<sqlx::postgres::PgRow> {
-    let id: i64 = sqlx::query_scalar("SELECT id FROM items WHERE workspace_id = $1 AND prefix = $2 AND number = $3")
-        .bind(held.ws.id)
-        .bind(held.r.prefix.as_str())
-        .bind(held.r.number)
-        .fetch_one(&mut held.lock)
-        .await
-        .unwrap();
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).bind(id).fetch_all(&mut held.lock).await.unwrap();
-    sqlx::query("COMMIT").execute(&mut held.lock).await.unwrap();
-    rows
-}
-
 /// A complete that arrives alone is one statement without a
 /// transaction, and leaves the item as the shared flow does: its status,
 /// one history version, its lease ended as completed, `item.updated` then
@@ -372,7 +278,7 @@ async fn a_complete_alone_is_written_without_a_transaction() {
     let (store, owner, ws, refs) = setup(&db, 1).await;
     let r = &refs[0];
     let epoch = store.claim(&ws, r, &common::claim(owner, "w", false)).await.unwrap().lease.epoch;
-    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after_event = settled_last_event(&db, &store, &ws).await;
     let before = store.group_stats();
 
     let item = store.complete(&ws, r, &done(owner, "w", epoch)).await.unwrap();
@@ -390,43 +296,6 @@ async fn a_complete_alone_is_written_without_a_transaction() {
     assert_eq!(versions[0].version, 2);
 }
 
-/// The lease a complete alone read is granted to another worker before the
-/// complete writes: its statement finds the row changed and writes nothing,
-/// and the complete, made again under the row lock, is refused
-/// `lease_lost`. The new holder keeps the item, and the refused complete
-/// wrote no event.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
-    let Some(db) = common::ScratchDb::create().await else {
-        return eprintln!(
-            "SKIPPED a_complete_alone_whose_lease_ended_after_its_read_writes_nothing: {} is not set",
-            common::ENV
-        );
-    };
-    let (mut held, _) = held_complete(&db, "w1").await;
-    let after_event = held.store.events_after(&held.ws, 0, 1000).await.unwrap().last().unwrap().id;
-    change_and_commit(
-        &mut held,
-        "UPDATE items SET lease_holder = 'w2', lease_epoch = lease_epoch + 1, lease_id = nextval('lease_ids'),
-            lease_acquired_at = clock_timestamp(), lease_renewed_at = clock_timestamp(),
-            lease_expires_at = clock_timestamp() + interval '10 minutes'
-         WHERE id = $1",
-    )
-    .await;
-    let HeldComplete { store, ws, r, before, answer, .. } = held;
-
-    let answer = answer.await.unwrap();
-    let Err(StoreError::LeaseLost { .. }) = &answer else {
-        panic!("the complete must be refused: {answer:?}");
-    };
-    let item = store.get_item(&ws, &r).await.unwrap();
-    assert_eq!(item.status, Status::Open);
-    assert_eq!(item.lease.expect("w2 holds it").holder, "w2");
-    assert!(store.events_after(&ws, after_event, 1000).await.unwrap().is_empty(), "no event of the complete");
-    let stats = store.group_stats();
-    assert_eq!(stats, GroupStats { to_transaction: before.to_transaction + 1, ..before });
-}
-
 /// A release or a break that arrives alone is one statement without a
 /// transaction: the lease ends, the break keeps its reason and breaker, a
 /// release after success records it (L14), and each appends its event
@@ -438,7 +307,7 @@ async fn a_release_alone_is_one_statement() {
         return eprintln!("SKIPPED a_release_alone_is_one_statement: {} is not set", common::ENV);
     };
     let (store, owner, ws, refs) = setup(&db, 3).await;
-    let first = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let first = settled_last_event(&db, &store, &ws).await;
     let before = store.group_stats();
     let noted = pad_store::ClaimRequest { note: Some("half done".into()), ..common::claim(owner, "w1", false) };
     let w1 = store.claim(&ws, &refs[0], &noted).await.unwrap().lease;
@@ -483,77 +352,13 @@ async fn a_release_alone_is_one_statement() {
     let short = pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "w3", false) };
     store.claim(&ws, &refs[2], &short).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after = settled_last_event(&db, &store, &ws).await;
     let stale = store.group_stats();
     let late = store.release(&ws, &refs[2], &release(owner, "w3")).await.unwrap();
     assert_eq!(late.reason, pad_store::ReleaseReason::NoLiveLease, "{late:?}");
     let kinds: Vec<_> = store.events_after(&ws, after, 1000).await.unwrap().iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [pad_core::EventKind::LeaseExpired]);
     assert_eq!(store.group_stats().to_transaction, stale.to_transaction + 1);
-}
-
-/// The item a complete alone read is edited before the complete writes (its
-/// status, a new version): the statement finds the version changed and
-/// writes nothing, and the complete, made again under the row lock,
-/// succeeds and records the status change from the edited status, not the
-/// one it read.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_complete_alone_whose_item_changed_after_its_read_is_made_again() {
-    let Some(db) = common::ScratchDb::create().await else {
-        return eprintln!(
-            "SKIPPED a_complete_alone_whose_item_changed_after_its_read_is_made_again: {} is not set",
-            common::ENV
-        );
-    };
-    let (mut held, owner) = held_complete(&db, "w").await;
-    let edit = format!(
-        "WITH e AS (UPDATE items SET status = 'in-progress', version = version + 1, updated_at = clock_timestamp()
-                    WHERE id = $1 RETURNING id, version, updated_at)
-         INSERT INTO item_versions (item_id, version, actor_id, at, changes)
-         SELECT id, version, {}, updated_at, '{{\"status\": {{\"from\": \"open\", \"to\": \"in-progress\"}}}}' FROM e",
-        owner.user_id
-    );
-    change_and_commit(&mut held, &edit).await;
-    let HeldComplete { store, ws, r, before, answer, .. } = held;
-
-    let item = answer.await.unwrap().unwrap();
-    assert_eq!(item.status, Status::Done);
-    let versions = store.history(&ws, &r).await.unwrap();
-    let seen: Vec<_> = versions.iter().map(|v| (v.version, v.changes["status"].clone())).collect();
-    let change = |from: &str, to: &str| serde_json::json!({ "from": from, "to": to });
-    assert_eq!(seen[..2], [(3, change("in-progress", "done")), (2, change("open", "in-progress"))], "{versions:?}");
-    let stats = store.group_stats();
-    assert_eq!(stats, GroupStats { to_transaction: before.to_transaction + 1, ..before });
-}
-
-/// A renew between a complete's read and its write: the statement, which
-/// would record the end at the read's time, before the renewal its holder
-/// was told of, writes nothing, and the complete is made again under the
-/// row lock, ending the lease after the renewal.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_renew_between_a_complete_alones_read_and_write_sends_it_to_a_transaction() {
-    let Some(db) = common::ScratchDb::create().await else {
-        return eprintln!(
-            "SKIPPED a_renew_between_a_complete_alones_read_and_write_sends_it_to_a_transaction: {} is not set",
-            common::ENV
-        );
-    };
-    let (mut held, _) = held_complete(&db, "w").await;
-    let renewed = change_and_commit(
-        &mut held,
-        "UPDATE items SET lease_renewed_at = clock_timestamp(),
-            lease_expires_at = clock_timestamp() + interval '10 minutes' WHERE id = $1 RETURNING lease_renewed_at",
-    )
-    .await;
-    let renewed_at: pad_core::Timestamp = sqlx::Row::get(&renewed[0], "lease_renewed_at");
-    let HeldComplete { store, before, answer, .. } = held;
-
-    let item = answer.await.unwrap().unwrap();
-    assert_eq!(item.status, Status::Done);
-    let ended = item.last_lease.expect("the lease ended").ended_at;
-    assert!(ended >= renewed_at, "ended {ended} before the renewal at {renewed_at}");
-    let stats = store.group_stats();
-    assert_eq!(stats, GroupStats { to_transaction: before.to_transaction + 1, ..before });
 }
 
 /// A claim-next alone is one statement when its candidates have no lease;
@@ -579,7 +384,7 @@ async fn a_claim_next_alone_hands_an_expired_lease_to_a_transaction() {
 
     // The database's clock: wait until the 1-second lease has expired there.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after_event = settled_last_event(&db, &store, &ws).await;
     let (again, outcome) =
         store.claim_next(&ws, &all, &common::claim(owner, "w2", false)).await.unwrap().expect("ready again");
     assert_eq!((again.item_ref.clone(), outcome.lease.holder.as_str()), (refs[0].clone(), "w2"));
@@ -592,7 +397,7 @@ async fn a_claim_next_alone_hands_an_expired_lease_to_a_transaction() {
     // Two at once, the best with an expired lease and the next free: the
     // statement alone grants neither, the transaction grants both.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after_event = settled_last_event(&db, &store, &ws).await;
     store.release(&ws, &refs[0], &release(owner, "w2")).await.unwrap();
     store
         .claim(&ws, &refs[0], &pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "w3", false) })
@@ -636,7 +441,7 @@ async fn a_lease_without_a_lease_id_is_released_and_broken() {
     }
     let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
     sqlx::query("UPDATE items SET lease_id = NULL, lease_note_lease_id = NULL").execute(&mut conn).await.unwrap();
-    let after = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after = settled_last_event(&db, &store, &ws).await;
 
     let released = store.release(&ws, &refs[0], &release(owner, "w0")).await.unwrap();
     assert_eq!(released.reason, pad_store::ReleaseReason::Released);
@@ -676,7 +481,7 @@ async fn claim_nexts_made_together_take_the_best_items_in_arrival_order() {
     };
     let (store, owner, ws, refs) = setup(&db, 3).await;
     let before = store.group_stats();
-    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after_event = settled_last_event(&db, &store, &ws).await;
 
     store.hold_group();
     let mut nexts = Vec::new();
@@ -721,7 +526,7 @@ async fn claim_nexts_made_together_take_the_best_items_in_arrival_order() {
     store.claim(&ws, &refs[0], &short).await.unwrap();
     // The database's clock: wait until the 1-second lease has expired there.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after_event = store.events_after(&ws, 0, 1000).await.unwrap().last().unwrap().id;
+    let after_event = settled_last_event(&db, &store, &ws).await;
     store.hold_group();
     let first = queue_claim_next(&store, &ws, common::claim(owner, "x0", false), 0).await;
     let second = queue_claim_next(&store, &ws, common::claim(owner, "x1", false), 1).await;

@@ -1,12 +1,20 @@
 //! Scratch databases for the PostgreSQL tests: pad-test-support's, the one
-//! home of every crate's (`pad_test_support::pg`); and the claim their
-//! lease tests make.
+//! home of every crate's (`pad_test_support::pg`); the claim and complete
+//! their lease tests make, a store with items to make them on, and a
+//! baseline of events that waits for PostgreSQL's event horizon. Shared by
+//! the `postgres` and `held` test binaries.
 
 #![allow(unused_imports)]
 
 pub use pad_test_support::pg::{ENV, ScratchDb};
 
-use pad_store::{Actor, ClaimRequest};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pad_core::lease::LeaseHandle;
+use pad_core::{ItemRef, NewItem, Status, Workspace};
+use pad_postgres::PgStore;
+use pad_store::{Actor, ClaimRequest, CompleteRequest, Store};
 
 /// A claim by `holder` for five minutes, refreshing when `refresh`.
 pub fn claim(actor: Actor, holder: &str, refresh: bool) -> ClaimRequest {
@@ -19,4 +27,54 @@ pub fn claim(actor: Actor, holder: &str, refresh: bool) -> ClaimRequest {
         refresh,
         max_hold_seconds: None,
     }
+}
+
+/// A complete of `holder`'s lease of `epoch`, to `done`.
+pub fn done(actor: Actor, holder: &str, epoch: i64) -> CompleteRequest {
+    CompleteRequest {
+        actor,
+        holder: holder.into(),
+        handle: LeaseHandle { epoch: Some(epoch), lease_id: None },
+        status: Status::Done,
+    }
+}
+
+/// A store on `db` (8 connections) with its owner, the workspace `acme` and
+/// `items` open items in it.
+pub async fn setup(db: &ScratchDb, items: usize) -> (Arc<PgStore>, Actor, Workspace, Vec<ItemRef>) {
+    let store = Arc::new(PgStore::open_with(&db.url, 8).await.unwrap());
+    let owner = Actor { user_id: store.ensure_user("owner@example.com").await.unwrap().id };
+    let ws = store.create_workspace("acme", "Acme", owner).await.unwrap();
+    let mut refs = Vec::new();
+    for i in 0..items {
+        let new = NewItem { title: format!("item {i}"), ..Default::default() };
+        refs.push(store.create_item(&ws, owner, &new).await.unwrap().item_ref);
+    }
+    (store, owner, ws, refs)
+}
+
+/// The id of the workspace's last event once every event written so far is
+/// visible to readers. A reader gets only the events below its horizon, the
+/// oldest transaction still running on the server (docs/api.md, "Events"),
+/// so a baseline read while another test holds a transaction open could
+/// miss events that show up later. Waits for that condition, not for time.
+pub async fn settled_last_event(db: &ScratchDb, store: &PgStore, ws: &Workspace) -> i64 {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let written: i64 = sqlx::query_scalar("SELECT max(id) FROM events WHERE workspace_id = $1")
+        .bind(ws.id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let seen = store.events_after(ws, 0, 1000).await.unwrap().last().map(|e| e.id);
+            if seen == Some(written) {
+                return written;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the workspace's events never became visible")
 }
