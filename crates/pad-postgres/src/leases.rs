@@ -674,21 +674,51 @@ fn decide_completes<'a>(
             }
         };
         let row = row.expect("rows::locked refuses a missing row");
-        let status: String = row.get("status");
-        let status = status.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
-        // A content change like any update: one version, `updated_at` moves.
-        let changed = (status != req.status).then(|| Item::status_changes(status, req.status));
+        let end = EndWrites::of(row, "status", req, &lease)?;
         writes.id.push(locked.id);
-        writes.status.push(changed.as_ref().map(|_| req.status.as_str()));
+        writes.status.push(end.changes.as_ref().map(|_| req.status.as_str()));
         writes.at.push(now);
         writes.actor.push(req.actor.user_id);
-        writes.updated.push(changed.as_ref().map(shared::event::updated));
-        writes.changes.push(changed.map(Value::Object));
+        writes.updated.push(end.updated);
+        writes.changes.push(end.changes);
         writes.ws.push(ws.id);
         writes.item_ref.push(r.to_string());
-        writes.released.push(shared::event::ended(&lease, LeaseEnd::Completed, None));
+        writes.released.push(end.released);
     }
     Ok(Ok(writes))
+}
+
+/// What L15 writes beside the lease's end, from the status the row had
+/// (its column `status` of `row`) and the lease it ends: the one home of it
+/// for [`COMPLETE`]'s arrays and for checking what [`COMPLETE_ONE`] wrote.
+#[derive(Debug, PartialEq)]
+struct EndWrites {
+    /// The version's changes, when the status moves.
+    changes: Option<Value>,
+    /// `item.updated`'s data, when the status moves.
+    updated: Option<Value>,
+    /// `lease.released`'s data.
+    released: Value,
+}
+
+impl EndWrites {
+    fn of(row: &PgRow, status: &str, req: &CompleteRequest, lease: &Lease) -> StoreResult<EndWrites> {
+        let from: String = row.get(status);
+        let from = from.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
+        // A content change like any update: one version, `updated_at` moves.
+        let changed = (from != req.status).then(|| Item::status_changes(from, req.status));
+        Ok(EndWrites {
+            updated: changed.as_ref().map(shared::event::updated),
+            changes: changed.map(Value::Object),
+            released: shared::event::ended(lease, LeaseEnd::Completed, None),
+        })
+    }
+
+    /// The events the complete appends: `lease.released`, and `item.updated`
+    /// when the status moved.
+    fn events(&self) -> i64 {
+        1 + i64::from(self.updated.is_some())
+    }
 }
 
 /// Runs [`COMPLETE`]: the items as left, in the arrays' order.
@@ -756,20 +786,13 @@ pub(crate) async fn complete_alone(
     let now = locked.now;
     let lease = lease::decide_end(&locked.slot, &req.claimant(), req.handle, now)
         .map_err(|refused| disagree("a complete", refused))?;
-    let read: String = row.get("prev_status");
-    let read = read.parse::<Status>().map_err(|e| pad_store::rows::corrupt("status", e))?;
-    let changed = (read != req.status).then(|| Item::status_changes(read, req.status));
-    let decided = (
-        changed.as_ref().map(shared::event::updated),
-        changed.clone().map(Value::Object),
-        shared::event::ended(&lease, LeaseEnd::Completed, None),
-    );
-    let wrote: (Option<Value>, Option<Value>, Value) =
-        (row.get("w_updated"), row.get("w_changes"), row.get("w_released"));
+    let decided = EndWrites::of(&row, "prev_status", req, &lease)?;
+    let wrote =
+        EndWrites { changes: row.get("w_changes"), updated: row.get("w_updated"), released: row.get("w_released") };
     if wrote != decided {
         return Err(disagree(wrote, decided));
     }
-    if row.get::<i64, _>("events_written") != 1 + i64::from(changed.is_some()) {
+    if row.get::<i64, _>("events_written") != decided.events() {
         return Err(crate::events::too_many_events());
     }
     item_from_row(&row, now).map(Some)

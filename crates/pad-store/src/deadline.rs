@@ -38,11 +38,6 @@ impl Deadline {
         Deadline { at: None, state: Arc::new(AtomicU8::new(RUNNING)) }
     }
 
-    /// When it passes, if ever.
-    pub fn instant(&self) -> Option<Instant> {
-        self.at
-    }
-
     /// True once the time has come, or the request was answered as late
     /// ([`expire`](Self::expire)). A write checks this between its steps.
     pub fn passed(&self) -> bool {

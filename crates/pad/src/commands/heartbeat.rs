@@ -205,7 +205,7 @@ impl Heartbeat {
     pub async fn renew_late(&self, leases: &mut [Fresh<'_>]) -> Vec<Option<CliError>> {
         let kill_after = self.shared.kill_after;
         let ttl = |l: &Lease| Duration::from_secs(l.ttl_seconds.into());
-        let stop_at = |f: &Fresh<'_>| *f.sent + stop::stop_after(stop::time_left(f.lease), ttl(f.lease), kill_after);
+        let stop_at = |f: &Fresh<'_>| stop_point(*f.sent, f.lease, ttl(f.lease), kill_after);
         let now = Instant::now();
         let late: Vec<usize> =
             (0..leases.len()).filter(|&i| now >= *leases[i].sent + stop::renew_every(ttl(leases[i].lease))).collect();
@@ -252,7 +252,7 @@ impl Heartbeat {
             item_ref: item_ref.clone(),
             body: renew_body(lease),
             ttl,
-            stop_at: sent + stop::stop_after(stop::time_left(lease), ttl, kill_after),
+            stop_at: stop_point(sent, lease, ttl, kill_after),
             next: sent + stop::renew_every(ttl),
             failure: None,
             capped: false,
@@ -268,6 +268,13 @@ impl Heartbeat {
         self.shared.added.notify_one();
         Holding { id, shared: Arc::clone(&self.shared), lost: rx }
     }
+}
+
+/// S2's stop point, by our clock, of `lease` as the request sent at `sent`
+/// left it: the one home of that count for a grant, a late grant's renewal
+/// and the heartbeat's renewals (docs/leases.md, S2).
+fn stop_point(sent: Instant, lease: &Lease, ttl: Duration, kill_after: Duration) -> Instant {
+    sent + stop::stop_after(stop::time_left(lease), ttl, kill_after)
 }
 
 /// The renewal of `lease`, fenced by its epoch and lease id.
@@ -334,7 +341,7 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
             match answer {
                 Renewed::Ok { lease, capped } => {
                     e.capped = capped;
-                    e.stop_at = sent + stop::stop_after(stop::time_left(&lease), e.ttl, kill_after);
+                    e.stop_at = stop_point(sent, &lease, e.ttl, kill_after);
                     e.next = sent + stop::renew_every(e.ttl);
                     if e.failure.take().is_some() {
                         eprintln!("pad: renewed the lease on {r} again");
