@@ -40,16 +40,30 @@ const INSERT_EVENT: &str = concat!(
     SELECT count(*) FROM ev"
 );
 
+/// The transactions that never write pad's events: those another backend
+/// type or another database owns, by their `backend_xid` (32 bits, as
+/// `xid(…)` of a snapshot's entries). Read by a statement of its own, before
+/// the statement that takes the horizon's snapshot ([`event_horizon!`]).
+const FOREIGN_XIDS: &str = "SELECT COALESCE(array_agg(a.backend_xid::text::bigint), '{}') FROM pg_stat_activity a
+    WHERE a.backend_xid IS NOT NULL
+      AND (a.backend_type <> 'client backend'
+           OR a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))";
+
+/// [`FOREIGN_XIDS`], for a statement with [`event_horizon!`] to bind.
+pub(crate) async fn foreign_xids(pool: &sqlx::PgPool) -> StoreResult<Vec<i64>> {
+    sqlx::query_scalar(FOREIGN_XIDS).fetch_one(pool).await.map_err(db)
+}
+
 /// The head of a workspace's event page, oldest first, stopping below
 /// the visibility horizon: the oldest transaction that was running when this
 /// statement's snapshot was taken and may write events, i.e. all of them but
-/// those another backend type or another database owns, which never write
-/// pad's events (known by their `backend_xid`; unknown ones count). With no
-/// such transaction, the snapshot's `xmax`: no transaction that starts
-/// writing later can take a smaller id ([`event_horizon!`]).
+/// the foreign ones ([`foreign_xids`], read before, bound as $1; unknown
+/// ones count). With no such transaction, the snapshot's `xmax`: no
+/// transaction that starts writing later can take a smaller id
+/// ([`event_horizon!`]).
 const EVENTS_AFTER: &str = concat!(
     "WITH ",
-    event_horizon!(),
+    event_horizon!("$1"),
     "
     SELECT e.id, e.type, e.item_ref, u.email, e.at, e.data
     FROM events e CROSS JOIN horizon h LEFT JOIN users u ON u.id = e.actor_id
@@ -88,7 +102,10 @@ impl EventOps for PgStore {
     async fn events_where(
         &self, ws: &Workspace, after: i64, limit: u32, filter: &EventFilter,
     ) -> StoreResult<Vec<Event>> {
-        let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(EVENTS_AFTER);
+        let foreign = foreign_xids(&self.pool).await?;
+        let mut args = sqlx::postgres::PgArguments::default();
+        sqlx::Arguments::add(&mut args, foreign).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let mut qb: QueryBuilder<Postgres> = QueryBuilder::with_arguments(EVENTS_AFTER, args);
         qb.push_bind(ws.id).push(" AND e.id > ").push_bind(after);
         if let Some(r) = &filter.item_ref {
             qb.push(" AND e.item_ref = ").push_bind(r.to_string());

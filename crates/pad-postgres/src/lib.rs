@@ -110,31 +110,31 @@ macro_rules! event_slot {
 }
 
 /// The event visibility horizon (docs/api.md, "Event order on PostgreSQL")
-/// as the CTEs `others`, `snap` and `horizon` (`horizon.below`: the ids a
-/// reader may serve are below it). `others` lists the transactions another
-/// backend type or another database owns, which never write pad's events;
-/// every other transaction running at the snapshot may, and the oldest sets
-/// the horizon (none: the snapshot's `xmax`). The owners are read *before*
-/// the snapshot (`snap` consumes `others` first): a transaction of another
-/// database that ended between the two reads would otherwise be unknown and
-/// hold the horizon back, while one that starts between them is unknown
-/// either way and only counts, which is safe.
+/// as the CTEs `snap` and `horizon` (`horizon.below`: the ids a reader may
+/// serve are below it), given the parameter `$p`: the transactions another
+/// backend type or another database owns (`events::foreign_xids`), which never
+/// write pad's events. Every other transaction running at the statement's
+/// snapshot may, and the oldest sets the horizon (none: the snapshot's
+/// `xmax`). `pg_current_snapshot()` is the statement's snapshot, taken
+/// before the statement runs, so the owners must come from an earlier
+/// statement: read in this one, a transaction of another database that
+/// ended after the snapshot would be unknown and hold the horizon back,
+/// hiding events already committed. One that starts after the owners were
+/// read is unknown either way and only counts, which is safe.
 macro_rules! event_horizon {
-    () => {
-        "others AS MATERIALIZED (
-        SELECT a.backend_xid FROM pg_stat_activity a
-        WHERE a.backend_xid IS NOT NULL
-          AND (a.backend_type <> 'client backend'
-               OR a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))
-    ),
-    snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s FROM (SELECT count(*) FROM others) read_first),
+    ($p:literal) => {
+        concat!(
+            "snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
     horizon AS MATERIALIZED (
         SELECT COALESCE(
             (SELECT min(x::text::bigint) FROM snap, pg_snapshot_xip(snap.s) AS x
-             WHERE NOT EXISTS (SELECT 1 FROM others o WHERE o.backend_xid = xid(x))),
+             WHERE NOT (xid(x)::text::bigint = ANY(",
+            $p,
+            "::bigint[]))),
             (SELECT pg_snapshot_xmax(snap.s)::text::bigint FROM snap)
         ) * 65536 AS below
     )"
+        )
     };
 }
 

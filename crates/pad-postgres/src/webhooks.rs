@@ -28,10 +28,11 @@ const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_
 /// behind a head are never read (docs/webhooks.md, "Isolation"); and only below the event
 /// visibility horizon ([`event_horizon!`], as `EVENTS_AFTER`): an event
 /// whose transaction may still commit with a smaller id would otherwise be
-/// overtaken by a later one. $1 limit, $2 hold seconds.
+/// overtaken by a later one. $1 limit, $2 hold seconds, $3 the foreign
+/// transactions (`events::foreign_xids`, read before).
 const CLAIM: &str = concat!(
     "WITH ",
-    event_horizon!(),
+    event_horizon!("$3"),
     ",
     due AS (
         SELECT o.id FROM webhooks w
@@ -227,9 +228,11 @@ impl WebhookOps for PgStore {
         if !any {
             return Ok(Vec::new());
         }
+        let foreign = crate::events::foreign_xids(&self.pool).await?;
         let ids: Vec<i64> = sqlx::query_scalar(CLAIM)
             .bind(i64::from(limit))
             .bind(hold_seconds as f64)
+            .bind(foreign)
             .fetch_all(&self.pool)
             .await
             .map_err(db)?;

@@ -185,29 +185,6 @@ impl Fixture {
         Fixture { store, ws, owner, editor }
     }
 
-    /// Waits until every event this fixture's writes appended so far is
-    /// visible to readers. PostgreSQL hands out only the events below the
-    /// oldest transaction still running on the server (docs/api.md,
-    /// "Events"), which a concurrent test's writers may hold back for a
-    /// moment. A write made now commits after all of ours, so once its
-    /// event is visible, ours are; it goes to a workspace of another user's,
-    /// so no test counts it. Waits for that condition, not for time.
-    pub async fn settle(&self) {
-        static MARKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = MARKERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let marker = Actor { user_id: self.store.ensure_user("horizon@example.com").await.unwrap().id };
-        let ws = self.store.create_workspace(&format!("horizon-{n}"), "Horizon", marker).await.unwrap();
-        let new = NewItem { title: "marker".into(), ..Default::default() };
-        self.store.create_item(&ws, marker, &new).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(60), async {
-            while self.store.events_after(&ws, 0, 10).await.unwrap().is_empty() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .expect("the marker's event never became visible");
-    }
-
     pub async fn item(&self, title: &str) -> Item {
         self.store
             .create_item(&self.ws, self.owner, &NewItem { title: title.into(), ..Default::default() })
@@ -287,7 +264,6 @@ pub(crate) fn refs(items: &[Item]) -> Vec<String> {
 }
 
 pub(crate) async fn event_types(f: &Fixture) -> Vec<String> {
-    f.settle().await;
     f.store.events_after(&f.ws, 0, 1000).await.unwrap().into_iter().map(|e| e.kind.to_string()).collect()
 }
 
@@ -297,6 +273,5 @@ pub(crate) fn lost(e: StoreError) {
 
 pub(crate) async fn events_of(f: &Fixture, kind: pad_core::EventKind) -> Vec<pad_core::Event> {
     let filter = pad_core::EventFilter { item_ref: None, kinds: vec![kind] };
-    f.settle().await;
     f.store.events_where(&f.ws, 0, 1000, &filter).await.unwrap()
 }

@@ -6,7 +6,7 @@
 //! queue while it is held (counted by `queued_calls`, a signal from the
 //! code, not a sleep), and run as one batch when it is lifted.
 
-use crate::common::{self, done, settled_last_event, setup};
+use crate::common::{self, done, last_event, setup};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -100,7 +100,7 @@ async fn completes_in_one_batch_are_written_together_as_each_alone() {
     let patch = pad_core::ItemPatch { status: Some(Status::Done), ..Default::default() };
     store.update_item(&ws, owner, &refs[last], &patch).await.unwrap();
     let before = store.group_stats();
-    let after_event = settled_last_event(&db, &store, &ws).await;
+    let after_event = last_event(&store, &ws).await;
 
     store.hold_group();
     let mut calls = Vec::new();
@@ -278,7 +278,7 @@ async fn a_complete_alone_is_written_without_a_transaction() {
     let (store, owner, ws, refs) = setup(&db, 1).await;
     let r = &refs[0];
     let epoch = store.claim(&ws, r, &common::claim(owner, "w", false)).await.unwrap().lease.epoch;
-    let after_event = settled_last_event(&db, &store, &ws).await;
+    let after_event = last_event(&store, &ws).await;
     let before = store.group_stats();
 
     let item = store.complete(&ws, r, &done(owner, "w", epoch)).await.unwrap();
@@ -307,7 +307,7 @@ async fn a_release_alone_is_one_statement() {
         return eprintln!("SKIPPED a_release_alone_is_one_statement: {} is not set", common::ENV);
     };
     let (store, owner, ws, refs) = setup(&db, 3).await;
-    let first = settled_last_event(&db, &store, &ws).await;
+    let first = last_event(&store, &ws).await;
     let before = store.group_stats();
     let noted = pad_store::ClaimRequest { note: Some("half done".into()), ..common::claim(owner, "w1", false) };
     let w1 = store.claim(&ws, &refs[0], &noted).await.unwrap().lease;
@@ -352,7 +352,7 @@ async fn a_release_alone_is_one_statement() {
     let short = pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "w3", false) };
     store.claim(&ws, &refs[2], &short).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after = settled_last_event(&db, &store, &ws).await;
+    let after = last_event(&store, &ws).await;
     let stale = store.group_stats();
     let late = store.release(&ws, &refs[2], &release(owner, "w3")).await.unwrap();
     assert_eq!(late.reason, pad_store::ReleaseReason::NoLiveLease, "{late:?}");
@@ -384,7 +384,7 @@ async fn a_claim_next_alone_hands_an_expired_lease_to_a_transaction() {
 
     // The database's clock: wait until the 1-second lease has expired there.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after_event = settled_last_event(&db, &store, &ws).await;
+    let after_event = last_event(&store, &ws).await;
     let (again, outcome) =
         store.claim_next(&ws, &all, &common::claim(owner, "w2", false)).await.unwrap().expect("ready again");
     assert_eq!((again.item_ref.clone(), outcome.lease.holder.as_str()), (refs[0].clone(), "w2"));
@@ -397,7 +397,7 @@ async fn a_claim_next_alone_hands_an_expired_lease_to_a_transaction() {
     // Two at once, the best with an expired lease and the next free: the
     // statement alone grants neither, the transaction grants both.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after_event = settled_last_event(&db, &store, &ws).await;
+    let after_event = last_event(&store, &ws).await;
     store.release(&ws, &refs[0], &release(owner, "w2")).await.unwrap();
     store
         .claim(&ws, &refs[0], &pad_store::ClaimRequest { ttl_seconds: Some(1), ..common::claim(owner, "w3", false) })
@@ -441,7 +441,7 @@ async fn a_lease_without_a_lease_id_is_released_and_broken() {
     }
     let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
     sqlx::query("UPDATE items SET lease_id = NULL, lease_note_lease_id = NULL").execute(&mut conn).await.unwrap();
-    let after = settled_last_event(&db, &store, &ws).await;
+    let after = last_event(&store, &ws).await;
 
     let released = store.release(&ws, &refs[0], &release(owner, "w0")).await.unwrap();
     assert_eq!(released.reason, pad_store::ReleaseReason::Released);
@@ -481,7 +481,7 @@ async fn claim_nexts_made_together_take_the_best_items_in_arrival_order() {
     };
     let (store, owner, ws, refs) = setup(&db, 3).await;
     let before = store.group_stats();
-    let after_event = settled_last_event(&db, &store, &ws).await;
+    let after_event = last_event(&store, &ws).await;
 
     store.hold_group();
     let mut nexts = Vec::new();
@@ -526,7 +526,7 @@ async fn claim_nexts_made_together_take_the_best_items_in_arrival_order() {
     store.claim(&ws, &refs[0], &short).await.unwrap();
     // The database's clock: wait until the 1-second lease has expired there.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let after_event = settled_last_event(&db, &store, &ws).await;
+    let after_event = last_event(&store, &ws).await;
     store.hold_group();
     let first = queue_claim_next(&store, &ws, common::claim(owner, "x0", false), 0).await;
     let second = queue_claim_next(&store, &ws, common::claim(owner, "x1", false), 1).await;

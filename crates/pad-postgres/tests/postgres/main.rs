@@ -7,6 +7,8 @@ mod common;
 mod conformance;
 mod contention;
 mod group;
+mod held;
+mod horizon;
 mod instances;
 mod ready;
 mod tls;

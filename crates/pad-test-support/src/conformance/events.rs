@@ -36,7 +36,6 @@ pub async fn events_record_changes_in_order(store: Arc<dyn Store>) {
             "item.restored"
         ]
     );
-    f.settle().await;
     let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap();
     assert!(events.windows(2).all(|w| w[0].id < w[1].id));
     assert_eq!(events[2].data["holder"], "w");
@@ -114,7 +113,6 @@ pub async fn events_filter_by_ref_and_type(store: Arc<dyn Store>) {
     f.store.release(&f.ws, &rf("TASK-2"), &f.release("w")).await.unwrap();
     let r = |s: &str| Some(s.parse().unwrap());
     let only = |item_ref, kinds| pad_core::EventFilter { item_ref, kinds };
-    f.settle().await;
     let f = &f;
     let kinds = |filter| async move {
         let events = f.store.events_where(&f.ws, 0, 100, &filter).await.unwrap();

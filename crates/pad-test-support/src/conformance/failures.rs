@@ -68,7 +68,6 @@ pub async fn l14_fail_with_a_stale_handle_is_lost_and_changes_nothing(store: Arc
     let a = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     let b = f.store.claim(&f.ws, &rf("TASK-2"), &f.claim("w", 60)).await.unwrap().lease;
     let before = f.get("TASK-1").await;
-    f.settle().await;
     let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
     lost(
         f.store.fail(&f.ws, &rf("TASK-1"), &f.fail("w", LeaseHandle::epoch(a.epoch + 1), Some("x"))).await.unwrap_err(),

@@ -185,7 +185,6 @@ pub async fn l13_quarantine_after_repeated_expiries(store: Arc<dyn Store>) {
     assert_eq!(crashy.lease, None);
     assert!(refs(&f.store.frontier(&f.ws, &auto, 10).await.unwrap()).is_empty());
     assert_eq!(refs(&f.store.frontier(&f.ws, &FrontierFilter::default(), 10).await.unwrap()), ["TASK-1"]);
-    f.settle().await;
     let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap();
     let q: Vec<_> = events.iter().filter(|e| e.kind == EventKind::ItemQuarantined).collect();
     assert_eq!(q.len(), 1);

@@ -47,7 +47,6 @@ pub async fn import_is_all_or_nothing(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let mut req = import_request("k1", 6);
     req.items[1].blocked_by = vec!["T-5".into()]; // T-2 → T-5 → T-4 → T-3 → T-2
-    f.settle().await;
     let events_before = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
     let err = f.store.import(&f.ws, f.owner, &req, &Deadline::none()).await.unwrap_err();
     assert!(matches!(&err, StoreError::Validation(v) if v.field.starts_with("items[")), "{err:?}");
@@ -103,7 +102,6 @@ pub async fn import_is_all_or_nothing(store: Arc<dyn Store>) {
 pub async fn import_with_a_seen_key_writes_nothing(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let first = f.store.import(&f.ws, f.owner, &import_request("sha256:abc", 4), &Deadline::none()).await.unwrap();
-    f.settle().await;
     let events = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
     let again = f.store.import(&f.ws, f.editor, &import_request("sha256:abc", 4), &Deadline::none()).await.unwrap();
     assert!(again.replayed);
@@ -133,7 +131,6 @@ pub async fn import_with_a_seen_key_writes_nothing(store: Arc<dyn Store>) {
 /// after its first item whatever the machine's speed.
 pub async fn import_past_its_deadline_commits_nothing(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
-    f.settle().await;
     let events_before = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
     let late = Deadline::at(std::time::Instant::now());
     let err = f.store.import(&f.ws, f.owner, &import_request("late", 6), &late).await.unwrap_err();

@@ -40,7 +40,6 @@ pub async fn l15_complete_sets_status_and_releases_in_one_step(store: Arc<dyn St
     f.item("a").await;
     f.item("b").await;
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
-    f.settle().await;
     let after = f.store.events_after(&f.ws, 0, 1000).await.unwrap().last().unwrap().id;
     let item =
         f.store.complete(&f.ws, &rf("TASK-1"), &f.complete("w", LeaseHandle::lease_id(l.lease_id))).await.unwrap();
@@ -51,7 +50,6 @@ pub async fn l15_complete_sets_status_and_releases_in_one_step(store: Arc<dyn St
     let versions = f.store.history(&f.ws, &rf("TASK-1")).await.unwrap();
     assert_eq!(versions.len(), 2);
     assert_eq!(versions[0].changes["status"]["to"], "done");
-    f.settle().await;
     let events = f.store.events_after(&f.ws, after, 100).await.unwrap();
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["item.updated", "lease.released"]);

@@ -2,14 +2,6 @@
 //! call, one statement"): each test holds the item's row lock in a
 //! transaction of its own, lets the complete's one statement read the row
 //! and wait for the lock, changes the row and commits.
-//!
-//! A test binary of its own: the transaction that holds the lock holds back
-//! PostgreSQL's event horizon for the whole server meanwhile (docs/api.md,
-//! "Events"), so tests of other binaries, which cargo runs one binary after
-//! another, never read events while it is open.
-
-#[path = "postgres/common/mod.rs"]
-mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +10,7 @@ use pad_core::{ItemRef, Status, Workspace};
 use pad_postgres::{GroupStats, PgStore};
 use pad_store::{Store, StoreError};
 
-use common::{done, settled_last_event, setup};
+use crate::common::{self, done, last_event, setup};
 
 /// A complete alone whose one statement has read the item and waits for
 /// the row's lock, which `lock`, a transaction of the test's own, holds:
@@ -107,7 +99,7 @@ async fn a_complete_alone_whose_lease_ended_after_its_read_writes_nothing() {
         );
     };
     let (mut held, _) = held_complete(&db, "w1").await;
-    let after_event = settled_last_event(&db, &held.store, &held.ws).await;
+    let after_event = last_event(&held.store, &held.ws).await;
     change_and_commit(
         &mut held,
         "UPDATE items SET lease_holder = 'w2', lease_epoch = lease_epoch + 1, lease_id = nextval('lease_ids'),
