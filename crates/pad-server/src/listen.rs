@@ -9,6 +9,9 @@
 //! - at most `max_connections` connections are served at once; past that a
 //!   new connection gets a 503 and is closed, so the process never runs out
 //!   of file descriptors and answers again as soon as the flood ends;
+//! - a client that stops reading its answer is reset once the answer has
+//!   made no progress for the request deadline ([`Timed`]), so a slow
+//!   reader cannot make the server hold answers for ever;
 //! - oversized headers are refused with 431;
 //! - shutdown drains in-flight requests before returning.
 
@@ -81,7 +84,7 @@ pub async fn serve_connections(
                 };
                 let _ = stream.set_nodelay(true);
                 let clock = Arc::new(RequestClock::default());
-                let io = TokioIo::new(Timed { inner: stream, clock: clock.clone() });
+                let io = TokioIo::new(Timed::new(stream, clock.clone(), limits.request_timeout));
                 let conn = http.serve_connection(io, deadline_service(app.clone(), clock, limits.request_timeout));
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
@@ -203,13 +206,45 @@ fn refuse(stream: TcpStream, busy: &[u8], refusing: &Arc<Semaphore>) {
     });
 }
 
-/// A connection's socket that notes when each request's first byte arrives.
-struct Timed<S> {
-    inner: S,
+/// A connection's socket that notes when each request's first byte arrives,
+/// and gives up on a client that stops reading: once writes have made no
+/// progress for `stall_limit` (the request deadline), the socket is reset
+/// and the write fails, so hyper drops the connection and the answer it
+/// held (docs/api.md, "Limits"). A reset, not a close: a close would leave
+/// the unsent bytes in the kernel until the client reads or goes away.
+struct Timed {
+    inner: TcpStream,
     clock: Arc<RequestClock>,
+    stall_limit: Duration,
+    /// Since the first write that could make no progress; none while writes go through.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Timed<S> {
+impl Timed {
+    fn new(inner: TcpStream, clock: Arc<RequestClock>, stall_limit: Duration) -> Self {
+        Timed { inner, clock, stall_limit, stalled: None }
+    }
+
+    /// A write's outcome, unless it has been waiting for the client too long.
+    fn bounded<T>(&mut self, cx: &mut Context<'_>, written: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if written.is_ready() {
+            self.stalled = None;
+            return written;
+        }
+        let limit = self.stall_limit;
+        let stalled = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if stalled.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let _ = self.inner.set_zero_linger();
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the client read nothing of its answer for {limit:?}"),
+        )))
+    }
+}
+
+impl AsyncRead for Timed {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
@@ -221,15 +256,19 @@ impl<S: AsyncRead + Unpin> AsyncRead for Timed<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Timed<S> {
+impl AsyncWrite for Timed {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.bounded(cx, written)
     }
 
     fn poll_write_vectored(
         self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.bounded(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -237,7 +276,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Timed<S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        let flushed = Pin::new(&mut this.inner).poll_flush(cx);
+        this.bounded(cx, flushed)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

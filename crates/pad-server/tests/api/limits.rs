@@ -365,3 +365,52 @@ async fn mint(s: &TestServer, n: usize) -> Vec<String> {
     }
     tokens
 }
+
+/// A client that sends a request and never reads the answer is reset once
+/// the answer has made no progress for the request deadline, and the server
+/// drops the answer it held. The signal is the client's own socket: the
+/// reset sets its pending error (`SO_ERROR`), seen without reading a byte
+/// (reading would let the answer progress). Before, such clients held their
+/// connections and answers for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_answer_is_reset() {
+    let deadline = Duration::from_secs(3);
+    let s = TestServer::start_with(|st| st.connections.request_timeout = deadline).await;
+    // A page of 80 items of 200 KB: 16 MB, far more than the socket buffers
+    // hold (4 MB to send, the client's small one to receive), so the
+    // server's writes stall.
+    let body = "x".repeat(200_000);
+    for i in 0..80 {
+        let item = serde_json::json!({"title": format!("big {i}"), "body": body});
+        let a = s.post(&s.owner, "/api/v1/workspaces/default/items", item).await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+    }
+    let request = format!(
+        "GET /api/v1/workspaces/default/items?limit=80 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+        s.owner
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        // A small receive buffer: the kernel would otherwise take up to
+        // 32 MB of the answer for a client that reads none of it.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(16 * 1024).unwrap();
+        let mut c = socket.connect(addr(&s).parse().unwrap()).await.unwrap();
+        c.write_all(request.as_bytes()).await.unwrap();
+        stalled.push(c);
+    }
+    let started = Instant::now();
+    for c in &stalled {
+        let reset = until(|| async { c.take_error().unwrap() }, Option::is_some).await;
+        assert_eq!(reset.unwrap().kind(), std::io::ErrorKind::ConnectionReset);
+    }
+    println!("three stalled clients were reset {:?} after they asked (deadline {deadline:?})", started.elapsed());
+    // What each can still read is the start of the answer, never all of it.
+    for mut c in stalled {
+        let (_, said) = read_until_closed(&mut c, Duration::from_secs(10)).await;
+        assert!(said.is_empty() || said.starts_with("HTTP/1.1 200"), "{}", &said[..said.len().min(200)]);
+        assert!(said.len() < 1_000_000, "a stalled client got {} bytes after its reset", said.len());
+    }
+    // The server serves on.
+    assert_eq!(s.get(&s.owner, "/api/v1/workspaces/default/items?limit=1").await.status, 200);
+}
