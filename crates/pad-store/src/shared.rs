@@ -96,13 +96,26 @@ pub fn end_refused(e: lease::EndRefusal, now: Timestamp) -> StoreError {
 /// Only an update can close a cycle: a new item's blockers already exist,
 /// and none of them can be waiting on an item that did not.
 pub fn check_blockers_acyclic(item: &ItemRef, edges: &[(ItemRef, ItemRef)]) -> StoreResult<()> {
+    let mut blockers: std::collections::HashMap<&ItemRef, Vec<&ItemRef>> = std::collections::HashMap::new();
+    for (from, to) in edges {
+        blockers.entry(from).or_default().push(to);
+    }
+    blocker_cycle(item, |at| blockers.get(at).into_iter().flatten().copied())
+}
+
+/// [`check_blockers_acyclic`] over a graph given as each item's blockers
+/// (an import keeps its own: docs/api.md, "Import"). Breadth first from
+/// the item, remembering how each item was reached, so the cycle reported
+/// is a shortest one; each item and link is looked at once.
+pub fn blocker_cycle<'a, I>(item: &'a ItemRef, blockers_of: impl Fn(&'a ItemRef) -> I) -> StoreResult<()>
+where
+    I: IntoIterator<Item = &'a ItemRef>,
+{
     use std::collections::{HashMap, VecDeque};
-    // Breadth first from the item, remembering how each item was reached,
-    // so the cycle reported is a shortest one.
     let mut reached_from: HashMap<&ItemRef, &ItemRef> = HashMap::new();
     let mut queue = VecDeque::from([item]);
     while let Some(at) = queue.pop_front() {
-        for (_, blocker) in edges.iter().filter(|(from, _)| from == at) {
+        for blocker in blockers_of(at) {
             if blocker == item {
                 let mut path = vec![item, at];
                 let mut step = at;
@@ -127,6 +140,12 @@ pub fn check_blockers_acyclic(item: &ItemRef, edges: &[(ItemRef, ItemRef)]) -> S
         }
     }
     Ok(())
+}
+
+/// Refuses `parent` as `item`'s new parent when `item` is `parent` or one
+/// of its ancestors; the one message for every backend.
+pub fn parent_cycle(item: &ItemRef, parent: &ItemRef) -> StoreError {
+    StoreError::invalid("parent", format!("{parent} is a descendant of {item}"))
 }
 
 pub fn unknown_kind(kind: &str) -> StoreError {

@@ -142,6 +142,7 @@ macro_rules! conformance_suite {
             import_is_all_or_nothing,
             import_with_a_seen_key_writes_nothing,
             import_past_its_deadline_commits_nothing,
+            import_refuses_link_cycles_naming_the_item,
             webhooks_a_given_up_event_pauses_its_subscription_until_resumed,
             webhooks_a_full_queue_drops_its_oldest_and_counts_them
         );

@@ -3,4 +3,5 @@
 
 mod checkpoint;
 mod conformance;
+mod import;
 mod upgrade;

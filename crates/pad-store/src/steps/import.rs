@@ -16,9 +16,9 @@ use pad_core::api::{ImportRequest, ImportResult, ImportedRef, ValidImportItem};
 use pad_core::lease::LeaseHandle;
 use pad_core::{ItemPatch, ItemRef, Status, Timestamp, ValidationError, Workspace};
 
-use super::items::{comment_in, create_in, set_deleted_in, update_in};
+use super::items::{Cycles, comment_in, create_in, set_deleted_in, update_in};
 use super::{AccountSteps, Begin, WriteTx};
-use crate::{Actor, Deadline, StoreError, StoreResult};
+use crate::{Actor, Deadline, StoreError, StoreResult, shared};
 
 /// What a backend's write transaction adds for imports.
 #[async_trait]
@@ -96,11 +96,14 @@ where
         refs.insert(&p.file_ref, item.item_ref);
         late(deadline)?;
     }
+    let mut linked = FileLinks::default();
     for (i, p) in plan.iter().enumerate() {
         let r = &refs[p.file_ref.as_str()];
         if let Some(patch) = links(p, &refs) {
             let valid = patch.validate().map_err(|e| at(i, "", e.into()))?;
-            let (item, _) = update_in(&mut tx, ws, actor, r, &valid).await.map_err(|e| at(i, "", e))?;
+            linked.add(r, p, &refs).map_err(|e| at(i, "", e))?;
+            let (item, _) =
+                update_in(&mut tx, ws, actor, r, &valid, Cycles::Checked).await.map_err(|e| at(i, "", e))?;
             last = Some(item.updated_at);
         }
         for (j, body) in p.comments.iter().enumerate() {
@@ -135,6 +138,40 @@ where
     }
     tx.commit().await?;
     Ok(result)
+}
+
+/// The links an import has set so far, by the refs its items got here. Its
+/// items are all new and link only to each other, so these are all the
+/// links they have: cycles are found here, in memory, in the order the
+/// store would find them, with its messages. Each walk is linear in what it
+/// reaches; the store's walks, a query per item, held SQLite's only writer
+/// for 22.7 s on 2000 items each blocked by the 9 before (docs/api.md,
+/// "Import").
+#[derive(Default)]
+struct FileLinks {
+    parents: HashMap<ItemRef, ItemRef>,
+    blockers: HashMap<ItemRef, Vec<ItemRef>>,
+}
+
+impl FileLinks {
+    /// Item `r`'s links from `p`, refused if they close a cycle.
+    fn add(&mut self, r: &ItemRef, p: &ValidImportItem, refs: &HashMap<&str, ItemRef>) -> StoreResult<()> {
+        if let Some(parent) = p.parent.as_ref().map(|f| &refs[f.as_str()]) {
+            let mut up = Some(parent);
+            while let Some(at) = up {
+                if at == r {
+                    return Err(shared::parent_cycle(r, parent));
+                }
+                up = self.parents.get(at);
+            }
+            self.parents.insert(r.clone(), parent.clone());
+        }
+        if !p.blocked_by.is_empty() {
+            self.blockers.insert(r.clone(), p.blocked_by.iter().map(|f| refs[f.as_str()].clone()).collect());
+            shared::blocker_cycle(r, |at| self.blockers.get(at).into_iter().flatten())?;
+        }
+        Ok(())
+    }
 }
 
 /// The update that gives an item its status and links, now that every

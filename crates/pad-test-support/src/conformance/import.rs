@@ -150,6 +150,35 @@ pub async fn import_past_its_deadline_commits_nothing(store: Arc<dyn Store>) {
     assert_eq!(done.refs[0].to, "SPK-1", "the late attempts used up no number");
 }
 
+/// docs/api.md, "Import": a file whose links would make a cycle is refused
+/// naming the item that closes it, with the message an update gets, and
+/// writes nothing; parents and blockers alike, an item's own ref included.
+pub async fn import_refuses_link_cycles_naming_the_item(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let events_before = f.store.events_after(&f.ws, 0, 1000).await.unwrap().len();
+    let mut parents = import_request("p", 4);
+    parents.items[0].parent = Some("T-4".into()); // T-1 under T-4, T-4 under T-1
+    let err = f.store.import(&f.ws, f.owner, &parents, &Deadline::none()).await.unwrap_err();
+    let StoreError::Validation(v) = &err else { panic!("{err:?}") };
+    assert_eq!(v.field, "items[3].parent", "{v:?}");
+    assert!(v.message.contains("is a descendant of"), "{v:?}");
+
+    let mut own = import_request("o", 3);
+    own.items[1].parent = Some("T-2".into());
+    let err = f.store.import(&f.ws, f.owner, &own, &Deadline::none()).await.unwrap_err();
+    assert!(matches!(&err, StoreError::Validation(v) if v.field == "items[1].parent"), "{err:?}");
+
+    let mut itself = import_request("s", 3);
+    itself.items[2].blocked_by.push("T-3".into());
+    let err = f.store.import(&f.ws, f.owner, &itself, &Deadline::none()).await.unwrap_err();
+    let StoreError::Validation(v) = &err else { panic!("{err:?}") };
+    assert_eq!(v.field, "items[2].blocked_by", "{v:?}");
+    assert!(v.message.contains("→"), "{v:?}");
+
+    assert!(all_items(&f).await.is_empty(), "a refused import left items behind");
+    assert_eq!(f.store.events_after(&f.ws, 0, 1000).await.unwrap().len(), events_before, "events stayed");
+}
+
 async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();
     for h in handles.collect::<Vec<_>>() {
