@@ -77,6 +77,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::InvalidTtl(e) => invalid_ttl(&e),
             StoreError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
+            StoreError::Forbidden(_) => ApiError::forbidden(message),
             StoreError::LeaseHeld { lease, now } => ApiError {
                 retry_after: Some(lease.expires_in_seconds(now).max(1)),
                 details: lease_details(&lease, now),

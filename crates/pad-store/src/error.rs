@@ -25,6 +25,11 @@ pub enum StoreError {
     LeaseLost { current: Option<Box<Lease>>, now: Timestamp, ended: Option<Box<LastLease>> },
     #[error("the item changed since {} (now {})", expected.to_rfc3339(), actual.to_rfc3339())]
     UpdateConflict { expected: Timestamp, actual: Timestamp },
+    /// The caller's role no longer allows this, checked again in the
+    /// write's transaction: an owner demoted while minting a token for
+    /// another member (docs/api.md, "Tokens").
+    #[error("{0}")]
+    Forbidden(String),
     /// The database cannot be reached or is overloaded; retrying may help.
     #[error("store unavailable: {0}")]
     Unavailable(String),

@@ -116,6 +116,7 @@ macro_rules! conformance_suite {
             l14_fail_counts_backs_off_and_hands_the_note_over,
             l14_fail_with_a_stale_handle_is_lost_and_changes_nothing,
             l14_failures_quarantine_at_the_threshold,
+            l14_a_quarantined_item_with_fifty_labels_stays_editable,
             l15_complete_sets_status_and_releases_in_one_step,
             l15_complete_on_an_expired_lease_is_lost,
             l16_not_before_defers_claim_next_and_frontier,

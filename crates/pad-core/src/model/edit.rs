@@ -242,7 +242,11 @@ pub struct ValidPatch {
 }
 
 impl ValidPatch {
-    /// The label set after applying `labels`, then `add_labels`, then `remove_labels`.
+    /// The label set after applying `labels`, then `add_labels`, then
+    /// `remove_labels`. More than [`LABELS_MAX`] is refused only when the
+    /// item would also gain labels: quarantine adds `needs-human` to an item
+    /// that may already have 50 (docs/api.md, "Limits"), and such an item
+    /// must stay editable.
     pub fn apply_labels(&self, current: &[String]) -> Result<Vec<String>, ValidationError> {
         let mut out = self.labels.clone().unwrap_or_else(|| current.to_vec());
         for l in &self.add_labels {
@@ -251,7 +255,7 @@ impl ValidPatch {
             }
         }
         out.retain(|l| !self.remove_labels.contains(l));
-        if out.len() > LABELS_MAX {
+        if out.len() > LABELS_MAX && out.len() > current.len() {
             return Err(ValidationError::new("labels", format!("at most {LABELS_MAX} labels (got {})", out.len())));
         }
         Ok(out)

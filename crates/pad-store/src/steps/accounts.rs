@@ -110,6 +110,24 @@ pub async fn insert_token<S: Begin>(
 ) -> StoreResult<TokenInfo> {
     validate::text("name", name, 1, 200, Lines::Single)?;
     let mut tx = s.begin().await?;
+    // A token for another member is an owner's to mint (`authz::mint`, asked
+    // before). Asked again under the members' lock, which a demotion or a
+    // removal takes before it revokes what the member minted for others: a
+    // demotion that commits between the first check and this insert would
+    // otherwise miss the new token, and leave its secret with owner powers in
+    // the hands of someone who is no longer an owner.
+    if let Some((ws, _)) = scope
+        && minted_by.user_id != user.user_id
+    {
+        tx.lock_members(ws).await?;
+        let role = tx.member_role(ws, minted_by.user_id).await?;
+        if !role.is_some_and(|r| authz::permits(r, authz::Action::Administer)) {
+            return Err(StoreError::Forbidden(format!(
+                "only owners may create tokens for other members, and your role here is now {}",
+                role.map_or_else(|| "none (no longer a member)".to_string(), |r| r.to_string())
+            )));
+        }
+    }
     // Concurrent mints of one user take turns, so the cap holds.
     tx.lock_tokens(user.user_id).await?;
     shared::too_many_tokens(tx.live_tokens(user.user_id).await?)?;

@@ -180,6 +180,14 @@ pub async fn lowering_a_role_revokes_the_tokens_it_minted_for_others(store: Arc<
     assert_eq!(s.authenticate("demote-by-second").await.unwrap(), None, "the demoted owner's mint is revoked");
     assert!(s.authenticate("demote-own").await.unwrap().is_some(), "its own token stays, capped by its role");
     assert_eq!(s.membership(second, "acme").await.unwrap().1, Role::Editor);
+    // A mint checked while `second` was an owner and written after the
+    // demotion: the store asks again, in the insert's transaction, and
+    // refuses it, so no token escapes the revocation.
+    let late = s.create_scoped_token(f.editor, "late", "demote-late", &f.ws, Role::Editor, second).await;
+    assert!(matches!(&late, Err(StoreError::Forbidden(m)) if m.contains("now editor")), "{late:?}");
+    assert_eq!(s.authenticate("demote-late").await.unwrap(), None);
+    // Minting for oneself is not an owner's power: it stays allowed.
+    s.create_scoped_token(second, "again", "demote-own-2", &f.ws, Role::Editor, second).await.unwrap();
 }
 
 /// docs/api.md, "Workspace settings": a patch changes only what it names, is

@@ -118,6 +118,33 @@ pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
     assert_eq!(out.item.failures, 3);
 }
 
+/// L13/L14: quarantine labels an item even when it has the 50 labels an
+/// update may leave, and the item stays editable: an update is refused for
+/// labels only when it leaves more than 50 *and* more than the item had
+/// (docs/api.md, "Limits"), so a title edit passes and adding a label does not.
+pub async fn l14_a_quarantined_item_with_fifty_labels_stays_editable(store: Arc<dyn Store>) {
+    let f = Fixture::new(store).await;
+    let labels: Vec<String> = (0..50).map(|i| format!("l{i}")).collect();
+    let new = NewItem { title: "full".into(), labels: labels.clone(), ..Default::default() };
+    f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
+    let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
+    let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
+    req.max_failures = Some(1);
+    assert!(f.store.fail(&f.ws, &rf("TASK-1"), &req).await.unwrap().quarantined);
+    assert_eq!(f.get("TASK-1").await.labels.len(), 51);
+
+    let retitle = ItemPatch { title: Some("still full".into()), ..Default::default() };
+    let item = f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &retitle).await.unwrap();
+    assert_eq!((item.title.as_str(), item.labels.len()), ("still full", 51));
+    let more = ItemPatch { add_labels: vec!["one-more".into()], ..Default::default() };
+    let err = f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &more).await.unwrap_err();
+    assert!(matches!(&err, StoreError::Validation(v) if v.field == "labels"), "{err:?}");
+    let swap = ItemPatch { add_labels: vec!["swapped".into()], remove_labels: vec!["l0".into()], ..Default::default() };
+    let item = f.store.update_item(&f.ws, f.owner, &rf("TASK-1"), &swap).await.unwrap();
+    assert_eq!(item.labels.len(), 51);
+    assert!(item.labels.iter().any(|l| l == NEEDS_HUMAN));
+}
+
 /// Requeue (docs/leases.md): `needs-human`, the failure and expiry counts and
 /// the backoff go in one recorded version; a second requeue changes nothing.
 pub async fn requeue_clears_quarantine_counts_and_backoff(store: Arc<dyn Store>) {
@@ -196,12 +223,7 @@ pub async fn l14_a_success_clears_the_failure_handoff(store: Arc<dyn Store>) {
         if complete {
             f.store.complete(&f.ws, &rf(r), &f.complete("w", LeaseHandle::epoch(again.lease.epoch))).await.unwrap();
             f.store
-                .update_item(
-                    &f.ws,
-                    f.owner,
-                    &rf(r),
-                    &pad_core::ItemPatch { status: Some(Status::Open), ..Default::default() },
-                )
+                .update_item(&f.ws, f.owner, &rf(r), &ItemPatch { status: Some(Status::Open), ..Default::default() })
                 .await
                 .unwrap();
         } else {
