@@ -9,11 +9,11 @@ use std::fmt;
 use std::time::Duration;
 
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CommentList, CompleteBody, CompleteResponse,
-    CreateKind, CreateToken, CreateWorkspace, DeleteQuery, EventsQuery, FailBody, FailResponse, FrontierList,
-    FrontierQuery, ItemPage, KindList, ListQuery, Me, MemberList, NewComment, ReleaseBody, ReleaseResponse, RenewBody,
-    RenewLeasesBody, RenewLeasesResponse, RenewResponse, SetMember, TokenCreated, TokenList, VersionList,
-    WorkspaceList, WorkspaceView,
+    COMMENTS_LIMIT_MAX, ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CommentList, CompleteBody,
+    CompleteResponse, CreateKind, CreateToken, CreateWorkspace, DeleteQuery, EventsQuery, FailBody, FailResponse,
+    FrontierList, FrontierQuery, HISTORY_LIMIT_MAX, ItemPage, KindList, ListQuery, Me, MemberList, NewComment,
+    PageQuery, ReleaseBody, ReleaseResponse, RenewBody, RenewLeasesBody, RenewLeasesResponse, RenewResponse, SetMember,
+    TokenCreated, TokenList, VersionList, WorkspaceList, WorkspaceView,
 };
 use pad_core::{Comment, Event, Item, ItemPatch, Kind, Member, NewItem};
 use reqwest::{Method, RequestBuilder, header};
@@ -144,12 +144,41 @@ impl Client {
         self.json(self.item_request(Method::POST, ws, item_ref, Some("restore"))).await
     }
 
-    pub async fn history(&self, ws: &str, item_ref: &str) -> Result<VersionList> {
-        self.json(self.item_request(Method::GET, ws, item_ref, Some("history"))).await
+    /// One page of the item's history, newest first (docs/api.md, "Pages of
+    /// history and comments").
+    pub async fn history_page(&self, ws: &str, item_ref: &str, query: &PageQuery) -> Result<VersionList> {
+        self.json(self.item_request(Method::GET, ws, item_ref, Some("history")).query(query)).await
     }
 
+    /// The item's whole history, newest first: every page, in turn.
+    pub async fn history(&self, ws: &str, item_ref: &str) -> Result<VersionList> {
+        let mut query = PageQuery { limit: Some(HISTORY_LIMIT_MAX), cursor: None };
+        let mut all = self.history_page(ws, item_ref, &query).await?;
+        while let Some(next) = all.next_cursor.take() {
+            query.cursor = Some(next);
+            let page = self.history_page(ws, item_ref, &query).await?;
+            all.versions.extend(page.versions);
+            all.next_cursor = page.next_cursor;
+        }
+        Ok(all)
+    }
+
+    /// One page of the item's comments, oldest first.
+    pub async fn comments_page(&self, ws: &str, item_ref: &str, query: &PageQuery) -> Result<CommentList> {
+        self.json(self.item_request(Method::GET, ws, item_ref, Some("comments")).query(query)).await
+    }
+
+    /// All of the item's comments, oldest first: every page, in turn.
     pub async fn comments(&self, ws: &str, item_ref: &str) -> Result<CommentList> {
-        self.json(self.item_request(Method::GET, ws, item_ref, Some("comments"))).await
+        let mut query = PageQuery { limit: Some(COMMENTS_LIMIT_MAX), cursor: None };
+        let mut all = self.comments_page(ws, item_ref, &query).await?;
+        while let Some(next) = all.next_cursor.take() {
+            query.cursor = Some(next);
+            let page = self.comments_page(ws, item_ref, &query).await?;
+            all.comments.extend(page.comments);
+            all.next_cursor = page.next_cursor;
+        }
+        Ok(all)
     }
 
     pub async fn add_comment(&self, ws: &str, item_ref: &str, body: &NewComment) -> Result<Comment> {

@@ -24,7 +24,10 @@ pub use import::{
     ImportRequest, ImportResult, ImportedRef, ValidImportItem,
 };
 mod items;
-pub use items::{CommentList, DeleteQuery, ItemPage, ListQuery, NewComment, VersionList};
+pub use items::{
+    COMMENTS_LIMIT_DEFAULT, COMMENTS_LIMIT_MAX, CommentList, DeleteQuery, HISTORY_LIMIT_DEFAULT, HISTORY_LIMIT_MAX,
+    ItemPage, ListQuery, NewComment, PAGE_BYTES_MAX, PageQuery, VersionList,
+};
 mod leases;
 pub use leases::{
     ClaimBody, ClaimNextBody, ClaimNextResponse, ClaimResponse, CompleteBody, CompleteResponse, FailBody, FailResponse,

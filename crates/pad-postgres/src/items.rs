@@ -87,13 +87,18 @@ impl ItemOps for PgStore {
         shared::page(&rows, limit, |row| Ok((row.get("id"), item_from_row(row, row.get("db_now"))?)))
     }
 
-    async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
+    async fn versions(&self, ws: &Workspace, r: &ItemRef, before: Option<i64>, n: u32) -> StoreResult<Vec<Version>> {
         let id = find_id(self, ws, r).await?;
-        let rows = sqlx::query("SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id WHERE v.item_id = $1 ORDER BY v.version DESC")
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+        let rows = sqlx::query(
+            "SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id
+             WHERE v.item_id = $1 AND v.version < $2 ORDER BY v.version DESC LIMIT $3",
+        )
+        .bind(id)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(n))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
         Ok(rows
             .iter()
             .map(|row| Version {
@@ -105,13 +110,18 @@ impl ItemOps for PgStore {
             .collect())
     }
 
-    async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
+    async fn comments(&self, ws: &Workspace, r: &ItemRef, after: i64, n: u32) -> StoreResult<Vec<Comment>> {
         let id = find_id(self, ws, r).await?;
-        let rows = sqlx::query("SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id WHERE c.item_id = $1 ORDER BY c.id")
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+        let rows = sqlx::query(
+            "SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id
+             WHERE c.item_id = $1 AND c.id > $2 ORDER BY c.id LIMIT $3",
+        )
+        .bind(id)
+        .bind(after)
+        .bind(i64::from(n))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
         Ok(rows
             .iter()
             .map(|row| Comment {

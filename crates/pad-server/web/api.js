@@ -64,6 +64,22 @@ export async function api(method, path, body) {
 }
 
 /** `/workspaces/{ws}{rest}` */
+/**
+ * Every page of a paged list (`GET …/history`, `…/comments`: docs/api.md,
+ * "Pages of history and comments"), its `key` entries joined in order.
+ */
+export async function apiAll(path, key) {
+  const all = [];
+  let cursor = null;
+  do {
+    const sep = path.includes('?') ? '&' : '?';
+    const page = await api('GET', cursor === null ? path : `${path}${sep}cursor=${enc(cursor)}`);
+    all.push(...page[key]);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return { [key]: all };
+}
+
 export const wsPath = (ws, rest = '') => `/workspaces/${enc(ws)}${rest}`;
 /** `/workspaces/{ws}/items/{ref}{rest}` */
 export const itemPath = (ws, ref, rest = '') => wsPath(ws, `/items/${enc(ref)}${rest}`);

@@ -3,7 +3,7 @@
 // events, and the view decides whether an event concerns what it shows.
 
 import { can, itemButtons, leaseControls, words } from './actions.js';
-import { api, ApiError, itemPath, wsPath } from './api.js';
+import { api, apiAll, ApiError, itemPath, wsPath } from './api.js';
 import { ago, h, replace, select, time, toast } from './dom.js';
 import { leaseLine, leaseMarker } from './lease.js';
 import { COLUMNS, formatSort, nextSort, parseSort, sortItems } from './sort.js';
@@ -506,8 +506,8 @@ export function itemView(ctx, ref) {
     () => Promise.all([
       api('GET', itemPath(ctx.ws, ref)),
       api('GET', itemPath(ctx.ws, ref, '/body.html')),
-      api('GET', itemPath(ctx.ws, ref, '/comments')),
-      api('GET', itemPath(ctx.ws, ref, '/history')),
+      apiAll(itemPath(ctx.ws, ref, '/comments?limit=200'), 'comments'),
+      apiAll(itemPath(ctx.ws, ref, '/history?limit=50'), 'versions'),
       api('GET', wsPath(ctx.ws, `/items?parent=${encodeURIComponent(ref)}&limit=100`)),
     ]),
     ([item, body, c, hist, kids]) => {

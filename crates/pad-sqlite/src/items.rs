@@ -75,14 +75,14 @@ impl ItemOps for SqliteStore {
         shared::page(&rows, limit, |(id, item)| Ok((*id, item.clone())))
     }
 
-    async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
+    async fn versions(&self, ws: &Workspace, r: &ItemRef, before: Option<i64>, n: u32) -> StoreResult<Vec<Version>> {
         let (ws_id, r) = (ws.id, r.clone());
         self.read(move |c| {
             let id = find_id(c, ws_id, &r)?;
             c.all(
                 "SELECT v.version, u.email, v.at, v.changes FROM item_versions v JOIN users u ON u.id = v.actor_id
-                 WHERE v.item_id = ? ORDER BY v.version DESC",
-                [id],
+                 WHERE v.item_id = ? AND v.version < ? ORDER BY v.version DESC LIMIT ?",
+                (id, before.unwrap_or(i64::MAX), i64::from(n)),
                 |row| {
                     Ok(Version {
                         version: row.col("version")?,
@@ -96,14 +96,14 @@ impl ItemOps for SqliteStore {
         .await
     }
 
-    async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
+    async fn comments(&self, ws: &Workspace, r: &ItemRef, after: i64, n: u32) -> StoreResult<Vec<Comment>> {
         let (ws_id, r) = (ws.id, r.clone());
         self.read(move |c| {
             let id = find_id(c, ws_id, &r)?;
             c.all(
                 "SELECT c.id, u.email, c.body, c.created_at FROM comments c JOIN users u ON u.id = c.author_id
-                 WHERE c.item_id = ? ORDER BY c.id",
-                [id],
+                 WHERE c.item_id = ? AND c.id > ? ORDER BY c.id LIMIT ?",
+                (id, after, i64::from(n)),
                 |row| {
                     Ok(Comment {
                         id: row.col("id")?,

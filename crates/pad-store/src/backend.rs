@@ -19,6 +19,7 @@ use pad_core::{
     Page, Principal, Role, Timestamp, TokenInfo, User, Version, Workspace,
 };
 
+use crate::shared;
 use crate::steps::{self, Begin};
 use crate::{
     Actor, AttemptResult, ClaimOutcome, ClaimRequest, CompleteRequest, DueDelivery, FailOutcome, FailRequest,
@@ -69,8 +70,11 @@ pub trait ItemOps: Send + Sync {
     async fn list_items(
         &self, ws: &Workspace, filter: &ItemFilter, limit: u32, cursor: Option<&str>,
     ) -> StoreResult<Page<Item>>;
-    async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>>;
-    async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>>;
+    /// Up to `n` versions older than `before` (none: from the newest),
+    /// newest first; [`shared::bounded_page`] cuts the page.
+    async fn versions(&self, ws: &Workspace, r: &ItemRef, before: Option<i64>, n: u32) -> StoreResult<Vec<Version>>;
+    /// Up to `n` comments after the comment `after` (0: from the first), oldest first.
+    async fn comments(&self, ws: &Workspace, r: &ItemRef, after: i64, n: u32) -> StoreResult<Vec<Comment>>;
 }
 
 /// The lease operations each dialect writes as one statement or one short
@@ -231,14 +235,22 @@ impl<B: Backend> Store for B {
     async fn requeue(&self, ws: &Workspace, actor: Actor, r: &ItemRef) -> StoreResult<Item> {
         steps::requeue(self, ws, actor, r).await
     }
-    async fn history(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Version>> {
-        ItemOps::history(self, ws, r).await
+    async fn history_page(
+        &self, ws: &Workspace, r: &ItemRef, limit: u32, cursor: Option<&str>,
+    ) -> StoreResult<Page<Version>> {
+        let (before, limit) = shared::page_window(limit, cursor, pad_core::api::HISTORY_LIMIT_MAX)?;
+        let rows = ItemOps::versions(self, ws, r, before, limit + 1).await?;
+        Ok(shared::bounded_page(rows, limit, |v| (v.version, v.changes.to_string().len())))
     }
     async fn add_comment(&self, ws: &Workspace, actor: Actor, r: &ItemRef, body: &str) -> StoreResult<Comment> {
         steps::add_comment(self, ws, actor, r, body).await
     }
-    async fn list_comments(&self, ws: &Workspace, r: &ItemRef) -> StoreResult<Vec<Comment>> {
-        ItemOps::list_comments(self, ws, r).await
+    async fn comments_page(
+        &self, ws: &Workspace, r: &ItemRef, limit: u32, cursor: Option<&str>,
+    ) -> StoreResult<Page<Comment>> {
+        let (after, limit) = shared::page_window(limit, cursor, pad_core::api::COMMENTS_LIMIT_MAX)?;
+        let rows = ItemOps::comments(self, ws, r, after.unwrap_or(0), limit + 1).await?;
+        Ok(shared::bounded_page(rows, limit, |c| (c.id, c.body.len())))
     }
     async fn import(
         &self, ws: &Workspace, actor: Actor, req: &pad_core::api::ImportRequest, deadline: &crate::Deadline,

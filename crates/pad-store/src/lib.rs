@@ -157,11 +157,47 @@ pub trait Store: Send + Sync + 'static {
     /// failure backoff, in one step recorded in history. Leaves any lease
     /// alone; with nothing to clear it changes nothing.
     async fn requeue(&self, ws: &Workspace, actor: Actor, item_ref: &ItemRef) -> StoreResult<Item>;
-    /// History versions, newest first.
-    async fn history(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Version>>;
+    /// One page of history versions, newest first (docs/api.md, "Pages of
+    /// history and comments"): at most `limit` (clamped to
+    /// `1..=HISTORY_LIMIT_MAX`) and about `PAGE_BYTES_MAX` bytes of changes,
+    /// older than `cursor`, the `next_cursor` of the page before.
+    async fn history_page(
+        &self, ws: &Workspace, item_ref: &ItemRef, limit: u32, cursor: Option<&str>,
+    ) -> StoreResult<Page<Version>>;
+    /// Every history version, newest first: the pages one after another,
+    /// for tests and tools (the API answers one page at a time).
+    async fn history(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Version>> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.history_page(ws, item_ref, pad_core::api::HISTORY_LIMIT_MAX, cursor.as_deref()).await?;
+            all.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
     async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &ItemRef, body: &str) -> StoreResult<Comment>;
-    /// Comments, oldest first.
-    async fn list_comments(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Comment>>;
+    /// One page of comments, oldest first: at most `limit` (clamped to
+    /// `1..=COMMENTS_LIMIT_MAX`) and about `PAGE_BYTES_MAX` bytes of bodies,
+    /// newer than `cursor`.
+    async fn comments_page(
+        &self, ws: &Workspace, item_ref: &ItemRef, limit: u32, cursor: Option<&str>,
+    ) -> StoreResult<Page<Comment>>;
+    /// Every comment, oldest first, page after page (tests and tools).
+    async fn list_comments(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Comment>> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.comments_page(ws, item_ref, pad_core::api::COMMENTS_LIMIT_MAX, cursor.as_deref()).await?;
+            all.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
 
     /// A whole import in one transaction (docs/api.md, "Import"): the kinds,
     /// items, links, statuses, comments and deletions of `req`, or nothing.

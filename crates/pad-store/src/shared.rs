@@ -29,6 +29,37 @@ pub fn list_window(filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> Sto
     Ok((after, limit.clamp(1, LIST_LIMIT_MAX)))
 }
 
+/// Checks a page request of history or comments: the entry id the previous
+/// page ended at (`None` for the first page) and the page size, clamped to
+/// `1..=max`.
+pub fn page_window(limit: u32, cursor: Option<&str>, max: u32) -> StoreResult<(Option<i64>, u32)> {
+    let at = match cursor {
+        Some(c) => Some(c.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            StoreError::invalid("cursor", "must be the next_cursor a previous page of this list returned")
+        })?),
+        None => None,
+    };
+    Ok((at, limit.clamp(1, max)))
+}
+
+/// One page of history or comments from the `limit + 1` entries read:
+/// at most `limit`, and no more once `PAGE_BYTES_MAX` bytes are held
+/// (`id_and_bytes`: an entry's id and size), always at least one. Its
+/// cursor is the last entry's id, when entries remain.
+pub fn bounded_page<T>(rows: Vec<T>, limit: u32, id_and_bytes: impl Fn(&T) -> (i64, usize)) -> Page<T> {
+    let (mut items, mut bytes, mut last) = (Vec::new(), 0usize, 0i64);
+    let more = rows.len() > limit as usize;
+    for row in rows.into_iter().take(limit as usize) {
+        let (id, n) = id_and_bytes(&row);
+        if !items.is_empty() && bytes + n > pad_core::api::PAGE_BYTES_MAX {
+            return Page { items, next_cursor: Some(last.to_string()) };
+        }
+        (bytes, last) = (bytes + n, id);
+        items.push(row);
+    }
+    Page { items, next_cursor: more.then(|| last.to_string()) }
+}
+
 /// Cuts one page from the rows of a list query that asked for `limit + 1`
 /// (see [`list_window`]): the first `limit` items, and the cursor of the
 /// next page when there is one. `read` gives a row's id and item.

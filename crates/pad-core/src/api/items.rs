@@ -8,14 +8,49 @@ use crate::{Comment, Version};
 
 use super::split;
 
+/// One page of an item's history, newest first (docs/api.md, "Pages of
+/// history and comments").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct VersionList {
     pub versions: Vec<Version>,
+    /// The `cursor` of the next (older) page; `null` on the last.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
+/// One page of an item's comments, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CommentList {
     pub comments: Vec<Comment>,
+    /// The `cursor` of the next (newer) page; `null` on the last.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// Versions per history page unless `limit` says otherwise, and at most.
+pub const HISTORY_LIMIT_DEFAULT: u32 = 20;
+pub const HISTORY_LIMIT_MAX: u32 = 50;
+/// Comments per page unless `limit` says otherwise, and at most.
+pub const COMMENTS_LIMIT_DEFAULT: u32 = 100;
+pub const COMMENTS_LIMIT_MAX: u32 = 200;
+/// A page of history or comments stops once it holds this many bytes of
+/// changes or bodies (it always holds at least one entry).
+pub const PAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Query of `GET …/history` and `GET …/comments`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Page size: history 20 by default and at most 50, comments 100 and at
+    /// most 200; values outside are clamped. A page also stops at 4 MiB of
+    /// changes or bodies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -2,7 +2,10 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use pad_core::api::{CommentList, DeleteQuery, ErrorEnvelope, ItemPage, ListQuery, NewComment, VersionList};
+use pad_core::api::{
+    COMMENTS_LIMIT_DEFAULT, CommentList, DeleteQuery, ErrorEnvelope, HISTORY_LIMIT_DEFAULT, ItemPage, ListQuery,
+    NewComment, PageQuery, VersionList,
+};
 use pad_core::{Action, Comment, Item, ItemPatch, LIST_LIMIT_DEFAULT, NewItem};
 
 use crate::AppState;
@@ -80,21 +83,31 @@ pub async fn restore(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath)
     Ok(axum::Json(item))
 }
 
-/// History versions, newest first.
+/// History versions, newest first, one page at a time (docs/api.md,
+/// "Pages of history and comments").
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/history", tag = "items",
-    params(("ws" = String, Path), ("ref" = String, Path)),
+    params(("ws" = String, Path), ("ref" = String, Path), PageQuery),
     responses((status = 200, body = VersionList), (status = "default", body = ErrorEnvelope)))]
-pub async fn history(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> JsonOut<VersionList> {
+pub async fn history(
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Query(q): Query<PageQuery>,
+) -> JsonOut<VersionList> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(VersionList { versions: s.store.history(&ctx.ws, &r).await? }))
+    let limit = q.limit.unwrap_or(HISTORY_LIMIT_DEFAULT);
+    let page = s.store.history_page(&ctx.ws, &r, limit, q.cursor.as_deref()).await?;
+    Ok(axum::Json(VersionList { versions: page.items, next_cursor: page.next_cursor }))
 }
 
+/// Comments, oldest first, one page at a time.
 #[utoipa::path(get, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",
-    params(("ws" = String, Path), ("ref" = String, Path)),
+    params(("ws" = String, Path), ("ref" = String, Path), PageQuery),
     responses((status = 200, body = CommentList), (status = "default", body = ErrorEnvelope)))]
-pub async fn comments(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> JsonOut<CommentList> {
+pub async fn comments(
+    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Query(q): Query<PageQuery>,
+) -> JsonOut<CommentList> {
     ctx.require(Action::Read)?;
-    Ok(axum::Json(CommentList { comments: s.store.list_comments(&ctx.ws, &r).await? }))
+    let limit = q.limit.unwrap_or(COMMENTS_LIMIT_DEFAULT);
+    let page = s.store.comments_page(&ctx.ws, &r, limit, q.cursor.as_deref()).await?;
+    Ok(axum::Json(CommentList { comments: page.items, next_cursor: page.next_cursor }))
 }
 
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/items/{ref}/comments", tag = "items",

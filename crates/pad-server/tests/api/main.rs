@@ -15,6 +15,7 @@ mod import;
 mod limits;
 mod mcp;
 mod metrics;
+mod pages;
 mod paths;
 mod query;
 mod render;
