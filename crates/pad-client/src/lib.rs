@@ -152,15 +152,12 @@ impl Client {
 
     /// The item's whole history, newest first: every page, in turn.
     pub async fn history(&self, ws: &str, item_ref: &str) -> Result<VersionList> {
-        let mut query = PageQuery { limit: Some(HISTORY_LIMIT_MAX), cursor: None };
-        let mut all = self.history_page(ws, item_ref, &query).await?;
-        while let Some(next) = all.next_cursor.take() {
-            query.cursor = Some(next);
+        let versions = all_pages(HISTORY_LIMIT_MAX, |query| async move {
             let page = self.history_page(ws, item_ref, &query).await?;
-            all.versions.extend(page.versions);
-            all.next_cursor = page.next_cursor;
-        }
-        Ok(all)
+            Ok((page.versions, page.next_cursor))
+        })
+        .await?;
+        Ok(VersionList { versions, next_cursor: None })
     }
 
     /// One page of the item's comments, oldest first.
@@ -170,15 +167,12 @@ impl Client {
 
     /// All of the item's comments, oldest first: every page, in turn.
     pub async fn comments(&self, ws: &str, item_ref: &str) -> Result<CommentList> {
-        let mut query = PageQuery { limit: Some(COMMENTS_LIMIT_MAX), cursor: None };
-        let mut all = self.comments_page(ws, item_ref, &query).await?;
-        while let Some(next) = all.next_cursor.take() {
-            query.cursor = Some(next);
+        let comments = all_pages(COMMENTS_LIMIT_MAX, |query| async move {
             let page = self.comments_page(ws, item_ref, &query).await?;
-            all.comments.extend(page.comments);
-            all.next_cursor = page.next_cursor;
-        }
-        Ok(all)
+            Ok((page.comments, page.next_cursor))
+        })
+        .await?;
+        Ok(CommentList { comments, next_cursor: None })
     }
 
     pub async fn add_comment(&self, ws: &str, item_ref: &str, body: &NewComment) -> Result<Comment> {
@@ -391,6 +385,24 @@ impl Client {
 /// `Retry-After` in seconds (`lease_held`, `rate_limited`).
 fn retry_after(response: &reqwest::Response) -> Option<u64> {
     response.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok())
+}
+
+/// Every entry of a paged list, `limit` a page: `page` answers one page's
+/// entries and its `next_cursor`, until there is none.
+async fn all_pages<T, F, Fut>(limit: u32, mut page: F) -> Result<Vec<T>>
+where
+    F: FnMut(PageQuery) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>)>>,
+{
+    let (mut all, mut cursor) = (Vec::new(), None);
+    loop {
+        let (entries, next) = page(PageQuery { limit: Some(limit), cursor }).await?;
+        all.extend(entries);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(all),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,24 @@ pub struct Actor {
 /// One backend of pad. All times are the store's clock; callers never pass
 /// `now`. Every text input is validated before anything is written, and every
 /// operation either happens whole or not at all.
+/// Every entry of a paged list: `page` answers the page after a cursor
+/// (`None`: the first), until one has no `next_cursor`.
+async fn all_pages<T, F, Fut>(mut page: F) -> StoreResult<Vec<T>>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Page<T>>>,
+{
+    let (mut all, mut cursor) = (Vec::new(), None);
+    loop {
+        let p = page(cursor).await?;
+        all.extend(p.items);
+        match p.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(all),
+        }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The store's clock, as used by its lease decisions.
@@ -167,16 +185,8 @@ pub trait Store: Send + Sync + 'static {
     /// Every history version, newest first: the pages one after another,
     /// for tests and tools (the API answers one page at a time).
     async fn history(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Version>> {
-        let mut all = Vec::new();
-        let mut cursor = None;
-        loop {
-            let page = self.history_page(ws, item_ref, pad_core::api::HISTORY_LIMIT_MAX, cursor.as_deref()).await?;
-            all.extend(page.items);
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => return Ok(all),
-            }
-        }
+        let max = pad_core::api::HISTORY_LIMIT_MAX;
+        all_pages(|cursor| async move { self.history_page(ws, item_ref, max, cursor.as_deref()).await }).await
     }
     async fn add_comment(&self, ws: &Workspace, actor: Actor, item_ref: &ItemRef, body: &str) -> StoreResult<Comment>;
     /// One page of comments, oldest first: at most `limit` (clamped to
@@ -187,16 +197,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Page<Comment>>;
     /// Every comment, oldest first, page after page (tests and tools).
     async fn list_comments(&self, ws: &Workspace, item_ref: &ItemRef) -> StoreResult<Vec<Comment>> {
-        let mut all = Vec::new();
-        let mut cursor = None;
-        loop {
-            let page = self.comments_page(ws, item_ref, pad_core::api::COMMENTS_LIMIT_MAX, cursor.as_deref()).await?;
-            all.extend(page.items);
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => return Ok(all),
-            }
-        }
+        let max = pad_core::api::COMMENTS_LIMIT_MAX;
+        all_pages(|cursor| async move { self.comments_page(ws, item_ref, max, cursor.as_deref()).await }).await
     }
 
     /// A whole import in one transaction (docs/api.md, "Import"): the kinds,
