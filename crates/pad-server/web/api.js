@@ -63,7 +63,6 @@ export async function api(method, path, body) {
   return data;
 }
 
-/** `/workspaces/{ws}{rest}` */
 /**
  * Every page of a paged list (`GET …/history`, `…/comments`: docs/api.md,
  * "Pages of history and comments"), its `key` entries joined in order.
@@ -80,6 +79,7 @@ export async function apiAll(path, key) {
   return { [key]: all };
 }
 
+/** `/workspaces/{ws}{rest}` */
 export const wsPath = (ws, rest = '') => `/workspaces/${enc(ws)}${rest}`;
 /** `/workspaces/{ws}/items/{ref}{rest}` */
 export const itemPath = (ws, ref, rest = '') => wsPath(ws, `/items/${enc(ref)}${rest}`);

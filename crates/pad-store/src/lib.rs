@@ -48,9 +48,6 @@ pub struct Actor {
     pub user_id: i64,
 }
 
-/// One backend of pad. All times are the store's clock; callers never pass
-/// `now`. Every text input is validated before anything is written, and every
-/// operation either happens whole or not at all.
 /// Every entry of a paged list: `page` answers the page after a cursor
 /// (`None`: the first), until one has no `next_cursor`.
 async fn all_pages<T, F, Fut>(mut page: F) -> StoreResult<Vec<T>>
@@ -69,6 +66,9 @@ where
     }
 }
 
+/// One backend of pad. All times are the store's clock; callers never pass
+/// `now`. Every text input is validated before anything is written, and every
+/// operation either happens whole or not at all.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The store's clock, as used by its lease decisions.

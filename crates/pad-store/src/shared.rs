@@ -14,12 +14,7 @@ use crate::{StoreError, StoreResult};
 /// Checks a list request and returns the keyset position (the last id of the
 /// previous page, 0 for the first) and the clamped page size.
 pub fn list_window(filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> StoreResult<(i64, u32)> {
-    let after = match cursor {
-        Some(c) => c.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-            StoreError::invalid("cursor", "must be the next_cursor a previous page of this list returned")
-        })?,
-        None => 0,
-    };
+    let after = parse_cursor(cursor)?.unwrap_or(0);
     for (i, l) in filter.labels.iter().enumerate() {
         validate_label(&format!("label[{i}]"), l)?;
     }
@@ -33,13 +28,18 @@ pub fn list_window(filter: &ItemFilter, limit: u32, cursor: Option<&str>) -> Sto
 /// page ended at (`None` for the first page) and the page size, clamped to
 /// `1..=max`.
 pub fn page_window(limit: u32, cursor: Option<&str>, max: u32) -> StoreResult<(Option<i64>, u32)> {
-    let at = match cursor {
-        Some(c) => Some(c.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-            StoreError::invalid("cursor", "must be the next_cursor a previous page of this list returned")
-        })?),
-        None => None,
-    };
-    Ok((at, limit.clamp(1, max)))
+    Ok((parse_cursor(cursor)?, limit.clamp(1, max)))
+}
+
+/// A keyset cursor: the id a previous page ended at, as that page gave it.
+fn parse_cursor(cursor: Option<&str>) -> StoreResult<Option<i64>> {
+    cursor
+        .map(|c| {
+            c.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                StoreError::invalid("cursor", "must be the next_cursor a previous page of this list returned")
+            })
+        })
+        .transpose()
 }
 
 /// One page of history or comments from the `limit + 1` entries read:

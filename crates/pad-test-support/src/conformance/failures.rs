@@ -125,7 +125,7 @@ pub async fn l14_failures_quarantine_at_the_threshold(store: Arc<dyn Store>) {
 pub async fn l14_a_quarantined_item_with_fifty_labels_stays_editable(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let labels: Vec<String> = (0..50).map(|i| format!("l{i}")).collect();
-    let new = NewItem { title: "full".into(), labels: labels.clone(), ..Default::default() };
+    let new = NewItem { title: "full".into(), labels, ..Default::default() };
     f.store.create_item(&f.ws, f.owner, &new).await.unwrap();
     let l = f.store.claim(&f.ws, &rf("TASK-1"), &f.claim("w", 60)).await.unwrap().lease;
     let mut req = f.fail("w", LeaseHandle::epoch(l.epoch), Some("exit 1"));
