@@ -125,27 +125,36 @@ pub const MAX_RAW_HTML_TAGS: usize = 2048;
 /// only as far as the sanitizer allows; links get `rel="noopener noreferrer"`.
 /// Bounded: at most [`MAX_NESTING`] levels of quotes and lists, at most
 /// [`MAX_RAW_HTML_TAGS`] raw tags, so the work is linear in the body's size.
+/// Task-list items (`- [ ]`, `- [x]`) show a disabled checkbox; nothing
+/// else makes an `<input>` (docs/api.md, "Markdown").
 pub fn render_markdown(markdown: &str) -> String {
     use pulldown_cmark::{Options, Parser, html};
     let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let bounded = bound_line_markers(markdown);
     let mut unsafe_html = String::with_capacity(markdown.len() * 3 / 2);
-    html::push_html(&mut unsafe_html, Flatten::new(Parser::new_ext(&bounded, options)));
-    sanitizer().clean(&unsafe_html).to_string()
+    let mut events = Flatten::new(Parser::new_ext(&bounded, options));
+    html::push_html(&mut unsafe_html, &mut events);
+    let clean = sanitizer().clean(&unsafe_html).to_string();
+    if events.tasks == 0 {
+        return clean;
+    }
+    // The sanitizer allows no `<input>`, so a raw one in the body cannot
+    // pass as a task's checkbox; each task's marker crossed it as text no
+    // body can contain (it holds a fresh random value) and becomes its
+    // checkbox only now.
+    clean
+        .replace(&events.task_marker(true), r#"<input checked="" type="checkbox" disabled="">"#)
+        .replace(&events.task_marker(false), r#"<input type="checkbox" disabled="">"#)
 }
 
 fn sanitizer() -> &'static ammonia::Builder<'static> {
     static BUILDER: std::sync::OnceLock<ammonia::Builder<'static>> = std::sync::OnceLock::new();
     BUILDER.get_or_init(|| {
+        // Ammonia's default allow-list has no `<input>`: a raw one is dropped
+        // like any other tag off the list. Task-list checkboxes are put back
+        // after cleaning (see `render_markdown`).
         let mut b = ammonia::Builder::default();
-        // Task-list checkboxes: shown, never editable. Any other input is dropped.
-        // Whatever `<input>` a body carries becomes one: only `checked` is
-        // kept from it, `type` and `disabled` are always set.
-        b.add_tags(["input"])
-            .add_tag_attributes("input", ["checked"])
-            .set_tag_attribute_value("input", "type", "checkbox")
-            .set_tag_attribute_value("input", "disabled", "")
-            .url_schemes(["http", "https", "mailto"].into());
+        b.url_schemes(["http", "https", "mailto"].into());
         b
     })
 }
@@ -210,9 +219,14 @@ fn container_marker(bytes: &[u8], i: usize, end: usize) -> Option<usize> {
 
 /// The parser's events with quotes and lists deeper than [`MAX_NESTING`]
 /// flattened into their parent (an item's end becomes a line break), and raw
-/// HTML past [`MAX_RAW_HTML_TAGS`] turned into text.
+/// HTML past [`MAX_RAW_HTML_TAGS`] turned into text, and task-list markers
+/// turned into placeholder text (see `render_markdown`).
 struct Flatten<'a, I> {
     events: I,
+    /// Random for each render, so no body can spell a placeholder.
+    nonce: String,
+    /// How many task-list markers became placeholders.
+    tasks: usize,
     /// For each open quote, list and item: whether its tags are kept.
     open: Vec<bool>,
     depth: usize,
@@ -222,7 +236,24 @@ struct Flatten<'a, I> {
 
 impl<'a, I: Iterator<Item = pulldown_cmark::Event<'a>>> Flatten<'a, I> {
     fn new(events: I) -> Self {
-        Flatten { events, open: Vec::new(), depth: 0, raw_tags: 0, _text: std::marker::PhantomData }
+        use rand::Rng;
+        let mut nonce = [0u8; 16];
+        rand::rng().fill_bytes(&mut nonce);
+        Flatten {
+            events,
+            nonce: hex::encode(nonce),
+            tasks: 0,
+            open: Vec::new(),
+            depth: 0,
+            raw_tags: 0,
+            _text: std::marker::PhantomData,
+        }
+    }
+
+    /// The text standing in for a task's checkbox until the HTML is clean:
+    /// letters and digits only, which the sanitizer passes unchanged.
+    fn task_marker(&self, checked: bool) -> String {
+        format!("padtask{}{}", if checked { "x" } else { "o" }, self.nonce)
     }
 
     /// Counts the raw tags in `raw`; false once past [`MAX_RAW_HTML_TAGS`].
@@ -269,6 +300,10 @@ impl<'a, I: Iterator<Item = pulldown_cmark::Event<'a>>> Iterator for Flatten<'a,
                 }
                 Event::InlineHtml(raw) => {
                     return Some(if self.raw_allowed(&raw) { Event::InlineHtml(raw) } else { Event::Text(raw) });
+                }
+                Event::TaskListMarker(checked) => {
+                    self.tasks += 1;
+                    return Some(Event::Text(self.task_marker(checked).into()));
                 }
                 _ => return Some(event),
             }
@@ -358,19 +393,25 @@ mod bounds {
     }
 
     #[test]
-    fn only_disabled_checkboxes_pass() {
+    fn only_task_list_items_make_checkboxes() {
         let html = render_markdown("- [x] done\n- [ ] todo\n");
         assert_eq!(html.matches("<input").count(), 2, "{html}");
         assert_eq!(html.matches("disabled").count(), 2, "{html}");
         assert_eq!(html.matches("checked").count(), 1, "{html}");
-        let html = render_markdown(
-            "<input type=\"text\" name=\"q\" value=\"x\"> <input type=\"checkbox\"> <input type=\"submit\" formaction=\"https://e.com\">",
-        );
-        for input in html.split("<input").skip(1) {
-            let tag = input.split('>').next().unwrap();
-            assert!(tag.contains("type=\"checkbox\"") && tag.contains("disabled"), "{html}");
-            for bad in ["text", "name=", "value=", "submit", "formaction"] {
-                assert!(!tag.contains(bad), "{bad} survived: {html}");
+        assert!(html.find("checked").unwrap() < html.find("todo").unwrap(), "the done item is ticked: {html}");
+        // Raw `<input>` in a body is dropped as any tag off the allow-list
+        // is: no checkbox, ticked or not, and nothing of a form.
+        for raw in [
+            "hello <input type=text name=q> <input checked>",
+            "<input type=\"checkbox\" disabled checked>",
+            "<form action=\"https://e.com\"><input type=\"submit\" formaction=\"https://e.com\" value=\"Go\"></form>",
+            "- [ ] <input checked> todo\n",
+        ] {
+            let html = render_markdown(raw);
+            let task = usize::from(raw.starts_with("- [ ]"));
+            assert_eq!(html.matches("<input").count(), task, "{raw}: {html}");
+            for bad in ["checked", "<form", "submit", "formaction", "name="] {
+                assert!(!html.contains(bad), "{bad} survived {raw}: {html}");
             }
         }
     }
