@@ -299,11 +299,14 @@ pub enum Budget {
 impl Budget {
     const ALL: [Budget; 3] = [Budget::Workspaces, Budget::InvitedUsers, Budget::MembersAdded];
 
-    /// The defaults: (per account and hour, per account in all).
+    /// The defaults: (per account and hour, per account in all). Invited
+    /// users' hourly bound is no lower than their total, so a burst meets
+    /// the total, "in all", and the 36th invented user is the one refused
+    /// (docs/api.md, "Limits").
     pub fn default_bounds(self) -> Bounds {
         match self {
             Budget::Workspaces => Bounds { per_hour: 10, total: 50 },
-            Budget::InvitedUsers => Bounds { per_hour: 20, total: 35 },
+            Budget::InvitedUsers => Bounds { per_hour: 35, total: 35 },
             Budget::MembersAdded => Bounds { per_hour: 60, total: 500 },
         }
     }
@@ -369,7 +372,7 @@ impl AccountLimiter {
     }
 
     /// `PAD_ACCOUNT_LIMITS`: `off`, or bounds to change, as
-    /// `invited_users=20/35,workspaces=5/20` (per hour / in all).
+    /// `invited_users=10/35,workspaces=5/20` (per hour / in all).
     pub fn from_env() -> Self {
         match std::env::var("PAD_ACCOUNT_LIMITS") {
             Ok(v) if v.trim() == "off" => Self::off(),
@@ -462,23 +465,23 @@ mod account_tests {
     fn a_budget_refuses_past_its_size_and_frees_after_the_hour() {
         let l = AccountLimiter::default();
         let t0 = std::time::Instant::now();
-        let per_hour = l.bounds(Budget::InvitedUsers).per_hour;
+        let per_hour = l.bounds(Budget::MembersAdded).per_hour;
         for _ in 0..per_hour {
-            l.charge_at(1, Budget::InvitedUsers, t0).unwrap();
+            l.charge_at(1, Budget::MembersAdded, t0).unwrap();
         }
-        let (msg, wait) = l.charge_at(1, Budget::InvitedUsers, t0).unwrap_err();
-        assert!(msg.contains("new users invited") && wait == 3600, "{msg} {wait}");
+        let (msg, wait) = l.charge_at(1, Budget::MembersAdded, t0).unwrap_err();
+        assert!(msg.contains("members added per account in an hour") && wait == 3600, "{msg} {wait}");
         // Another account, another budget: untouched.
-        l.charge_at(2, Budget::InvitedUsers, t0).unwrap();
+        l.charge_at(2, Budget::MembersAdded, t0).unwrap();
         l.charge_at(1, Budget::Workspaces, t0).unwrap();
-        l.charge_at(1, Budget::InvitedUsers, t0 + HOUR).unwrap();
+        l.charge_at(1, Budget::MembersAdded, t0 + HOUR).unwrap();
     }
 
     #[test]
     fn the_36th_invented_user_is_refused_whatever_the_hour() {
         let l = AccountLimiter::default();
         let t0 = std::time::Instant::now();
-        // 35 users over two hours, each within the hourly budget.
+        // 35 users over two hours, then the total is spent.
         for i in 0..35u32 {
             let at = t0 + HOUR * (i / 20);
             l.charge_at(7, Budget::InvitedUsers, at).unwrap_or_else(|e| panic!("user {}: {e:?}", i + 1));

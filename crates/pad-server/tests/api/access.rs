@@ -382,7 +382,7 @@ async fn a_revoked_tokens_stream_sends_nothing_after_the_revoke_answers() {
 }
 
 /// One account cannot invent users or workspaces without bound (docs/api.md,
-/// "Limits"): past its hourly budget, inviting a new email or creating a
+/// "Limits"): past its budget, inviting a new email or creating a
 /// workspace answers 429 `rate_limited` with Retry-After and creates
 /// nothing; inviting users pad already knows is not charged.
 #[tokio::test]
@@ -437,6 +437,30 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
         let out = s.call(None, Method::DELETE, "/api/v1/session", None).await;
         assert!(set_cookies(&out).iter().all(|c| c.ends_with("; Secure") == secure), "sign-out, secure={secure}");
     }
+}
+
+/// docs/api.md, "Limits": on a server with the default budgets, a burst of
+/// invitations meets the total first: 35 new users are invited, the 36th is
+/// refused (429 `rate_limited`, saying "in all") and not created.
+#[tokio::test]
+async fn a_fresh_server_refuses_the_36th_invented_user() {
+    let s = TestServer::start_with(|st| st.accounts = pad_server::limits::AccountLimiter::default()).await;
+    for i in 0..35 {
+        let a = s
+            .post(
+                &s.owner,
+                &format!("{DEFAULT}/members"),
+                json!({"email": format!("u{i}@example.com"), "role": "viewer"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "invite {}: {:?}", i + 1, a.body);
+    }
+    let over =
+        s.post(&s.owner, &format!("{DEFAULT}/members"), json!({"email": "u35@example.com", "role": "viewer"})).await;
+    assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{:?}", over.body);
+    let message = over.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 35 new users invited per account in all"), "{message}");
+    assert!(s.store.user_by_email("u35@example.com").await.unwrap().is_none(), "the 36th user was created");
 }
 
 /// docs/api.md, "Limits": the budgets have totals as well as hourly
