@@ -72,7 +72,42 @@ impl Setting {
     }
 }
 
+impl Setting {
+    /// The values this setting takes, in words, as its refusals say them.
+    pub fn range(self) -> &'static str {
+        match self {
+            Setting::DefaultTtl => "from 1s to the maximum TTL (at most 24h)",
+            Setting::MaxTtl => "from 1s to 24h",
+            Setting::QuarantineAfterExpiries | Setting::QuarantineAfterFailures => "from 0 (never) to 1000",
+            Setting::MaxHold => "0 (no cap) or from the default TTL to 30 days",
+        }
+    }
+}
+
 impl SettingsPatch {
+    /// Checks that each setting `body` names is a whole number a setting can
+    /// hold, before the body is read as a patch: a value of the wrong kind
+    /// (negative, a fraction, a string, past 32 bits) is then refused as one
+    /// out of range is, naming the setting and its range (docs/api.md,
+    /// "Workspace settings"), not as a body the server could not read.
+    /// `null` is left to the patch (the setting stays as it is).
+    pub fn check_kinds(body: &serde_json::Value) -> Result<(), ValidationError> {
+        let Some(body) = body.as_object() else { return Ok(()) };
+        for setting in Setting::ALL {
+            let Some(given) = body.get(setting.field()).filter(|v| !v.is_null()) else { continue };
+            if given.as_u64().is_none_or(|n| u32::try_from(n).is_err()) {
+                let unit = if matches!(setting, Setting::DefaultTtl | Setting::MaxTtl | Setting::MaxHold) {
+                    " of seconds"
+                } else {
+                    ""
+                };
+                let msg = format!("must be a whole number{unit}, {}; got {given}", setting.range());
+                return Err(ValidationError::new(setting.field(), msg));
+            }
+        }
+        Ok(())
+    }
+
     pub fn is_empty(&self) -> bool {
         *self == SettingsPatch::default()
     }
@@ -203,6 +238,26 @@ mod tests {
         assert!(p(SettingsPatch::default()).message.starts_with("nothing to change"));
         let off = SettingsPatch { quarantine_after_expiries: Some(0), ..Default::default() }.apply(&cur, wire).unwrap();
         assert_eq!(off.quarantine_after_expiries, 0);
+    }
+
+    #[test]
+    fn values_of_the_wrong_kind_name_the_setting_and_its_range() {
+        use serde_json::json;
+        for setting in Setting::ALL {
+            for bad in [json!(-5), json!(1.5), json!("60"), json!(u64::from(u32::MAX) + 1), json!(false)] {
+                let e = SettingsPatch::check_kinds(&json!({ setting.field(): bad })).unwrap_err();
+                assert_eq!(e.field, setting.field());
+                assert!(e.message.contains(setting.range()) && e.message.ends_with(&format!("got {bad}")), "{e}");
+            }
+            for fine in [json!(0), json!(u32::MAX), json!(null)] {
+                assert!(SettingsPatch::check_kinds(&json!({ setting.field(): fine })).is_ok(), "{fine}");
+            }
+        }
+        let e = SettingsPatch::check_kinds(&json!({"max_hold_seconds": -5})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "max_hold_seconds: must be a whole number of seconds, 0 (no cap) or from the default TTL to 30 days; got -5"
+        );
     }
 
     #[test]

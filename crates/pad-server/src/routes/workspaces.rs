@@ -72,9 +72,14 @@ pub async fn show(State(s): State<AppState>, ctx: Ctx) -> JsonOut<WorkspaceView>
     responses((status = 200, body = WorkspaceView), (status = 400, body = ErrorEnvelope, description = "validation_failed, naming the setting"),
         (status = 403, body = ErrorEnvelope, description = "forbidden: not an owner"), (status = "default", body = ErrorEnvelope)))]
 pub async fn update_settings(
-    State(s): State<AppState>, ctx: Ctx, Json(body): Json<SettingsPatch>,
+    State(s): State<AppState>, ctx: Ctx, Json(body): Json<serde_json::Value>,
 ) -> JsonOut<WorkspaceView> {
     ctx.require(Action::Administer)?;
+    // Read in two steps so a setting given a negative or fractional value is
+    // refused naming the setting and its range, as an out-of-range one is,
+    // rather than as a body the parser could not read.
+    SettingsPatch::check_kinds(&body)?;
+    let body: SettingsPatch = crate::extract::parse_json(body.to_string().as_bytes())?;
     // The settings ride in the cached workspace row (docs/operations.md,
     // "Authentication cache"): the next request must read the new ones.
     let _fresh = s.auth_cache.invalidation();

@@ -9,6 +9,7 @@ mod api;
 mod auth_cache;
 mod authz;
 mod batch;
+mod bodies;
 mod events;
 mod hostile;
 mod import;
