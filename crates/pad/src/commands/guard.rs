@@ -16,7 +16,7 @@ use tokio::process::Command;
 use tokio::time::{Instant, sleep_until};
 
 use super::group::Group;
-use super::heartbeat::Heartbeat;
+use super::heartbeat::{Heartbeat, check_room};
 use super::lease::HolderArg;
 use super::run::{Signals, exit_code};
 use super::{Ctx, about};
@@ -30,6 +30,8 @@ PAD_LEASE_ID, PAD_HOLDER, PAD_WORKSPACE, PAD_KILL_AFTER): `pad guard -- git push
 Elsewhere name it: `pad guard --ref TASK-5 --lease-id 42 --holder ci-7 -- CMD`.
 Exit codes:
   N  CMD exited N (128 + S when signal S ended it)
+  2  the lease's TTL leaves --kill-after no room to renew (docs/leases.md, S2):
+     CMD never ran
   7  the lease is not live at that handle, has less than --min-left, or was lost
      while CMD ran (CMD was stopped before the lease could expire); or CMD never ran
   8  the server could not be reached to check the lease: CMD never ran";
@@ -78,6 +80,10 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     })?;
     let lease = renewed.lease;
     let ttl = Duration::from_secs(lease.ttl_seconds.into());
+    // The lease's TTL is known only now, from the renewal: the same room
+    // check as `pad run`'s, or S2 would stop CMD before the first renewal
+    // and call a healthy lease lost (docs/leases.md, S2).
+    check_room(ttl, kill_after).map_err(|e| e.with_hint(&format!("; `{program}` was not run")))?;
     let runs_for = stop::stop_after(stop::time_left(&lease), ttl, kill_after);
     let min_left = Duration::from_secs(a.min_left);
     if runs_for.is_zero() || runs_for < min_left {

@@ -303,3 +303,42 @@ fn a_fenced_sink_refuses_a_stale_epoch() {
     let log = std::fs::read_to_string(dir.join(format!("{r}.log"))).unwrap();
     assert_eq!(log.trim(), format!("{b_epoch} from-b"), "only the live holder's write landed");
 }
+
+/// `pad guard --ref R --lease-id N [ARGS…] -- touch FILE`, with no
+/// `PAD_HOLDER` in its environment: whether it ran is whether FILE exists.
+fn guard_touch(s: &TestServer, r: &str, id: &str, args: &[&str], file: &Path) -> Output {
+    s.pad()
+        .env_remove("PAD_HOLDER")
+        .env_remove("PAD_KILL_AFTER")
+        .args(["guard", "--ref", r, "--lease-id", id])
+        .args(args)
+        .args(["--", "touch", file.to_str().unwrap()])
+        .output()
+        .unwrap()
+}
+
+/// A lease whose TTL leaves the guard's `--kill-after` no room to renew
+/// (docs/leases.md, S2) is refused as `pad run` refuses it: exit 2, the rule
+/// in words, CMD not run (before, CMD ran and was stopped ~2 s in as if the
+/// lease were lost). With room to renew it runs.
+#[test]
+fn guard_refuses_a_lease_that_leaves_its_kill_after_no_room_to_renew() {
+    let s = TestServer::start();
+    let r = create(&s, "tag the release");
+    let lease = claim(&s, &r, "ci-7", "12s");
+    let id = lease["lease"]["lease_id"].as_i64().unwrap().to_string();
+    let ran = s.home.join("ran");
+
+    // The default --kill-after is 10 s: SIGTERM would be due 1.75 s in,
+    // before the first renewal (at 4 s).
+    let out = guard_touch(&s, &r, &id, &["--holder", "ci-7"], &ran);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("no room to renew") && said.contains("--kill-after"), "{said}");
+    assert!(said.contains("`touch` was not run"), "{said}");
+    assert!(!ran.exists(), "nothing ran");
+
+    let out = guard_touch(&s, &r, &id, &["--holder", "ci-7", "--kill-after", "1s"], &ran);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(ran.exists(), "ran with room to renew");
+}
