@@ -101,7 +101,6 @@ pub async fn gather(client: &dyn PadApi, who: PrimeFor<'_>) -> Result<Prime, Cli
     let ready = client.frontier(who.workspace, &ready).await?;
     let open = ListQuery { status: Some("open,in-progress".into()), limit: Some(COUNT_PAGE), ..Default::default() };
     let open = client.list_items(who.workspace, &open).await?;
-    let needs_human = |i: &&Item| i.labels.iter().any(|l| l == NEEDS_HUMAN);
     let now = Utc::now();
     Ok(Prime {
         user: me.email,
@@ -112,11 +111,22 @@ pub async fn gather(client: &dyn PadApi, who: PrimeFor<'_>) -> Result<Prime, Cli
         server: client.server(),
         now,
         ready: ready.items.iter().map(ready_item).collect(),
-        quarantined: open.items.iter().filter(needs_human).count(),
-        failing: open.items.iter().filter(|i| i.failures > 0 && !needs_human(i)).count(),
+        quarantined: open.items.iter().filter(|i| needs_human(i)).count(),
+        failing: failing(&open.items),
         counts_partial: open.next_cursor.is_some(),
         tools: ESSENTIALS.iter().map(|&(tool, command, what)| Essential { tool, command, what }).collect(),
     })
+}
+
+fn needs_human(item: &Item) -> bool {
+    item.labels.iter().any(|l| l == NEEDS_HUMAN)
+}
+
+/// Items whose last outcome was a failure, so they wait to be retried; one
+/// that succeeded since keeps its failure count but is not failing (docs/leases.md
+/// L14). Those needing a human are counted apart.
+fn failing(items: &[Item]) -> usize {
+    items.iter().filter(|i| i.failing() && !needs_human(i)).count()
 }
 
 fn held_by(items: &[Item], holder: &str, now: DateTime<Utc>) -> Vec<HeldLease> {
@@ -258,6 +268,28 @@ mod tests {
             counts_partial: false,
             tools: ESSENTIALS.iter().map(|&(tool, command, what)| Essential { tool, command, what }).collect(),
         }
+    }
+
+    fn item(failures: i64, last_failure_at: Option<&str>, last_success_at: Option<&str>, labels: &[&str]) -> Item {
+        serde_json::from_value(serde_json::json!({
+            "ref": "TASK-1", "kind": "task", "title": "t", "body": "", "status": "open", "priority": "medium",
+            "labels": labels, "parent": null, "blocked_by": [], "assignee": null, "created_by": "owner@localhost",
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "comments_count": 0,
+            "failures": failures, "last_failure_at": last_failure_at, "last_success_at": last_success_at,
+        }))
+        .unwrap()
+    }
+
+    /// "Failing" counts items whose last outcome was a failure, as
+    /// `item show` reads it, not every item that ever failed.
+    #[test]
+    fn failing_counts_only_items_whose_last_outcome_failed() {
+        let (early, late) = (Some("2026-01-01T00:01:00Z"), Some("2026-01-01T00:02:00Z"));
+        assert_eq!(failing(&[item(2, early, None, &[])]), 1, "failed, never succeeded");
+        assert_eq!(failing(&[item(2, early, late, &[])]), 0, "succeeded after its failures");
+        assert_eq!(failing(&[item(1, late, early, &[])]), 1, "failed after a success");
+        assert_eq!(failing(&[item(0, None, late, &[])]), 0, "never failed");
+        assert_eq!(failing(&[item(3, late, None, &[NEEDS_HUMAN])]), 0, "counted as needing a human");
     }
 
     #[test]

@@ -82,6 +82,18 @@ pub struct Version {
 }
 
 impl Item {
+    /// Whether the last outcome reported was a success (L14): it succeeded,
+    /// and failed at most before that. `item show` says "Outcome: succeeded"
+    /// for such an item; its failure count is kept as history.
+    pub fn succeeded_last(&self) -> bool {
+        self.last_success_at.is_some_and(|s| self.last_failure_at.is_none_or(|f| s >= f))
+    }
+
+    /// Whether the item is failing: it has failed, and not succeeded since.
+    pub fn failing(&self) -> bool {
+        self.failures > 0 && !self.succeeded_last()
+    }
+
     /// The item after `patch`, or an error naming the field. Backends resolve
     /// and check links themselves; this is the shared, pure part of an update.
     pub fn patched(&self, patch: &ValidPatch) -> Result<Item, ValidationError> {
