@@ -1,8 +1,8 @@
 //! `pad guard -- CMD`: a side effect fenced by a lease (docs/leases.md,
 //! "pad guard"). It renews the lease at its handle — which both proves the
 //! lease is live and ours and says, on the store's clock, how long it has
-//! left — runs CMD only if it has at least `--min-left` before S2 would stop
-//! it, and then keeps the lease alive and stops CMD before the lease could
+//! left — runs CMD only if the lease has at least `--min-left` left on that
+//! clock, and then keeps the lease alive and stops CMD before the lease could
 //! expire, as `pad run` does.
 
 use std::ffi::OsString;
@@ -32,7 +32,7 @@ Exit codes:
   N  CMD exited N (128 + S when signal S ended it)
   2  the lease's TTL leaves --kill-after no room to renew (docs/leases.md, S2):
      CMD never ran
-  7  the lease is not live at that handle, has less than --min-left, or was lost
+  7  the lease is not live at that handle, has less than --min-left left, or was lost
      while CMD ran (CMD was stopped before the lease could expire); or CMD never ran
   8  the server could not be reached to check the lease: CMD never ran";
 
@@ -48,7 +48,7 @@ pub struct GuardArgs {
     pub lease_id: i64,
     #[command(flatten)]
     pub holder: HolderArg,
-    /// Run CMD only if at least this long is left before it would have to be stopped
+    /// Run CMD only if the lease has at least this long left (on the server's clock, once renewed)
     #[arg(long, value_name = "DURATION", value_parser = seconds_or_zero, default_value = "0s")]
     pub min_left: u64,
     /// How long CMD has to exit after SIGTERM before SIGKILL
@@ -84,17 +84,34 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     // check as `pad run`'s, or S2 would stop CMD before the first renewal
     // and call a healthy lease lost (docs/leases.md, S2).
     check_room(ttl, kill_after).map_err(|e| e.with_hint(&format!("; `{program}` was not run")))?;
-    let runs_for = stop::stop_after(stop::time_left(&lease), ttl, kill_after);
+    // `--min-left` asks about the lease itself: its time left as the
+    // renewal answered it, from the renewal's `now` to `expires_at` on the
+    // store's clock (docs/leases.md, "pad guard"). When S2 would stop CMD is
+    // a separate matter, below.
+    let left = stop::time_left(&lease);
     let min_left = Duration::from_secs(a.min_left);
-    if runs_for.is_zero() || runs_for < min_left {
+    if left < min_left {
         return Err(CliError::new(
             Exit::Conflict,
             format!(
-                "the lease on {r} (lease id {}) leaves {}s before `{program}` would have to be stopped, \
-                 less than --min-left {}s; `{program}` was not run",
+                "the lease on {r} (lease id {}) has {}s left, less than --min-left {}s; `{program}` was not run",
                 lease.lease_id,
-                runs_for.as_secs(),
+                left.as_secs(),
                 min_left.as_secs()
+            ),
+        ));
+    }
+    // A lease at its max hold (L19) may have less left than its TTL: so
+    // little that S2 would stop CMD at once.
+    if stop::stop_after(left, ttl, kill_after).is_zero() {
+        return Err(CliError::new(
+            Exit::Conflict,
+            format!(
+                "the lease on {r} (lease id {}) has {}s left, too little to run `{program}` and stop it {}s \
+                 before the lease could expire (docs/leases.md, S2); `{program}` was not run",
+                lease.lease_id,
+                left.as_secs(),
+                (kill_after + stop::margin(ttl)).as_secs_f64()
             ),
         ));
     }

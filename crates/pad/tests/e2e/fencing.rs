@@ -342,3 +342,24 @@ fn guard_refuses_a_lease_that_leaves_its_kill_after_no_room_to_renew() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(ran.exists(), "ran with room to renew");
 }
+
+/// `--min-left` is the lease's time left on the server's clock, not the
+/// time before S2 would stop CMD: a 60 s lease has 60 s left, so
+/// `--min-left 55s` runs and `--min-left 61s` does not.
+#[test]
+fn guard_min_left_is_the_leases_time_left() {
+    let s = TestServer::start();
+    let r = create(&s, "deploy to staging");
+    let lease = claim(&s, &r, "ci-7", "60s");
+    let id = lease["lease"]["lease_id"].as_i64().unwrap().to_string();
+    let ran = s.home.join("ran");
+
+    let out = guard_touch(&s, &r, &id, &["--holder", "ci-7", "--min-left", "61s"], &ran);
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--min-left") && stderr(&out).contains("was not run"), "{}", stderr(&out));
+    assert!(!ran.exists(), "nothing ran with less than --min-left left");
+
+    let out = guard_touch(&s, &r, &id, &["--holder", "ci-7", "--min-left", "55s"], &ran);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(ran.exists(), "ran with 60 s left of the 55 s asked");
+}
