@@ -215,7 +215,7 @@ impl Client {
     /// than other requests before the client gives up on it.
     pub async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse> {
         // A wait the server refuses adds nothing.
-        let wait = Duration::from_secs(body.wait_seconds.and_then(|w| u64::try_from(w).ok()).unwrap_or(0));
+        let wait = Duration::from_secs(body.wait_asked().and_then(|w| u64::try_from(w).ok()).unwrap_or(0));
         let req = self.request(Method::POST, &["workspaces", ws, "claim-next"]).json(body);
         self.json(req.timeout(REQUEST_TIMEOUT + wait)).await
     }

@@ -232,6 +232,8 @@ pub struct ClaimNextArgs {
     pub count: Option<i64>,
     /// When nothing is ready, wait up to this many seconds (0-30, default 0) for an item to become ready.
     pub wait_seconds: Option<i64>,
+    /// wait_seconds by its other name: give one or the other.
+    pub wait: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

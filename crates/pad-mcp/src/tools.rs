@@ -193,7 +193,7 @@ impl PadTools {
             idempotent_hint = false,
             open_world_hint = false
         ),
-        description = "Atomically pick the best ready item matching the filter (highest priority, then oldest) and claim its lease for you. Concurrent callers never get the same item. Returns item: null when nothing is ready. Set autonomous: true to skip items marked needs-human. count claims several at once (see grants); wait_seconds waits for work when none is ready."
+        description = "Atomically pick the best ready item matching the filter (highest priority, then oldest) and claim its lease for you. Concurrent callers never get the same item. Returns item: null when nothing is ready. Set autonomous: true to skip items marked needs-human. count claims several at once (see grants); wait_seconds (or wait) waits for work when none is ready."
     )]
     async fn pad_claim_next(
         &self, Parameters(a): Parameters<ClaimNextArgs>, ctx: RequestContext<RoleServer>,
@@ -207,7 +207,9 @@ impl PadTools {
             note: a.note.clone(),
             max_hold_seconds: a.max_hold_seconds,
             count: a.count,
+            // Both passed on as given: the server refuses both at once.
             wait_seconds: a.wait_seconds,
+            wait: a.wait,
         };
         with_client!(self, ctx, |c| c.claim_next(self.ws(&a.workspace), &body))
     }

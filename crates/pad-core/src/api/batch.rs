@@ -1,6 +1,6 @@
 //! The batch verbs' wire shapes (docs/api.md, "Batches and long polls"):
-//! claim-next's `count` and `wait_seconds`, its list of grants, and one
-//! renewal call for many leases.
+//! claim-next's `count` and `wait_seconds` (alias `wait`), its list of
+//! grants, and one renewal call for many leases.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -33,32 +33,54 @@ impl Batch {
     /// `count` 1..=[`CLAIM_NEXT_COUNT_MAX`] (default 1), `wait_seconds`
     /// 0..=[`CLAIM_NEXT_WAIT_MAX_SECONDS`] (default 0: answer at once).
     pub fn new(count: Option<i64>, wait_seconds: Option<i64>) -> Result<Self, ValidationError> {
+        Self::checked(count, wait_seconds.map(|w| (WAIT_FIELD, w)))
+    }
+
+    /// A claim-next body's batch. `wait` is `wait_seconds` by another name:
+    /// a bad one is refused naming the field as given, and both at once are
+    /// refused rather than one picked (docs/api.md, "Batches and long polls").
+    pub fn of(body: &super::ClaimNextBody) -> Result<Self, ValidationError> {
+        let wait = match (body.wait_seconds, body.wait) {
+            (Some(_), Some(_)) => {
+                let message = format!("give `{WAIT_FIELD}` or its alias `{WAIT_ALIAS}`, not both");
+                return Err(ValidationError::new(WAIT_FIELD, message));
+            }
+            (Some(w), None) => Some((WAIT_FIELD, w)),
+            (None, Some(w)) => Some((WAIT_ALIAS, w)),
+            (None, None) => None,
+        };
+        Self::checked(body.count, wait)
+    }
+
+    fn checked(count: Option<i64>, wait: Option<(&str, i64)>) -> Result<Self, ValidationError> {
         let given = count.unwrap_or(1);
         let count = u32::try_from(given)
             .ok()
             .filter(|c| (1..=CLAIM_NEXT_COUNT_MAX).contains(c))
             .ok_or_else(|| out_of_range(COUNT_FIELD, given))?;
-        let given = wait_seconds.unwrap_or(0);
+        let (field, given) = wait.unwrap_or((WAIT_FIELD, 0));
         let wait = u64::try_from(given)
             .ok()
             .filter(|w| *w <= u64::from(CLAIM_NEXT_WAIT_MAX_SECONDS))
-            .ok_or_else(|| out_of_range(WAIT_FIELD, given))?;
+            .ok_or_else(|| out_of_range(field, given))?;
         Ok(Batch { count, wait: std::time::Duration::from_secs(wait) })
     }
 
-    /// The refusal of a `count` or `wait_seconds` the body parser could not
-    /// read as a whole number (a fraction, a string, one past 64 bits): the
-    /// same `validation_failed` as one out of range (docs/api.md, "Batches
-    /// and long polls"), worded from the value given. `None` for any other
-    /// field; only claim-next's body has these two.
+    /// The refusal of a `count` or `wait_seconds` (or `wait`) the body
+    /// parser could not read as a whole number (a fraction, a string, one
+    /// past 64 bits): the same `validation_failed` as one out of range
+    /// (docs/api.md, "Batches and long polls"), worded from the value given.
+    /// `None` for any other field; only claim-next's body has these.
     pub fn unreadable(field: &str, given: &serde_json::Value) -> Option<ValidationError> {
-        [COUNT_FIELD, WAIT_FIELD].contains(&field).then(|| out_of_range(field, given))
+        [COUNT_FIELD, WAIT_FIELD, WAIT_ALIAS].contains(&field).then(|| out_of_range(field, given))
     }
 }
 
 /// The body fields a [`Batch`] is read from.
 pub const COUNT_FIELD: &str = "count";
 pub const WAIT_FIELD: &str = "wait_seconds";
+/// `wait_seconds` by its other name.
+pub const WAIT_ALIAS: &str = "wait";
 
 fn out_of_range(field: &str, given: impl std::fmt::Display) -> ValidationError {
     let (min, max) = if field == COUNT_FIELD { (1, CLAIM_NEXT_COUNT_MAX) } else { (0, CLAIM_NEXT_WAIT_MAX_SECONDS) };
@@ -166,5 +188,18 @@ mod tests {
         let e = Batch::unreadable("count", &serde_json::json!("x")).unwrap();
         assert!(e.message.contains("between 1 and 32 (got \"x\")"), "{}", e.message);
         assert!(Batch::unreadable("ttl_seconds", &serde_json::json!(-1)).is_none());
+        assert_eq!(Batch::unreadable("wait", &serde_json::json!(1.5)).unwrap().field, "wait");
+    }
+
+    #[test]
+    fn wait_is_wait_seconds_by_another_name_and_not_both() {
+        let body = |wait_seconds, wait| super::super::ClaimNextBody { wait_seconds, wait, ..Default::default() };
+        assert_eq!(Batch::of(&body(None, Some(30))).unwrap().wait.as_secs(), 30);
+        assert_eq!(Batch::of(&body(Some(5), None)).unwrap().wait.as_secs(), 5);
+        let e = Batch::of(&body(None, Some(31))).unwrap_err();
+        assert_eq!(e.field, "wait");
+        assert!(e.message.contains("between 0 and 30 (got 31)"), "{}", e.message);
+        let e = Batch::of(&body(Some(1), Some(1))).unwrap_err();
+        assert!(e.message.contains("`wait_seconds`") && e.message.contains("`wait`"), "{}", e.message);
     }
 }

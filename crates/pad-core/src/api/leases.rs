@@ -317,6 +317,21 @@ pub struct ClaimNextBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 30)]
     pub wait_seconds: Option<i64>,
+    /// `wait_seconds` by its other name: give one or the other, not both.
+    // A field of its own rather than a serde alias: an alias would leave it
+    // out of the schema, and both at once would be serde's bare "duplicate
+    // field" instead of a refusal naming both (`Batch::of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 30)]
+    pub wait: Option<i64>,
+}
+
+impl ClaimNextBody {
+    /// The long poll asked for, under either name (unchecked: the server
+    /// checks it, `Batch::of`).
+    pub fn wait_asked(&self) -> Option<i64> {
+        self.wait_seconds.or(self.wait)
+    }
 }
 
 /// A nested object must be a JSON object: serde would otherwise read an

@@ -216,7 +216,7 @@ pub async fn frontier(
 }
 
 /// Atomically claim the best ready items (L11), `count` of them at most,
-/// each under its own lease; with `wait_seconds`, wait for one to become
+/// each under its own lease; with `wait_seconds` (or `wait`), wait for one to become
 /// ready (docs/api.md, "Batches and long polls"). `item: null` and no
 /// grants when none is.
 #[utoipa::path(post, path = "/api/v1/workspaces/{ws}/claim-next", tag = "leases",
@@ -226,7 +226,7 @@ pub async fn claim_next(
     State(s): State<AppState>, ctx: Ctx, Json(body): Json<ClaimNextBody>,
 ) -> ApiResult<axum::Json<ClaimNextResponse>> {
     ctx.require(Action::Lease)?;
-    let batch = Batch::new(body.count, body.wait_seconds)?;
+    let batch = Batch::of(&body)?;
     let req =
         claim_request(&ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
     // Subscribed before the first look, so a change committed between the

@@ -55,6 +55,12 @@ async fn bad_counts_and_waits_are_refused_and_claim_nothing() {
             (json!({"count": -3}), "count"),
             (json!({"wait_seconds": 2.5}), "wait_seconds"),
             (json!({"wait_seconds": "30s"}), "wait_seconds"),
+            // `wait` is `wait_seconds` by its other name, refused alike and
+            // named as given.
+            (json!({"wait": 31}), "wait"),
+            (json!({"wait": -1}), "wait"),
+            (json!({"wait": 1.5}), "wait"),
+            (json!({"wait": "30s"}), "wait"),
         ] {
             let a = s.post(&s.owner, &format!("{WS}/claim-next"), body.clone()).await;
             assert_eq!(a.status, 400, "{}: {body}: {:?}", b.name, a.body);
@@ -63,6 +69,13 @@ async fn bad_counts_and_waits_are_refused_and_claim_nothing() {
             assert_eq!(a.body["error"]["details"]["field"], field, "{}: {body}: {:?}", b.name, a.body);
             assert!(a.body["error"]["message"].as_str().unwrap().contains(field), "{:?}", a.body);
         }
+        // Both names at once: refused, naming both, rather than one picked.
+        let both = json!({"wait": 1, "wait_seconds": 2});
+        let a = s.post(&s.owner, &format!("{WS}/claim-next"), both).await;
+        assert_eq!(a.status, 400, "{}: {:?}", b.name, a.body);
+        assert_eq!(a.code(), "validation_failed", "{}: {:?}", b.name, a.body);
+        let message = a.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("`wait`") && message.contains("`wait_seconds`"), "{message}");
         let item = s.get(&s.owner, &format!("{WS}/items/{r}")).await.body;
         assert_eq!(item["lease"], Value::Null, "{}: nothing was claimed", b.name);
         let claimed = s.get(&s.owner, &format!("{WS}/events?type=lease.claimed")).await.body;
@@ -136,18 +149,26 @@ async fn renewing_many_leases_answers_each_alone() {
 async fn a_waiting_claim_next_takes_an_item_the_moment_it_is_created() {
     for b in backends().await {
         let s = Arc::new(signals_only(Some(&b.url)).await);
-        let waiter = {
-            let s = s.clone();
-            tokio::spawn(async move {
-                s.post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "w", "wait_seconds": 25})).await
-            })
-        };
-        until_waiting(&s).await;
-        let r = s.create_item(&s.owner, "default", "new work").await;
-        let a = waiter.await.unwrap();
-        assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.body["item"]["ref"], r.as_str(), "{}: woken by the creation, not its deadline", b.name);
-        assert_eq!(waiting(&s).await, 0);
+        // `wait` is the alias of `wait_seconds` (docs/api.md, "Batches and long polls").
+        for name in ["wait_seconds", "wait"] {
+            let waiter = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    s.post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "w", name: 25})).await
+                })
+            };
+            until_waiting(&s).await;
+            let r = s.create_item(&s.owner, "default", "new work").await;
+            let a = waiter.await.unwrap();
+            assert_eq!(a.status, 200, "{name}: {:?}", a.body);
+            assert_eq!(
+                a.body["item"]["ref"],
+                r.as_str(),
+                "{}, {name}: woken by the creation, not its deadline",
+                b.name
+            );
+            assert_eq!(waiting(&s).await, 0);
+        }
     }
 }
 

@@ -96,6 +96,42 @@ async fn tools_refuse_as_the_api_does() {
     assert_eq!(a.await.status, 401);
 }
 
+/// `pad_claim_next` takes `wait` as `wait_seconds` by its other name, and
+/// refuses a bad one, or both at once, as the API does (docs/api.md,
+/// "Batches and long polls").
+#[tokio::test]
+async fn claim_next_takes_wait_as_wait_seconds() {
+    let s = TestServer::start().await;
+    let r = s.create_item(&s.owner, "default", "ready").await;
+    let a = tool(&s, &s.owner, "pad_claim_next", json!({"wait": 1})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["item"]["ref"], r.as_str(), "{out}");
+    for bad in [json!(31), json!(-1)] {
+        let a = tool(&s, &s.owner, "pad_claim_next", json!({"wait": bad})).await;
+        let (out, is_error) = result(&a);
+        assert!(is_error, "{bad}: {out}");
+        assert_eq!(
+            (&out["error"]["code"], &out["error"]["details"]["field"]),
+            (&json!("validation_failed"), &json!("wait")),
+            "{bad}: {out}"
+        );
+    }
+    // Not a whole number: the tool's arguments do not parse, under either name alike.
+    let by_alias = tool(&s, &s.owner, "pad_claim_next", json!({"wait": 1.5})).await;
+    let by_name = tool(&s, &s.owner, "pad_claim_next", json!({"wait_seconds": 1.5})).await;
+    assert_eq!(by_alias.status, by_name.status);
+    assert_eq!(by_alias.body["result"], by_name.body["result"]);
+    assert_eq!(by_alias.body["result"]["isError"], true, "{:?}", by_alias.body);
+
+    let a = tool(&s, &s.owner, "pad_claim_next", json!({"wait": 1, "wait_seconds": 1})).await;
+    let (out, is_error) = result(&a);
+    assert!(is_error, "{out}");
+    assert_eq!(out["error"]["code"], "validation_failed", "{out}");
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`wait`") && message.contains("`wait_seconds`"), "{message}");
+}
+
 /// Transport errors of `/mcp` (not JSON-RPC, a wrong `Accept`) answer with
 /// the error envelope every route uses, keeping the transport's status and
 /// its sentence (docs/api.md, "Errors").

@@ -374,6 +374,7 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
         max_hold_seconds: a.max_hold.seconds(),
         count: a.count.map(i64::from),
         wait_seconds: a.wait.map(i64::from),
+        wait: None,
     };
     let next = client.claim_next(ctx.ws(), &body).await?;
     // JSON readers get the answer either way (`item: null` when nothing is

@@ -174,6 +174,7 @@ async fn claim(
         // Left out at their defaults, so `--jobs 1` sends today's request.
         count: (count > 1).then_some(i64::from(count)),
         wait_seconds: (wait > 0).then_some(i64::from(wait)),
+        wait: None,
     };
     let at = Instant::now();
     let next = w.client.claim_next(w.ws, &body).await?;
