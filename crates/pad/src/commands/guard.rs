@@ -27,7 +27,8 @@ use crate::ttl::{self, seconds_or_zero};
 const GUARD_HELP: &str = "\
 Inside `pad run` or `pad drain` the lease comes from the environment (PAD_REF,
 PAD_LEASE_ID, PAD_HOLDER, PAD_WORKSPACE, PAD_KILL_AFTER): `pad guard -- git push`.
-Elsewhere name it: `pad guard --ref TASK-5 --lease-id 42 --holder ci-7 -- CMD`.
+Elsewhere name it: `pad guard --ref TASK-5 --lease-id 42 -- CMD`; without --holder
+(or PAD_HOLDER) the holder is the live lease's at that handle, not your email.
 Exit codes:
   N  CMD exited N (128 + S when signal S ended it)
   2  the lease's TTL leaves --kill-after no room to renew (docs/leases.md, S2):
@@ -66,18 +67,26 @@ pub async fn run(ctx: &Ctx, a: GuardArgs) -> Result<(), CliError> {
     let r = a.item_ref;
     let kill_after = Duration::from_secs(a.kill_after);
     let program = a.command[0].to_string_lossy().into_owned();
-    let body = RenewBody {
-        epoch: None,
-        lease_id: Some(a.lease_id),
-        holder: a.holder.holder.clone(),
-        ttl_seconds: None,
-        note: None,
-    };
-    let sent = Instant::now();
-    let renewed = client.renew(ws, &r.to_string(), &body).await.map_err(|e| match about(&r)(e) {
+    let not_run = |e| match about(&r)(e) {
         e @ CliError::Failed { .. } => e.with_hint(&format!("; `{program}` was not run")),
         other => other,
-    })?;
+    };
+    // The handle names the lease; the holder label is only needed because
+    // renew asks for it. Not given (and no PAD_HOLDER), it is the live
+    // lease's at that handle, not the caller's email: a lease claimed as
+    // `--holder ci-7` is guarded with `--ref` and `--lease-id` alone
+    // (docs/leases.md, "pad guard"). The renewal still fences on the lease
+    // id, so a lease that changed hands meanwhile is refused.
+    let holder = match a.holder.holder {
+        Some(holder) => Some(holder),
+        None => {
+            let item = client.item(ws, &r.to_string()).await.map_err(not_run)?;
+            item.lease.filter(|l| l.lease_id == a.lease_id).map(|l| l.holder)
+        }
+    };
+    let body = RenewBody { epoch: None, lease_id: Some(a.lease_id), holder, ttl_seconds: None, note: None };
+    let sent = Instant::now();
+    let renewed = client.renew(ws, &r.to_string(), &body).await.map_err(not_run)?;
     let lease = renewed.lease;
     let ttl = Duration::from_secs(lease.ttl_seconds.into());
     // The lease's TTL is known only now, from the renewal: the same room

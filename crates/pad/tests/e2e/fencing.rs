@@ -363,3 +363,33 @@ fn guard_min_left_is_the_leases_time_left() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(ran.exists(), "ran with 60 s left of the 55 s asked");
 }
+
+/// Given `--ref` and `--lease-id` alone, the guard works for a lease claimed
+/// under another holder label than the caller's email: the holder is the
+/// live lease's at that handle. A handle that is not the live lease's still
+/// runs nothing.
+#[test]
+fn guard_takes_the_holder_from_the_live_lease_at_its_handle() {
+    let s = TestServer::start();
+    let r = create(&s, "open the pull request");
+    let lease = claim(&s, &r, "ci-7", "60s");
+    let id = lease["lease"]["lease_id"].as_i64().unwrap();
+    let ran = s.home.join("ran");
+
+    let out = guard_touch(&s, &r, &id.to_string(), &[], &ran);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(ran.exists(), "ran under ci-7's live lease");
+    std::fs::remove_file(&ran).unwrap();
+
+    let out = guard_touch(&s, &r, &(id + 1000).to_string(), &[], &ran);
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(stderr(&out).contains("was not run"), "{}", stderr(&out));
+    assert!(!ran.exists(), "nothing ran at another handle");
+
+    // Released: no live lease to take a holder from; nothing runs.
+    let released = s.pad_output(["item", "release", &r, "--holder", "ci-7"]);
+    assert!(released.status.success(), "{}", stderr(&released));
+    let out = guard_touch(&s, &r, &id.to_string(), &[], &ran);
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(!ran.exists(), "nothing ran once the lease was released");
+}
