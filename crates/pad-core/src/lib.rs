@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod authz;
+pub mod flag;
 pub mod lease;
 pub mod model;
 pub mod settings;

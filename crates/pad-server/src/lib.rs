@@ -71,8 +71,18 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state the environment asks for.
+    ///
+    /// # Panics
+    /// On a setting the environment gives that cannot be read (see
+    /// [`AppState::try_new`], which [`serve`] uses to refuse to start instead).
     pub fn new(store: Arc<dyn Store>) -> Self {
-        AppState {
+        Self::try_new(store).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`AppState::new`], or why a setting in the environment cannot be read.
+    pub fn try_new(store: Arc<dyn Store>) -> Result<Self, String> {
+        Ok(AppState {
             store,
             metrics: Default::default(),
             streams: Default::default(),
@@ -84,7 +94,7 @@ impl AppState {
             connections: limits::ConnectionLimits::from_env(),
             auth_cache: Arc::new(auth_cache::AuthCache::from_env()),
             render: Default::default(),
-            webhook_targets: webhooks::Targets::from_env(),
+            webhook_targets: webhooks::Targets::from_env()?,
             metrics_token: std::env::var("PAD_METRICS_TOKEN")
                 .ok()
                 .map(|t| t.trim().to_string())
@@ -92,7 +102,7 @@ impl AppState {
                 .map(Into::into),
             relook: ready::RELOOK,
             secure_cookies: session::secure_cookies_from_env(),
-        }
+        })
     }
 }
 
@@ -238,7 +248,9 @@ const EXPIRY_OBSERVER_PERIOD: std::time::Duration = std::time::Duration::from_se
 pub async fn serve(
     store: Arc<dyn Store>, listener: tokio::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_state(AppState::new(store), listener, shutdown).await
+    // A setting that cannot be read stops the start, with its reason.
+    let state = AppState::try_new(store).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    serve_state(state, listener, shutdown).await
 }
 
 /// [`serve`] with a prepared state (e.g. other limits).

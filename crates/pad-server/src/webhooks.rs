@@ -59,16 +59,26 @@ pub fn signature(secret: &str, body: &[u8]) -> String {
 
 /// Where deliveries may go (docs/webhooks.md, "Where deliveries go"): by
 /// default only to public addresses, checked after the host's name resolves;
-/// with `allow_private` (`PAD_WEBHOOK_ALLOW_PRIVATE=1`), anywhere.
+/// with `allow_private` (`PAD_WEBHOOK_ALLOW_PRIVATE=1`, or `true`, `yes`,
+/// `on`), anywhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Targets {
     pub allow_private: bool,
 }
 
 impl Targets {
-    /// The operator's choice, read once when the server's state is made.
-    pub fn from_env() -> Self {
-        Targets { allow_private: std::env::var("PAD_WEBHOOK_ALLOW_PRIVATE").is_ok_and(|v| v.trim() == "1") }
+    pub const ENV: &str = "PAD_WEBHOOK_ALLOW_PRIVATE";
+
+    /// The operator's choice, read once when the server's state is made; a
+    /// value that is neither yes nor no is an error, so the server does not
+    /// start on a guess about a safety switch.
+    pub fn from_env() -> Result<Self, String> {
+        pad_core::flag::from_env(Self::ENV).map(|allow_private| Targets { allow_private })
+    }
+
+    /// [`Targets::from_env`] for the value given.
+    pub fn from_value(value: Option<&str>) -> Result<Self, String> {
+        pad_core::flag::parse(Self::ENV, value).map(|allow_private| Targets { allow_private })
     }
 
     /// The client for these targets: bounded in time, never following a
@@ -312,6 +322,23 @@ async fn deliver(s: AppState, due: DueDelivery) {
 
 #[cfg(test)]
 mod tests {
+    /// `PAD_WEBHOOK_ALLOW_PRIVATE` takes the usual spellings of yes and no;
+    /// anything else stops the server from starting, naming the setting.
+    #[test]
+    fn allow_private_takes_yes_and_no_and_refuses_the_rest() {
+        use super::Targets;
+        for yes in ["1", "true", "TRUE", "yes", "Yes", "on", " on "] {
+            assert_eq!(Targets::from_value(Some(yes)), Ok(Targets { allow_private: true }), "{yes:?}");
+        }
+        for no in [None, Some(""), Some(" "), Some("0"), Some("false"), Some("No"), Some("OFF")] {
+            assert_eq!(Targets::from_value(no), Ok(Targets { allow_private: false }), "{no:?}");
+        }
+        for bad in ["2", "y", "enable", "true!"] {
+            let e = Targets::from_value(Some(bad)).unwrap_err();
+            assert!(e.contains("PAD_WEBHOOK_ALLOW_PRIVATE") && e.contains(bad), "{e}");
+        }
+    }
+
     use super::*;
 
     #[test]
