@@ -188,7 +188,14 @@ pub fn validate_url(url: &str) -> Result<(), ValidationError> {
     {
         return Err(ValidationError::new("url", "the port must be a number from 1 to 65535"));
     }
-    Ok(())
+    // Last, the parser the sender uses (reqwest's): a host the checks above
+    // pass can still be one it cannot read (`xn--zz`, not valid punycode),
+    // and a URL accepted here must be one a delivery can be sent to.
+    match url::Url::parse(url) {
+        Ok(parsed) if parsed.host().is_some() => Ok(()),
+        Ok(_) => Err(no_host()),
+        Err(e) => Err(ValidationError::new("url", format!("is not a URL a delivery can be sent to ({e})"))),
+    }
 }
 
 /// The event filter as stored: sorted, each type once.
@@ -258,6 +265,10 @@ mod tests {
             "http://example.com:0/",
             "http://example.com:80a/",
             "http://%zz/",
+            // Names the sender's URL parser cannot turn into a host.
+            "http://xn--zz/",
+            "http://xn--a.example/",
+            "https://xn--/",
             "http://exa%2fmple.com/",
             "http://[::1/",
             "http://[not-v6]/",

@@ -18,6 +18,7 @@ async fn undeliverable_urls_are_refused_naming_the_field() {
         "http://:18901/",
         "http://example.com:99999/",
         "http://%zz/",
+        "http://xn--zz/",
         "ftp://example.com/",
         "gopher://example.com/",
         "http://[::1/",
