@@ -221,7 +221,7 @@ pub struct ClaimNextArgs {
     /// Claim up to N items at once, each under its own lease (1-32)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(CLAIM_NEXT_COUNT_MAX)))]
     pub count: Option<u32>,
-    /// When nothing is ready, wait up to this long for work, answered the moment an item is: 10s, 30s at most
+    /// When nothing is ready, wait up to this long for work, answered the moment an item is: 10s (or 10), 30s at most
     #[arg(long, value_name = "DURATION", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Option<u32>,
     // Last: its help heading would cover the options after it.
@@ -230,11 +230,19 @@ pub struct ClaimNextArgs {
 }
 
 /// `--wait`: whole seconds, 0 to claim-next's longest wait (docs/api.md,
-/// "Batches and long polls").
+/// "Batches and long polls"). Unlike `--ttl`, a bare number is read as
+/// seconds: no wait is longer than 30 s, so a number meant in minutes or
+/// hours is out of range and refused all the same.
 fn parse_wait(s: &str) -> Result<u32, String> {
     let max = CLAIM_NEXT_WAIT_MAX_SECONDS;
-    let secs = ttl::seconds_or_zero(s).map_err(|_| format!("`{s}` is not a wait like 10s or 30s (0s to {max}s)"))?;
-    u32::try_from(secs).ok().filter(|w| *w <= max).ok_or_else(|| format!("a claim waits at most {max}s; got {s}"))
+    let too_long = || format!("a claim waits at most {max}s; got {s}");
+    let bare = s.trim();
+    let secs = if !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_digit()) {
+        bare.parse::<u64>().map_err(|_| too_long())?
+    } else {
+        ttl::seconds_or_zero(s).map_err(|_| format!("`{s}` is not a wait like 10s or 30s (0s to {max}s)"))?
+    };
+    u32::try_from(secs).ok().filter(|w| *w <= max).ok_or_else(too_long)
 }
 
 pub async fn claim(ctx: &Ctx, client: &Client, a: ClaimArgs) -> Result<(), CliError> {
@@ -474,5 +482,16 @@ mod tests {
         );
         assert_eq!(handoff_line(None, Some("half way")).as_deref(), Some("Handoff: half way\n"));
         assert_eq!(handoff_line(Some("runner-a"), None), None);
+    }
+
+    #[test]
+    fn a_bare_wait_is_seconds_within_the_bound() {
+        for (given, secs) in [("5", 5), ("0", 0), ("30", 30), ("10s", 10), ("0s", 0)] {
+            assert_eq!(parse_wait(given), Ok(secs), "{given}");
+        }
+        for given in ["31", "1m", "-1", "99999999999999999999", "soon", ""] {
+            assert!(parse_wait(given).is_err(), "{given}");
+        }
+        assert_eq!(parse_wait("31"), Err("a claim waits at most 30s; got 31".to_string()));
     }
 }
