@@ -169,6 +169,25 @@ impl Settings {
     pub fn workspace(&self) -> &str {
         &self.workspace.value
     }
+
+    /// What a `pad` started by this one needs in its environment to reach
+    /// the same server, workspace and caller, whatever its own flags, working
+    /// directory or `.pad.toml`: `pad guard` inside `pad run`'s CMD
+    /// (docs/leases.md, "pad guard"). `PAD_TOKEN` only when the token came
+    /// from the environment: a profile's token the child reads from the
+    /// credentials file through `PAD_PROFILE` itself, so no secret is copied
+    /// where it need not be. The values hold a secret: never print them.
+    pub fn child_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            ("PAD_URL", self.url.value.to_string()),
+            ("PAD_PROFILE", self.profile.value.clone()),
+            ("PAD_WORKSPACE", self.workspace.value.clone()),
+        ];
+        if let Some(token) = self.token.as_ref().filter(|t| !matches!(t.source, Source::Profile(_))) {
+            env.push(("PAD_TOKEN", token.value.clone()));
+        }
+        env
+    }
 }
 
 /// The precedence rules, with every input given: flag > env > `.pad.toml` >
@@ -350,6 +369,44 @@ mod tests {
         let Err(e @ CliError::Failed { .. }) = r else { panic!() };
         let (3, message) = (e.exit_code(), e.to_string()) else { panic!("{e}") };
         assert!(message.contains("server root") && message.contains("http://h:1"), "{message}");
+    }
+
+    /// A child given `child_env` resolves the same server, workspace and
+    /// token, from anywhere; a profile's token is not copied.
+    #[test]
+    fn a_child_resolves_what_its_parent_did() {
+        let c = creds(&[("default", "http://elsewhere:1", "td", None), ("alt", "http://srv:1", "ta", Some("team"))]);
+        let spawn = |parent: &Settings| {
+            let vars: std::collections::HashMap<_, _> = parent.child_env().into_iter().collect();
+            let env = Env {
+                url: vars.get("PAD_URL").cloned(),
+                token: vars.get("PAD_TOKEN").cloned(),
+                workspace: vars.get("PAD_WORKSPACE").cloned(),
+                profile: vars.get("PAD_PROFILE").cloned(),
+                ..Env::default()
+            };
+            // A `.pad.toml` where the child runs does not lead it elsewhere.
+            let project =
+                ProjectFile { workspace: Some("other".into()), url: Some("http://other:1".into()), holder: None };
+            (vars.contains_key("PAD_TOKEN"), resolve_with(&GlobalArgs::default(), &env, Some(&project), &c))
+        };
+        let same = |a: &Settings, b: &Settings| {
+            assert_eq!((&a.url.value, a.workspace()), (&b.url.value, b.workspace()));
+            assert_eq!(a.token.as_ref().map(|t| &t.value), b.token.as_ref().map(|t| &t.value));
+        };
+
+        let flags = GlobalArgs { profile: Some("alt".into()), ..GlobalArgs::default() };
+        let parent = resolve_with(&flags, &Env::default(), None, &c);
+        let (copied, child) = spawn(&parent);
+        same(&parent, &child);
+        assert!(!copied, "a profile's token stays in the credentials file");
+
+        let flags = GlobalArgs { url: Some("http://srv:2".into()), ..GlobalArgs::default() };
+        let env = Env { token: Some("from-env".into()), ..Env::default() };
+        let parent = resolve_with(&flags, &env, None, &c);
+        let (copied, child) = spawn(&parent);
+        same(&parent, &child);
+        assert!(copied);
     }
 
     #[test]

@@ -26,7 +26,8 @@ use crate::ttl::{self, seconds_or_zero};
 /// `pad guard --help`.
 const GUARD_HELP: &str = "\
 Inside `pad run` or `pad drain` the lease comes from the environment (PAD_REF,
-PAD_LEASE_ID, PAD_HOLDER, PAD_WORKSPACE, PAD_KILL_AFTER): `pad guard -- git push`.
+PAD_LEASE_ID, PAD_HOLDER, PAD_WORKSPACE, PAD_KILL_AFTER), and the supervisor's
+server and caller too (PAD_URL, PAD_PROFILE): `pad guard -- git push`.
 Elsewhere name it: `pad guard --ref TASK-5 --lease-id 42 -- CMD`; without --holder
 (or PAD_HOLDER) the holder is the live lease's at that handle, not your email.
 Exit codes:

@@ -87,6 +87,10 @@ struct Worker<'a> {
     /// `pad drain --jobs`: how many CMDs run at once (1 for `pad run`).
     jobs: usize,
     command: Vec<OsString>,
+    /// How a `pad` inside CMD reaches this server as this caller
+    /// (`Settings::child_env`); holds a secret when the token came from
+    /// `PAD_TOKEN`, so `Worker` is not `Debug`.
+    child_env: Vec<(&'static str, String)>,
 }
 
 impl<'a> Worker<'a> {
@@ -112,6 +116,7 @@ impl<'a> Worker<'a> {
             json: ctx.format == Format::Json,
             jobs,
             command: a.command,
+            child_env: ctx.settings.child_env(),
         })
     }
 

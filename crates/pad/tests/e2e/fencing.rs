@@ -393,3 +393,48 @@ fn guard_takes_the_holder_from_the_live_lease_at_its_handle() {
     assert_eq!(code(&out), 7, "{}", stderr(&out));
     assert!(!ran.exists(), "nothing ran once the lease was released");
 }
+
+/// Inside `pad run`, `pad guard` reaches the supervisor's server as the
+/// supervisor's caller, however the supervisor was pointed there: a profile
+/// (`--profile alt`), or `--url` with `PAD_TOKEN`. The `default` profile
+/// names a server that is not there, so a guard that fell back on it would
+/// exit 8. A profile's token is not copied into CMD's environment.
+#[test]
+fn guard_inside_pad_run_reaches_the_supervisors_server() {
+    let s = TestServer::start();
+    let r = create(&s, "push the branch");
+    let credentials = s.home.join("credentials.toml");
+    std::fs::write(
+        &credentials,
+        format!(
+            "[profiles.default]\nurl = \"http://127.0.0.1:9\"\ntoken = \"not-this-one\"\n\n\
+             [profiles.alt]\nurl = \"{}\"\ntoken = \"{}\"\n",
+            s.url, s.token
+        ),
+    )
+    .unwrap();
+    let pad = env!("CARGO_BIN_EXE_pad");
+    let (ran, seen) = (s.home.join("ran"), s.home.join("env"));
+    let script = format!(
+        "echo \"${{PAD_PROFILE-}} ${{PAD_TOKEN-none}}\" > {}; {pad} guard -- touch {}",
+        seen.display(),
+        ran.display()
+    );
+    let run = |cmd: &mut std::process::Command| {
+        cmd.env_remove("PAD_HOLDER")
+            .args(["run", &r, "--holder", "ci-7", "--ttl", "60s", "--", "sh", "-c", &script])
+            .output()
+            .unwrap()
+    };
+
+    let out = run(s.pad().args(["--profile", "alt"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(ran.exists(), "the guard ran CMD through profile `alt`");
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "alt none", "the profile, not its token");
+    std::fs::remove_file(&ran).unwrap();
+
+    let out = run(s.pad().env("PAD_TOKEN", &s.token).args(["--url", &s.url]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(ran.exists(), "the guard ran CMD through --url and PAD_TOKEN");
+    assert!(!stderr(&out).contains(&s.token), "the token is never printed");
+}

@@ -236,9 +236,13 @@ fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
         // What `pad guard` needs inside CMD (docs/leases.md, "pad guard").
         .env("PAD_LEASE_ID", g.lease.lease_id.to_string())
         .env("PAD_LEASE_EXPIRES_AT", g.lease.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .env("PAD_WORKSPACE", w.ws)
         .env(crate::commands::guard::IN_LEASE_GROUP, "1")
-        .env("PAD_KILL_AFTER", format!("{}s", w.kill_after.as_secs()));
+        .env("PAD_KILL_AFTER", format!("{}s", w.kill_after.as_secs()))
+        // The same server, workspace and caller as the supervisor's, however
+        // it was told them (flags, profile): PAD_URL, PAD_PROFILE,
+        // PAD_WORKSPACE, and PAD_TOKEN when it came from the environment. In
+        // the environment, never on a command line.
+        .envs(w.child_env.iter().map(|(k, v)| (k, v)));
     if w.json {
         // pad's JSON lines own stdout; CMD's output goes with the messages.
         let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
