@@ -38,16 +38,26 @@ pub async fn authenticated(State(s): State<AppState>, req: Request, next: Next) 
     // Where the agent reached this pad, for its session brief.
     let host = parts.headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
     let server = format!("http://{host}/");
+    let json_body = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
     parts.extensions.insert(CallerApi(Arc::new(InProcess { state: s, caller, server })));
-    enveloped(next.run(Request::from_parts(parts, body)).await).await
+    enveloped(next.run(Request::from_parts(parts, body)).await, json_body).await
 }
 
 /// The MCP transport answers a request it cannot take (a wrong `Accept`,
 /// a body that is not JSON-RPC) in plain text; pad's clients expect the
 /// error envelope of every other route (docs/api.md, "Errors"): the
 /// transport's sentence becomes its message, the status picks the code.
-async fn enveloped(resp: Response) -> Response {
+/// The transport answers 415 for any body it cannot read; when the request
+/// did say `application/json` (`json_body`), the body is what is wrong, so
+/// that is `400 bad_request`, as a malformed body is on every other route.
+async fn enveloped(resp: Response, json_body: bool) -> Response {
     let status = resp.status();
+    let malformed = json_body && status == axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
     let is_json = resp
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
@@ -70,6 +80,11 @@ async fn enveloped(resp: Response) -> Response {
     // The transport's own sentence, bounded: it is a line, not a document.
     let text = axum::body::to_bytes(resp.into_body(), 4096).await.unwrap_or_default();
     let said = String::from_utf8_lossy(&text).trim().to_string();
+    if malformed {
+        let why = said.strip_prefix("fail to deserialize request body").unwrap_or(&said).trim();
+        let message = format!("invalid JSON-RPC body: {}", if why.is_empty() { "not a JSON-RPC message" } else { why });
+        return ApiError::bad_request(message, None).into_response();
+    }
     let message = if said.is_empty() { format!("the MCP transport refused the request ({status})") } else { said };
     let mut out = ApiError::new(code, message).into_response();
     // Keep the transport's status (e.g. 406), which the code's own may not be.

@@ -50,3 +50,30 @@ async fn settings_of_the_wrong_kind_are_refused_naming_the_setting() {
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.body["settings"]["max_ttl_seconds"], Value::from(7200));
 }
+
+/// `/mcp` with a JSON content type and a body that is not JSON is a
+/// malformed body, `400 bad_request` with a message saying so, as on every
+/// other route; not `415`, which would say the content type was wrong
+/// (docs/api.md, "Errors").
+#[tokio::test]
+async fn mcp_with_a_malformed_json_body_is_bad_request() {
+    let s = TestServer::start().await;
+    for body in ["{not json", "", "{\"jsonrpc\": \"2.0\", \"id\": 1,", "[1, 2", "{}"] {
+        let resp = s
+            .http
+            .post(format!("{}/mcp", s.url))
+            .bearer_auth(&s.owner)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let v: Value = resp.json().await.expect("a JSON body");
+        assert_eq!(status, 400, "{body:?}: {v}");
+        assert_eq!(v["error"]["code"], "bad_request", "{body:?}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("JSON"), "{body:?}: {message}");
+    }
+}
