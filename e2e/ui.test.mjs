@@ -301,6 +301,21 @@ test('screenshots: list and item, desktop and phone', async () => {
   await shot('form-phone', PHONE);
 });
 
+test('on a phone the list headers sit on one line, none cut off', async () => {
+  await page.goto(`${URL}/#/ws/default/items`);
+  await page.locator('tbody tr').first().waitFor();
+  await page.setViewportSize(PHONE);
+  const layout = await page.evaluate(() => {
+    const tr = document.querySelector('.items thead tr');
+    const tops = [...tr.querySelectorAll('th')].map((th) => th.getBoundingClientRect().top);
+    return { tops: new Set(tops.map(Math.round)).size, scroll: tr.scrollWidth, width: tr.clientWidth, count: tops.length };
+  });
+  await page.setViewportSize(DESKTOP);
+  assert.ok(layout.count >= 6, `${layout.count} headers`);
+  assert.equal(layout.tops, 1, 'the headers wrapped onto more than one line');
+  assert.ok(layout.scroll <= layout.width, `headers cut off: ${layout.scroll}px in ${layout.width}px`);
+});
+
 test('a missing item is one clear message: no empty cards, no comment form', async () => {
   await page.goto(`${URL}/#/ws/default/items/TASK-999`);
   await page.locator('.item-page').getByText('No item TASK-999 in workspace default.').waitFor();
@@ -474,6 +489,27 @@ test('fleet: a quarantined item is listed with its reason; an editor cannot requ
   assert.match(await pad('--format', 'json', 'item', 'history', ref), /requeued/);
   await assertNoReload();
   await page.locator('.fleet-queue .empty').waitFor();
+});
+
+test('fleet: a failure note a later success has answered is not shown as the last note (News that is true)', async () => {
+  const ref = await pad('item', 'create', 'Flaky network step', '--kind', 'chore');
+  const first = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'fleet-w3'));
+  await pad('item', 'fail', ref, '--holder', 'fleet-w3', '--epoch', String(first.lease.epoch),
+    '--note', 'flaky net in step 2', '--max-failures', '5');
+  // Held again before any success: the failure is the news, and shown.
+  const again = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'fleet-w4', '--ttl', '30m'));
+  await page.locator('#fleet-link').click();
+  const held = fleetItem('.fleet-holder[data-holder="fleet-w4"]', ref);
+  await held.locator('.fleet-note', { hasText: 'flaky net in step 2' }).waitFor();
+  await pad('item', 'release', ref, '--holder', 'fleet-w4', '--epoch', String(again.lease.epoch));
+  // A success answers it; the next holder's card carries no stale note.
+  await pad('run', ref, '--holder', 'fleet-w3', '--', 'true');
+  const third = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'fleet-w5', '--ttl', '30m'));
+  const next = fleetItem('.fleet-holder[data-holder="fleet-w5"]', ref);
+  await next.waitFor();
+  assert.equal(await next.locator('.fleet-note').count(), 0);
+  await pad('item', 'release', ref, '--holder', 'fleet-w5', '--epoch', String(third.lease.epoch));
+  await next.waitFor({ state: 'detached' });
 });
 
 /** A request from the page with its session and CSRF token, as the UI's own code would send it. */
@@ -730,6 +766,9 @@ test('a missing workspace is one clear message, with no list, filters or live st
   await page.getByRole('alert').filter({ hasText: 'No workspace no-such-place, or you are not a member of it.' }).waitFor();
   assert.equal(await page.locator('.filters, table.items, .item-grid').count(), 0);
   await page.getByRole('link', { name: /^Go to / }).waitFor();
+  // The menu stays on a workspace the caller has, the one the link offers.
+  assert.equal(await page.locator('#workspace').inputValue(), 'default');
+  assert.match(await page.getByRole('link', { name: /^Go to / }).getAttribute('href'), /^#\/ws\/default\//);
   await shot('missing-workspace-desktop', DESKTOP);
   await shot('missing-workspace-phone', PHONE);
   // An item in it says the same.
@@ -737,6 +776,108 @@ test('a missing workspace is one clear message, with no list, filters or live st
   await page.getByText('No workspace no-such-place, or you are not a member of it.').waitFor();
   await page.goto(`${URL}/#/ws/default/items`);
   await page.locator('#live[data-state="live"]').waitFor();
+});
+
+test('an owner changes the lease settings in the browser; the next claim gets the new default TTL', async () => {
+  await page.goto(`${URL}/#/ws/default/items`);
+  await page.locator('#settings-link').click();
+  await page.getByRole('heading', { name: 'Workspace settings' }).waitFor();
+  assert.match(page.url(), /#\/ws\/default\/settings$/);
+  const ttl = page.getByLabel('Default lease TTL');
+  assert.equal(await ttl.inputValue(), '15m');
+  await markDocument();
+  // A default above the longest TTL: the server's message, at the field.
+  await page.getByLabel('Longest lease TTL').fill('1h');
+  await ttl.fill('2h');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  await page.locator('.field-default_ttl_seconds.has-error').waitFor();
+  assert.match(await page.locator('#field-default_ttl_seconds-error').textContent(), /default_ttl_seconds.*1h/);
+  assert.match(await pad('--format', 'json', 'workspace', 'show', 'default'), /"default_ttl_seconds": ?900/);
+  // Not a duration: said before anything is sent.
+  await ttl.fill('soon');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  assert.match(await page.locator('#field-default_ttl_seconds-error').textContent(), /not a duration/);
+  await ttl.fill('30m');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  await page.getByText('Settings saved').waitFor();
+  await page.locator('.field-default_ttl_seconds.has-error').waitFor({ state: 'detached' });
+  const shown = JSON.parse(await pad('--format', 'json', 'workspace', 'show', 'default'));
+  assert.equal(shown.settings.default_ttl_seconds, 1800);
+  const ref = await pad('item', 'create', 'Settings check');
+  const claimed = JSON.parse(await pad('--format', 'json', 'item', 'claim', ref, '--holder', 'settings-w'));
+  assert.equal(claimed.lease.ttl_seconds, 1800);
+  await pad('item', 'release', ref, '--holder', 'settings-w', '--epoch', String(claimed.lease.epoch));
+  await shot('settings-desktop', DESKTOP);
+  await shot('settings-phone', PHONE);
+  // Back to the defaults the other tests expect.
+  await ttl.fill('15m');
+  await page.getByLabel('Longest lease TTL').fill('24h');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  await page.getByText('Settings saved').waitFor();
+  await assertNoReload();
+});
+
+test('an owner adds a webhook (its secret shown once), tests it, sees the delivery and removes it', async () => {
+  await page.locator('#webhooks-link').click();
+  await page.getByRole('heading', { name: 'Webhooks' }).waitFor();
+  assert.match(page.url(), /#\/ws\/default\/webhooks$/);
+  await markDocument();
+  // A URL the server refuses: its message at the field, nothing added.
+  await page.getByLabel('Payload URL').fill('ftp://ci.example.com/hook');
+  await page.getByRole('button', { name: 'Add webhook' }).click();
+  await page.locator('.field-url.has-error').waitFor();
+  assert.match(await page.locator('#field-url-error').textContent(), /http:\/\/ or https:\/\//);
+  assert.equal(await page.locator('.webhook').count(), 0);
+  // An unknown event type, at the events field.
+  await page.getByLabel('Payload URL').fill('http://127.0.0.1:9/pad-hook');
+  await page.getByLabel('Events').fill('lease.expired, lease.exploded');
+  await page.getByRole('button', { name: 'Add webhook' }).click();
+  await page.locator('.field-events.has-error').waitFor();
+  await page.getByLabel('Events').fill('lease.expired, item.quarantined');
+  await page.getByRole('button', { name: 'Add webhook' }).click();
+  const secret = page.locator('.webhook-secret code.secret');
+  await secret.waitFor();
+  assert.match(await secret.textContent(), /^whsec_[0-9a-f]{64}$/);
+  const hook = page.locator('.webhook', { hasText: 'http://127.0.0.1:9/pad-hook' });
+  await hook.waitFor();
+  assert.match(await hook.textContent(), /Events: lease\.expired, item\.quarantined/);
+  assert.equal(await hook.getAttribute('data-state'), 'active');
+  // The CLI sees the same subscription, and never the secret again.
+  const listed = await pad('--format', 'json', 'webhook', 'list');
+  assert.match(listed, /127\.0\.0\.1:9\/pad-hook/);
+  assert.doesNotMatch(listed, /whsec_/);
+  // A test delivery to a closed port: the outcome, then the log.
+  await hook.getByRole('button', { name: 'Send test' }).click();
+  await page.locator('.toast', { hasText: 'Test delivery to http://127.0.0.1:9/pad-hook' }).waitFor();
+  await hook.locator('.webhook-deliveries li', { hasText: 'webhook.test' }).waitFor();
+  await shot('webhooks-desktop', DESKTOP);
+  await shot('webhooks-phone', PHONE);
+  page.once('dialog', (d) => d.accept());
+  await hook.getByRole('button', { name: 'Remove' }).click();
+  await hook.waitFor({ state: 'detached' });
+  assert.doesNotMatch(await pad('--format', 'json', 'webhook', 'list'), /pad-hook/);
+  await assertNoReload();
+});
+
+test('an editor gets no Settings or Webhooks link; the pages say owners only, and the server refuses', async () => {
+  const token = await memberToken('settings-editor@example.com', 'editor');
+  await signInAs(token);
+  assert.equal(await page.locator('#settings-link').isVisible(), false);
+  assert.equal(await page.locator('#webhooks-link').isVisible(), false);
+  await page.goto(`${URL}/#/ws/default/settings`);
+  await page.getByText('Only owners of this workspace can change its settings').waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Save settings' }).count(), 0);
+  await page.goto(`${URL}/#/ws/default/webhooks`);
+  await page.getByText('Only owners of this workspace can change its webhooks').waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Add webhook' }).count(), 0);
+  const settings = async () => JSON.parse(await pad('--format', 'json', 'workspace', 'show', 'default')).settings;
+  const before = await settings();
+  assert.equal(await fetchStatus('PATCH', '', { default_ttl_seconds: 60 }), 403);
+  assert.equal(await fetchStatus('POST', '/webhooks', { url: 'http://127.0.0.1:9/x', events: [] }), 403);
+  assert.deepEqual(await settings(), before);
+  assert.doesNotMatch(await pad('--format', 'json', 'webhook', 'list'), /127\.0\.0\.1:9\/x/);
+  await signInAs(TOKEN);
+  await page.locator('#settings-link').waitFor();
 });
 
 test('keyboard: the sign-out button is reachable and signs out', async () => {

@@ -41,6 +41,7 @@ static FILES: &[(&str, &str, &str)] = &[
     ("fleet.js", JS, include_str!("../web/fleet.js")),
     ("actions.js", JS, include_str!("../web/actions.js")),
     ("sort.js", JS, include_str!("../web/sort.js")),
+    ("settings.js", JS, include_str!("../web/settings.js")),
 ];
 
 /// `GET /` and `GET /assets/{file}`.

@@ -4,11 +4,13 @@
 // Routes:  #/ws/{ws}/items[?status=…&priority=…&kind=…&assignee=…&label=…&leased=…&q=…&sort=…]
 //          #/ws/{ws}/items/{ref}   #/ws/{ws}/items/{ref}/edit   #/ws/{ws}/new
 //          #/ws/{ws}/fleet (fleet.js)
+//          #/ws/{ws}/settings   #/ws/{ws}/webhooks (settings.js; owners)
 
 import { api, ApiError } from './api.js';
 import { h, replace, toast } from './dom.js';
 import { fleetView } from './fleet.js';
 import { itemFormView } from './forms.js';
+import { settingsView, webhooksView } from './settings.js';
 import { startTicker } from './lease.js';
 import { Live } from './live.js';
 import { itemView, listView, signInView } from './views.js';
@@ -92,9 +94,12 @@ function noWorkspace(ws) {
   state.ws = null;
   // Nothing to show live, and no workspace of this name to select.
   liveBadge.hidden = true;
-  wsSelect.value = '';
+  document.getElementById('settings-link').hidden = true;
+  document.getElementById('webhooks-link').hidden = true;
+  // The menu stays on a workspace the caller has: the last one shown, else `default`, else the first.
+  const first = state.workspaces.find((w) => w.slug === lastWs) ?? state.workspaces.find((w) => w.slug === 'default') ?? state.workspaces[0];
+  wsSelect.value = first?.slug ?? '';
   document.title = 'Not found · pad';
-  const first = state.workspaces[0];
   mount({
     el: h('main', { class: 'page', id: 'main' },
       h('div', { class: 'notice notice-error', role: 'alert' }, `No workspace ${ws}, or you are not a member of it.`),
@@ -103,6 +108,9 @@ function noWorkspace(ws) {
     refresh() {},
   });
 }
+
+/** The last workspace shown, where a missing one's page points back to. */
+let lastWs = null;
 
 /** Set by the `/` shortcut on another page: focus the list's search once it is shown. */
 let focusSearch = false;
@@ -113,7 +121,7 @@ async function route() {
   if (parts[0] !== 'ws' || !parts[1]) {
     const first = state.workspaces.find((w) => w.slug === 'default') ?? state.workspaces[0];
     if (!first) {
-      mount({ el: h('main', { class: 'page', id: 'main' }, h('h1', {}, 'No workspaces'), h('p', {}, 'Ask an owner to add you to one, or run `pad workspace create`.')), onEvent() {}, refresh() {} });
+      mount({ el: h('main', { class: 'page', id: 'main' }, h('h1', {}, 'No workspaces'), h('p', {}, 'Ask an owner to add you to one, or run ', h('code', {}, 'pad workspace create'), '.')), onEvent() {}, refresh() {} });
       return;
     }
     location.replace(`#/ws/${first.slug}/items`);
@@ -132,6 +140,7 @@ async function route() {
     if (!state.workspaces.some((w) => w.slug === ws)) return noWorkspace(ws);
   }
   liveBadge.hidden = false;
+  lastWs = ws;
   if (state.ws !== ws) {
     state.ws = ws;
     live.connect(ws);
@@ -143,9 +152,23 @@ async function route() {
   const fleetLink = document.getElementById('fleet-link');
   fleetLink.href = `#/ws/${encodeURIComponent(ws)}/fleet`;
   fleetLink.toggleAttribute('aria-current', page === 'fleet');
+  // The owner's pages: linked for owners only (the server refuses others).
+  const owner = ctx.workspace?.role === 'owner';
+  for (const [id, name] of [['settings-link', 'settings'], ['webhooks-link', 'webhooks']]) {
+    const link = document.getElementById(id);
+    link.href = `#/ws/${encodeURIComponent(ws)}/${name}`;
+    link.hidden = !owner;
+    link.toggleAttribute('aria-current', page === name);
+  }
   if (page === 'fleet') {
     document.title = `Fleet · ${ws} · pad`;
     mount(fleetView(ctx));
+  } else if (page === 'settings') {
+    document.title = `Settings · ${ws} · pad`;
+    mount(settingsView(ctx));
+  } else if (page === 'webhooks') {
+    document.title = `Webhooks · ${ws} · pad`;
+    mount(webhooksView(ctx));
   } else if (page === 'new') mount(itemFormView(ctx, null));
   else if (page === 'items' && ref && sub === 'edit') mount(itemFormView(ctx, ref));
   else if (page === 'items' && ref) mount(itemView(ctx, ref));

@@ -1,7 +1,7 @@
 // The fleet page (#/ws/{ws}/fleet): who holds what right now, what the
 // fleet did over the last hour, and the quarantine queue. Live: any event
 // re-reads the page (debounced); countdowns tick with the shared ticker
-// (lease.js), which also re-reads at expiry. docs/web.md, "Fleet".
+// (lease.js), which also re-reads at expiry. README.md, "Web UI".
 
 import { api, ApiError, serverNow, wsPath } from './api.js';
 import { h, replace, toast } from './dom.js';
@@ -106,16 +106,24 @@ function chart(name, bins, kind) {
     svg('line', { x1: 0, y1: height - 0.5, x2: width, y2: height - 0.5, class: 'spark-base' }), ...bars);
   return h('figure', { class: `fleet-chart chart-${kind}`, dataset: { chart: kind, total: String(total) } },
     h('figcaption', {}, h('span', { class: 'chart-name' }, name), h('strong', { class: 'chart-total' }, String(total))),
-    graphic);
+    graphic,
+    // The time axis: the hour runs left to right, ending now.
+    h('div', { class: 'chart-axis', 'aria-hidden': 'true' }, h('span', {}, '60 min ago'), h('span', {}, 'now')));
 }
 
 function itemLink(ws, item) {
   return h('a', { href: `#/ws/${encodeURIComponent(ws)}/items/${encodeURIComponent(item.ref)}`, class: 'fleet-ref' }, item.ref);
 }
 
-/** The note a person most wants next to a held item: the previous worker's handoff or failure note. */
+/**
+ * The note a person most wants next to a held item: the previous worker's
+ * handoff note, else the last failure's note while a failure is still the
+ * item's latest outcome (a later success makes it old news: docs/leases.md,
+ * "News that is true").
+ */
 function lastNote(item) {
-  return item.last_lease?.note ?? item.last_failure_note ?? null;
+  const failureIsNews = item.last_failure_at && !(item.last_success_at && Date.parse(item.last_success_at) > Date.parse(item.last_failure_at));
+  return item.last_lease?.note ?? (failureIsNews ? item.last_failure_note : null) ?? null;
 }
 
 function holderCard(ws, holder, items) {

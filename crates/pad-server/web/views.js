@@ -73,7 +73,7 @@ export function signInView(onSignedIn) {
     h('div', { class: 'field' },
       h('label', { for: 'token' }, 'API token'),
       input,
-      h('p', { class: 'hint', id: 'token-hint' }, '`pad serve` prints one on first start; `pad token create` makes more.'),
+      h('p', { class: 'hint', id: 'token-hint' }, h('code', {}, 'pad serve'), ' prints one on first start; ', h('code', {}, 'pad token create'), ' makes more.'),
       error),
     button,
   );
