@@ -55,10 +55,12 @@ pub struct Principal {
     pub user: crate::User,
     pub token_id: i64,
     pub scope: Option<TokenScope>,
-    /// Who minted the token, when another account did (an owner minting for
-    /// a member): its requests and streams count against that account too
-    /// (docs/api.md, "Limits"). `None` for a user's own token.
-    pub minted_by: Option<i64>,
+    /// The account at the root of the token's minting chain, when it is not
+    /// the user itself (an owner minted the token, or a token of theirs
+    /// minted it, down any number of mints): requests, streams and budgets
+    /// count against that account too (docs/api.md, "Limits"). `None` for a
+    /// chain that starts with the user's own token.
+    pub charged_to: Option<i64>,
 }
 
 /// The lesser of two roles (viewer < editor < owner).

@@ -87,7 +87,8 @@ impl AccountOps for PgStore {
 
     async fn authenticate(&self, hash: &str) -> StoreResult<Option<Principal>> {
         let row = sqlx::query(
-            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email,
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role,
+                    COALESCE(t.charged_to, t.minted_by, t.user_id) AS charged_to, u.id AS user_id, u.email,
                     (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute') AS stale
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = $1 AND t.revoked_at IS NULL",
         )
@@ -139,7 +140,8 @@ impl AccountOps for PgStore {
 
     async fn authenticate_session(&self, hash: &str) -> StoreResult<Option<Principal>> {
         let row = sqlx::query(
-            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email
+            "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role,
+                    COALESCE(t.charged_to, t.minted_by, t.user_id) AS charged_to, u.id AS user_id, u.email
              FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
              WHERE s.hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now() AND t.revoked_at IS NULL",
         )
@@ -373,11 +375,11 @@ impl AccountSteps for Tx {
     }
 
     async fn insert_token(
-        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64,
+        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64, charged_to: i64,
     ) -> StoreResult<TokenInfo> {
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role, minted_by)
-             VALUES ($1, $2, $3, now(), $4, $5, $6) RETURNING id",
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role, minted_by, charged_to)
+             VALUES ($1, $2, $3, now(), $4, $5, $6, $7) RETURNING id",
         )
         .bind(user)
         .bind(name)
@@ -385,6 +387,7 @@ impl AccountSteps for Tx {
         .bind(scope.map(|s| s.0))
         .bind(scope.map(|s| s.1.as_str()))
         .bind(minted_by)
+        .bind(charged_to)
         .fetch_one(&mut *self.conn)
         .await
         .map_err(db)?;

@@ -162,7 +162,7 @@ pub fn principal_from_row(row: &PgRow) -> StoreResult<Principal> {
         row.get("workspace_id"),
         row.get("scope_role"),
         user,
-        row.get("minted_by"),
+        row.get("charged_to"),
     )
 }
 

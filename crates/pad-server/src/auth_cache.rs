@@ -313,7 +313,12 @@ mod tests {
     use pad_core::User;
 
     fn principal(id: i64) -> Principal {
-        Principal { user: User { id, email: format!("u{id}@example.com") }, token_id: id, scope: None, minted_by: None }
+        Principal {
+            user: User { id, email: format!("u{id}@example.com") },
+            token_id: id,
+            scope: None,
+            charged_to: None,
+        }
     }
 
     async fn ask(cache: &AuthCache, n: i64, loads: &AtomicU64) -> Option<Principal> {

@@ -179,13 +179,23 @@ pub struct Caller {
     /// The token's scope: `None` reaches all of the user's workspaces.
     pub scope: Option<TokenScope>,
     pub credential: Credential,
-    /// The account that minted the token, when not the user itself.
-    pub minted_by: Option<i64>,
+    /// The account at the root of the token's minting chain, when not the
+    /// user itself: every per-account limit is charged to it too
+    /// (docs/api.md, "Limits").
+    pub charged_to: Option<i64>,
 }
 
 impl Caller {
     pub fn actor(&self) -> Actor {
         Actor { user_id: self.user.id }
+    }
+
+    /// The account this caller's limits are charged to: the root of its
+    /// token's minting chain, which a token it mints inherits, so users an
+    /// owner invents cannot shed the charge by minting their own tokens
+    /// (docs/api.md, "Limits").
+    pub fn charged_account(&self) -> Actor {
+        Actor { user_id: self.charged_to.unwrap_or(self.user.id) }
     }
 
     /// Refuses a token scoped to one workspace on a route that reaches past
@@ -227,18 +237,19 @@ impl FromRequestParts<AppState> for Caller {
                 }
             });
         };
-        // Per user, so more tokens buy no more requests; and a token minted
-        // by another account also counts against that account, so users an
-        // owner invents buy it no more either (docs/api.md, "Limits").
+        // Per user, so more tokens buy no more requests; and a token whose
+        // minting chain starts with another account also counts against
+        // that account, so users an owner invents buy it no more either
+        // (docs/api.md, "Limits").
         let too_fast = |wait: u64, whose: &str| ApiError {
             retry_after: Some(wait as i64),
             ..ApiError::new(ErrorCode::RateLimited, format!("too many requests for {whose}; slow down"))
         };
         state.rate.check(p.user.id).map_err(|w| too_fast(w, "this user"))?;
-        if let Some(minter) = p.minted_by {
-            state.rate.check(minter).map_err(|w| too_fast(w, "the account that minted this token"))?;
+        if let Some(root) = p.charged_to {
+            state.rate.check(root).map_err(|w| too_fast(w, "the account that minted this token"))?;
         }
-        Ok(Caller { user: p.user, scope: p.scope, credential, minted_by: p.minted_by })
+        Ok(Caller { user: p.user, scope: p.scope, credential, charged_to: p.charged_to })
     }
 }
 

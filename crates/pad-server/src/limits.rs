@@ -25,11 +25,11 @@ impl StreamLimiter {
         self.open_charged(user_id, None)
     }
 
-    /// Like [`StreamLimiter::open`], also taking a slot of `minted_by`, the
-    /// account that minted the caller's token, or `None` when either is at
-    /// the cap.
-    pub fn open_charged(&self, user_id: i64, minted_by: Option<i64>) -> Option<StreamPermit> {
-        let users: Vec<i64> = std::iter::once(user_id).chain(minted_by.filter(|m| *m != user_id)).collect();
+    /// Like [`StreamLimiter::open`], also taking a slot of `charged_to`, the
+    /// account at the root of the caller's token's minting chain, or `None`
+    /// when either is at the cap.
+    pub fn open_charged(&self, user_id: i64, charged_to: Option<i64>) -> Option<StreamPermit> {
+        let users: Vec<i64> = std::iter::once(user_id).chain(charged_to.filter(|m| *m != user_id)).collect();
         let mut open = self.open.lock().expect("stream limiter lock");
         if users.iter().any(|u| open.get(u).is_some_and(|n| *n >= STREAMS_PER_USER)) {
             return None;
@@ -414,10 +414,20 @@ impl AccountLimiter {
     /// and the seconds until one is possible (an hour when the total is
     /// spent: only a restart or another instance frees it).
     pub fn charge(&self, user_id: i64, budget: Budget) -> Result<(), (String, u64)> {
-        self.charge_at(user_id, budget, std::time::Instant::now())
+        self.charge_at(&[user_id], budget, std::time::Instant::now())
     }
 
-    fn charge_at(&self, user_id: i64, budget: Budget, now: std::time::Instant) -> Result<(), (String, u64)> {
+    /// Charges one use of `budget` to `user_id` and to `charged_to`, the
+    /// account at the root of its token's minting chain, if another: both
+    /// or neither, so an account's invented users spend its budget too
+    /// (docs/api.md, "Limits").
+    pub fn charge_chain(&self, user_id: i64, charged_to: i64, budget: Budget) -> Result<(), (String, u64)> {
+        let both = [user_id, charged_to];
+        let accounts = if charged_to == user_id { &both[..1] } else { &both[..] };
+        self.charge_at(accounts, budget, std::time::Instant::now())
+    }
+
+    fn charge_at(&self, accounts: &[i64], budget: Budget, now: std::time::Instant) -> Result<(), (String, u64)> {
         if self.off {
             return Ok(());
         }
@@ -427,32 +437,41 @@ impl AccountLimiter {
             used.map.retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < HOUR));
             used.swept_at = used.map.len();
         }
-        let total = used.totals.get(&(user_id, budget)).copied().unwrap_or(0);
-        if total >= bounds.total {
-            let msg = format!(
-                "at most {} {} per account in all; ask the server's operator (PAD_ACCOUNT_LIMITS)",
-                bounds.total,
-                budget.what()
-            );
-            return Err((msg, HOUR.as_secs()));
+        // Every account is checked before any is charged, so a refusal
+        // spends nothing.
+        for &account in accounts {
+            let total = used.totals.get(&(account, budget)).copied().unwrap_or(0);
+            if total >= bounds.total {
+                let msg = format!(
+                    "at most {} {} per account in all; ask the server's operator (PAD_ACCOUNT_LIMITS)",
+                    bounds.total,
+                    budget.what()
+                );
+                return Err((msg, HOUR.as_secs()));
+            }
+            let times = used.map.entry((account, budget)).or_default();
+            while times.front().is_some_and(|t| now.duration_since(*t) >= HOUR) {
+                times.pop_front();
+            }
+            if times.len() >= bounds.per_hour {
+                let wait = times
+                    .front()
+                    .map_or(HOUR, |oldest| HOUR.saturating_sub(now.duration_since(*oldest)))
+                    .as_secs()
+                    .max(1);
+                let msg = format!(
+                    "at most {} {} per account in an hour; the next is possible in {}s",
+                    bounds.per_hour,
+                    budget.what(),
+                    wait
+                );
+                return Err((msg, wait));
+            }
         }
-        let times = used.map.entry((user_id, budget)).or_default();
-        while times.front().is_some_and(|t| now.duration_since(*t) >= HOUR) {
-            times.pop_front();
+        for &account in accounts {
+            used.map.entry((account, budget)).or_default().push_back(now);
+            *used.totals.entry((account, budget)).or_default() += 1;
         }
-        if times.len() >= bounds.per_hour {
-            let wait =
-                times.front().map_or(HOUR, |oldest| HOUR.saturating_sub(now.duration_since(*oldest))).as_secs().max(1);
-            let msg = format!(
-                "at most {} {} per account in an hour; the next is possible in {}s",
-                bounds.per_hour,
-                budget.what(),
-                wait
-            );
-            return Err((msg, wait));
-        }
-        times.push_back(now);
-        *used.totals.entry((user_id, budget)).or_default() += 1;
         Ok(())
     }
 }
@@ -467,14 +486,14 @@ mod account_tests {
         let t0 = std::time::Instant::now();
         let per_hour = l.bounds(Budget::MembersAdded).per_hour;
         for _ in 0..per_hour {
-            l.charge_at(1, Budget::MembersAdded, t0).unwrap();
+            l.charge_at(&[1], Budget::MembersAdded, t0).unwrap();
         }
-        let (msg, wait) = l.charge_at(1, Budget::MembersAdded, t0).unwrap_err();
+        let (msg, wait) = l.charge_at(&[1], Budget::MembersAdded, t0).unwrap_err();
         assert!(msg.contains("members added per account in an hour") && wait == 3600, "{msg} {wait}");
         // Another account, another budget: untouched.
-        l.charge_at(2, Budget::MembersAdded, t0).unwrap();
-        l.charge_at(1, Budget::Workspaces, t0).unwrap();
-        l.charge_at(1, Budget::MembersAdded, t0 + HOUR).unwrap();
+        l.charge_at(&[2], Budget::MembersAdded, t0).unwrap();
+        l.charge_at(&[1], Budget::Workspaces, t0).unwrap();
+        l.charge_at(&[1], Budget::MembersAdded, t0 + HOUR).unwrap();
     }
 
     #[test]
@@ -484,13 +503,28 @@ mod account_tests {
         // 35 users over two hours, then the total is spent.
         for i in 0..35u32 {
             let at = t0 + HOUR * (i / 20);
-            l.charge_at(7, Budget::InvitedUsers, at).unwrap_or_else(|e| panic!("user {}: {e:?}", i + 1));
+            l.charge_at(&[7], Budget::InvitedUsers, at).unwrap_or_else(|e| panic!("user {}: {e:?}", i + 1));
         }
-        let (msg, _) = l.charge_at(7, Budget::InvitedUsers, t0 + HOUR * 5).unwrap_err();
+        let (msg, _) = l.charge_at(&[7], Budget::InvitedUsers, t0 + HOUR * 5).unwrap_err();
         assert!(msg.contains("at most 35 new users invited per account in all"), "{msg}");
-        let (msg, _) = l.charge_at(7, Budget::InvitedUsers, t0 + HOUR * 50).unwrap_err();
+        let (msg, _) = l.charge_at(&[7], Budget::InvitedUsers, t0 + HOUR * 50).unwrap_err();
         assert!(msg.contains("in all"), "a total does not free with time: {msg}");
-        l.charge_at(8, Budget::InvitedUsers, t0).unwrap();
+        l.charge_at(&[8], Budget::InvitedUsers, t0).unwrap();
+    }
+
+    #[test]
+    fn a_chain_charges_its_root_too_and_a_refusal_spends_nothing() {
+        let l = AccountLimiter::default().with(Budget::InvitedUsers, Bounds { per_hour: 100, total: 2 });
+        let t0 = std::time::Instant::now();
+        l.charge_at(&[1], Budget::InvitedUsers, t0).unwrap();
+        // User 2, charged to 1: spends 1's second use and 2's first.
+        l.charge_at(&[2, 1], Budget::InvitedUsers, t0).unwrap();
+        assert!(l.charge_at(&[2, 1], Budget::InvitedUsers, t0).is_err(), "the root's total is spent");
+        assert!(l.charge_at(&[3, 1], Budget::InvitedUsers, t0).is_err(), "another of its users, too");
+        // The refusals spent nothing of 2's or 3's own budgets.
+        l.charge_at(&[2], Budget::InvitedUsers, t0).unwrap();
+        l.charge_at(&[3], Budget::InvitedUsers, t0).unwrap();
+        l.charge_at(&[3], Budget::InvitedUsers, t0).unwrap();
     }
 
     #[test]

@@ -88,8 +88,8 @@ impl AccountOps for SqliteStore {
         let found = self
             .read(move |c| {
                 c.opt(
-                    "SELECT t.id AS token_id, t.last_used_at, t.workspace_id, t.role AS scope_role, t.minted_by,
-                            u.id AS user_id, u.email
+                    "SELECT t.id AS token_id, t.last_used_at, t.workspace_id, t.role AS scope_role,
+                            COALESCE(t.charged_to, t.minted_by, t.user_id) AS charged_to, u.id AS user_id, u.email
                      FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND t.revoked_at IS NULL",
                     [&hash],
                     |r| Ok((rows::principal_from_row(r)?, r.col::<Option<i64>>("last_used_at")?)),
@@ -129,7 +129,8 @@ impl AccountOps for SqliteStore {
         let (hash, now) = (hash.to_owned(), micros(self.clock.read()));
         self.read(move |c| {
             c.opt(
-                "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role, t.minted_by, u.id AS user_id, u.email
+                "SELECT t.id AS token_id, t.workspace_id, t.role AS scope_role,
+                        COALESCE(t.charged_to, t.minted_by, t.user_id) AS charged_to, u.id AS user_id, u.email
                  FROM sessions s JOIN tokens t ON t.id = s.token_id JOIN users u ON u.id = t.user_id
                  WHERE s.hash = ? AND s.revoked_at IS NULL AND s.expires_at > ? AND t.revoked_at IS NULL",
                 (&hash, now),
@@ -290,13 +291,22 @@ impl AccountSteps for Tx {
     }
 
     async fn insert_token(
-        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64,
+        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64, charged_to: i64,
     ) -> StoreResult<TokenInfo> {
         let conn = self.conn();
         let id: i64 = conn.scalar(
-            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role, minted_by)
-             VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (user, name, hash, micros(self.now), scope.map(|s| s.0), scope.map(|s| s.1.as_str()), minted_by),
+            "INSERT INTO tokens (user_id, name, hash, created_at, workspace_id, role, minted_by, charged_to)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                user,
+                name,
+                hash,
+                micros(self.now),
+                scope.map(|s| s.0),
+                scope.map(|s| s.1.as_str()),
+                minted_by,
+                charged_to,
+            ),
         )?;
         conn.one(&format!("{} WHERE t.id = ?", rows::TOKEN_SELECT), [id], rows::token_from_row)
     }

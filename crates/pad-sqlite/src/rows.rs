@@ -142,7 +142,7 @@ pub fn principal_from_row(row: &Row<'_>) -> StoreResult<Principal> {
         row.col("workspace_id")?,
         row.col("scope_role")?,
         user,
-        row.col("minted_by")?,
+        row.col("charged_to")?,
     )
 }
 

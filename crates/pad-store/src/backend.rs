@@ -172,12 +172,13 @@ impl<B: Backend> Store for B {
         steps::update_settings(self, ws, patch).await
     }
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, None, user).await
+        steps::insert_token(self, user, name, hash, None, user, user).await
     }
+    #[allow(clippy::too_many_arguments)] // as on the trait
     async fn create_scoped_token(
-        &self, user: Actor, name: &str, hash: &str, ws: &Workspace, role: Role, minted_by: Actor,
+        &self, user: Actor, name: &str, hash: &str, ws: &Workspace, role: Role, minted_by: Actor, charged_to: Actor,
     ) -> StoreResult<TokenInfo> {
-        steps::insert_token(self, user, name, hash, Some((ws.id, role)), minted_by).await
+        steps::insert_token(self, user, name, hash, Some((ws.id, role)), minted_by, charged_to).await
     }
     async fn list_tokens(&self, ws: &Workspace, user: Actor) -> StoreResult<Vec<TokenInfo>> {
         AccountOps::list_tokens(self, ws, user).await

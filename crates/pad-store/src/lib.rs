@@ -108,16 +108,23 @@ pub trait Store: Send + Sync + 'static {
         &self, ws: &Workspace, patch: &pad_core::settings::SettingsPatch,
     ) -> StoreResult<Workspace>;
 
-    /// Stores an unscoped token (all of `user`'s workspaces) by its hash; the
+    /// Stores an unscoped token (all of `user`'s workspaces) by its hash,
+    /// charged to `user` itself (only its user mints one, and only with an
+    /// unscoped token, which is charged to no one else); the
     /// secret itself never reaches the store. Refused past
     /// `TOKENS_PER_USER_MAX` live tokens of `user`. Who may mint what is
     /// `pad_core::authz::mint`'s to say, before this is called.
     async fn create_token(&self, user: Actor, name: &str, hash: &str) -> StoreResult<TokenInfo>;
     /// Like [`Store::create_token`], for a token that reaches `ws` only, with
     /// at most `role` there (docs/api.md, "Tokens"), minted by `minted_by`
-    /// (`user` itself, or an owner minting for a member).
+    /// (`user` itself, or an owner minting for a member), and charged to
+    /// `charged_to`: the account the minting token is charged to, so a chain
+    /// of mints keeps charging its root (docs/api.md, "Limits").
+    // Each argument is a column of the one row written; grouping them would
+    // only move the list into a struct each caller fills the same way.
+    #[allow(clippy::too_many_arguments)]
     async fn create_scoped_token(
-        &self, user: Actor, name: &str, hash: &str, ws: &Workspace, role: Role, minted_by: Actor,
+        &self, user: Actor, name: &str, hash: &str, ws: &Workspace, role: Role, minted_by: Actor, charged_to: Actor,
     ) -> StoreResult<TokenInfo>;
     /// Live tokens scoped to `ws` (anyone's), and all live tokens of `user`;
     /// `pad_core::authz::token_visible` picks what a caller sees.

@@ -200,18 +200,19 @@ pub fn scope_role(s: Option<String>) -> StoreResult<Option<Role>> {
     s.as_deref().map(role).transpose()
 }
 
-/// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`.
+/// Columns `token_id`, `workspace_id`, `scope_role`, `user_id`, `email`,
+/// `charged_to`.
 pub fn principal(
-    token_id: i64, workspace_id: Option<i64>, scope_role: Option<String>, user: User, minted_by: Option<i64>,
+    token_id: i64, workspace_id: Option<i64>, scope_role: Option<String>, user: User, charged_to: Option<i64>,
 ) -> StoreResult<Principal> {
     let scope = match (workspace_id, self::scope_role(scope_role)?) {
         (Some(workspace_id), Some(role)) => Some(TokenScope { workspace_id, role }),
         (None, None) => None,
         _ => return Err(corrupt("tokens.role", "a scope needs both a workspace and a role")),
     };
-    // One's own token charges no one else.
-    let minted_by = minted_by.filter(|m| *m != user.id);
-    Ok(Principal { user, token_id, scope, minted_by })
+    // A chain that starts with one's own token charges no one else.
+    let charged_to = charged_to.filter(|m| *m != user.id);
+    Ok(Principal { user, token_id, scope, charged_to })
 }
 
 /// The item row's own columns, in every dialect's item SELECT (`i` is the

@@ -126,8 +126,10 @@ pub trait AccountSteps: Send {
     /// "Workspace settings": two owners' changes never interleave).
     async fn lock_settings(&mut self, ws: i64) -> StoreResult<WorkspaceSettings>;
     async fn write_settings(&mut self, ws: i64, next: &WorkspaceSettings) -> StoreResult<Workspace>;
+    /// `charged_to`: the account the token's limits are charged to
+    /// (docs/api.md, "Limits").
     async fn insert_token(
-        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64,
+        &mut self, user: i64, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: i64, charged_to: i64,
     ) -> StoreResult<TokenInfo>;
 }
 

@@ -69,9 +69,9 @@ pub async fn stream(
         }
     };
     let cursor = resume.or(q.after).unwrap_or(0);
-    // Counted for the user and for the account that minted its token, if
-    // another (docs/api.md, "Limits").
-    let permit = s.streams.open_charged(ctx.caller.user.id, ctx.caller.minted_by).ok_or_else(|| ApiError {
+    // Counted for the user and for the account at the root of its token's
+    // minting chain, if another (docs/api.md, "Limits").
+    let permit = s.streams.open_charged(ctx.caller.user.id, ctx.caller.charged_to).ok_or_else(|| ApiError {
         retry_after: Some(5),
         ..ApiError::new(
             ErrorCode::RateLimited,

@@ -52,7 +52,8 @@ pub async fn create(
     State(s): State<AppState>, caller: Caller, Json(body): Json<CreateWorkspace>,
 ) -> ApiResult<(StatusCode, axum::Json<WorkspaceView>)> {
     caller.require_unscoped()?;
-    s.accounts.charge(caller.actor().user_id, Budget::Workspaces).map_err(budget_spent)?;
+    let charged = caller.charged_account().user_id;
+    s.accounts.charge_chain(caller.actor().user_id, charged, Budget::Workspaces).map_err(budget_spent)?;
     let name = body.name.unwrap_or_else(|| body.slug.clone());
     let ws = s.store.create_workspace(&body.slug, &name, caller.actor()).await?;
     Ok((StatusCode::CREATED, axum::Json(view(&s, ws, Role::Owner).await?)))
@@ -124,13 +125,15 @@ pub async fn members(State(s): State<AppState>, ctx: Ctx) -> JsonOut<MemberList>
 pub async fn set_member(State(s): State<AppState>, ctx: Ctx, Json(body): Json<SetMember>) -> JsonOut<Member> {
     ctx.require(Action::Administer)?;
     // Inviting an email pad does not know creates a user: charged to the
-    // inviting account (docs/api.md, "Limits").
+    // inviting account and to the root of its token's minting chain, so an
+    // invented owner spends its inventor's budget (docs/api.md, "Limits").
+    let (user, charged) = (ctx.actor().user_id, ctx.caller.charged_account().user_id);
     if s.store.user_by_email(&body.email).await?.is_none() {
-        s.accounts.charge(ctx.actor().user_id, Budget::InvitedUsers).map_err(budget_spent)?;
+        s.accounts.charge_chain(user, charged, Budget::InvitedUsers).map_err(budget_spent)?;
     }
     // So is each member added (a role change is not one).
     if !s.store.list_members(&ctx.ws).await?.iter().any(|m| m.email.eq_ignore_ascii_case(&body.email)) {
-        s.accounts.charge(ctx.actor().user_id, Budget::MembersAdded).map_err(budget_spent)?;
+        s.accounts.charge_chain(user, charged, Budget::MembersAdded).map_err(budget_spent)?;
     }
     let _fresh = s.auth_cache.invalidation();
     Ok(axum::Json(s.store.set_member(&ctx.ws, &body.email, body.role).await?))
@@ -213,7 +216,13 @@ pub async fn create_token(
     let hash = hash_token(&token);
     let info = match grant {
         None => s.store.create_token(target, &body.name, &hash).await?,
-        Some(role) => s.store.create_scoped_token(target, &body.name, &hash, &ctx.ws, role, ctx.actor()).await?,
+        // Charged to the account the caller's token is charged to, so a token
+        // minted with a minted token still charges the chain's root
+        // (docs/api.md, "Limits").
+        Some(role) => {
+            let charged_to = ctx.caller.charged_account();
+            s.store.create_scoped_token(target, &body.name, &hash, &ctx.ws, role, ctx.actor(), charged_to).await?
+        }
     };
     Ok((StatusCode::CREATED, axum::Json(TokenCreated { token, info })))
 }

@@ -521,7 +521,10 @@ async fn requests_with_minted_tokens_count_against_the_minter() {
         s.store.set_member(&ws, email, pad_core::Role::Editor).await.unwrap();
         let user = pad_store::Actor { user_id: s.store.user_by_email(email).await.unwrap().unwrap().id };
         let token = new_token();
-        s.store.create_scoped_token(user, "t", &hash_token(&token), &ws, pad_core::Role::Editor, owner).await.unwrap();
+        s.store
+            .create_scoped_token(user, "t", &hash_token(&token), &ws, pad_core::Role::Editor, owner, owner)
+            .await
+            .unwrap();
         minted.push(token);
     }
     // a's own token (minted by a) charges a alone.

@@ -354,6 +354,71 @@ async fn a_user_with_many_tokens_shares_one_stream_cap() {
     drop(streams);
 }
 
+/// Finding: only a token's direct minter was charged, so a user the owner
+/// invented could mint itself a token and, with it, have streams and
+/// budgets of its own. Every limit is now charged to the account at the
+/// root of the minting chain (docs/api.md, "Limits"), on both backends: with
+/// the owner at its stream cap, the invented user's self-minted token opens
+/// none; with the owner's invitations spent, the invented owner invites no
+/// one. No rate limit here, so only the cap and the budget can refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invented_users_own_tokens_are_charged_to_the_root_account() {
+    use pad_server::limits::{AccountLimiter, Bounds, Budget};
+    for b in common::backends().await {
+        let s = TestServer::start_on_with(&b.url, |st| {
+            st.rate = pad_server::limits::RateLimiter::new(None);
+            st.accounts = AccountLimiter::default().with(Budget::InvitedUsers, Bounds { per_hour: 1000, total: 2 });
+        })
+        .await;
+        // The owner invents a user (one invitation of 2), makes it an owner
+        // and mints it a token; that token mints one for itself.
+        let by_owner = s.member("default", "invented@example.com", "owner").await;
+        let minted = s.post(&by_owner, "/api/v1/workspaces/default/tokens", serde_json::json!({"name": "self"})).await;
+        assert_eq!(minted.status, 201, "{}: {:?}", b.name, minted.body);
+        let own = minted.body["token"].as_str().unwrap().to_string();
+
+        let open = |t: String| {
+            let req = s.http.get(format!("{}/api/v1/workspaces/default/events/stream", s.url)).bearer_auth(t);
+            async move { req.send().await.unwrap() }
+        };
+        let mut streams = Vec::new();
+        for i in 0..pad_server::limits::STREAMS_PER_USER {
+            let r = open(s.owner.clone()).await;
+            assert_eq!(r.status(), 200, "{}: the owner's stream {}", b.name, i + 1);
+            streams.push(r);
+        }
+        let extra = open(own.clone()).await;
+        assert_eq!(
+            extra.status(),
+            429,
+            "{}: the invented user's own token opened a stream past the owner's cap",
+            b.name
+        );
+        drop(streams);
+
+        // The owner spends its second invitation; the invented owner's,
+        // made with its own token, is the third.
+        let a = s
+            .post(
+                &s.owner,
+                "/api/v1/workspaces/default/members",
+                serde_json::json!({"email": "second@example.com", "role": "viewer"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}: {:?}", b.name, a.body);
+        let over = s
+            .post(
+                &own,
+                "/api/v1/workspaces/default/members",
+                serde_json::json!({"email": "third@example.com", "role": "viewer"}),
+            )
+            .await;
+        assert_eq!((over.status.as_u16(), over.code()), (429, "rate_limited"), "{}: {:?}", b.name, over.body);
+        assert!(over.body["error"]["message"].as_str().unwrap().contains("in all"), "{}: {:?}", b.name, over.body);
+        assert!(s.store.user_by_email("third@example.com").await.unwrap().is_none(), "{}: created", b.name);
+    }
+}
+
 /// `n` new tokens of the owner.
 async fn mint(s: &TestServer, n: usize) -> Vec<String> {
     let mut tokens = Vec::new();

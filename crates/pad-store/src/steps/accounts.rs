@@ -54,7 +54,7 @@ pub async fn bootstrap<S: Begin>(s: &S, email: &str, slug: &str, name: &str, has
     shared::failpoint("bootstrap-user");
     new_workspace(&mut tx, slug, name, user.id).await?;
     shared::failpoint("bootstrap-workspace");
-    tx.insert_token(user.id, "bootstrap", hash, None, user.id).await?;
+    tx.insert_token(user.id, "bootstrap", hash, None, user.id, user.id).await?;
     shared::failpoint("bootstrap-token");
     tx.commit().await?;
     Ok(true)
@@ -104,9 +104,10 @@ pub async fn remove_member<S: Begin>(s: &S, ws: &Workspace, email: &str) -> Stor
     Ok(())
 }
 
-/// One token insert, under the per-user cap (docs/api.md, "Tokens").
+/// One token insert, under the per-user cap (docs/api.md, "Tokens"),
+/// charged to `charged_to` (docs/api.md, "Limits").
 pub async fn insert_token<S: Begin>(
-    s: &S, user: Actor, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: Actor,
+    s: &S, user: Actor, name: &str, hash: &str, scope: Option<(i64, Role)>, minted_by: Actor, charged_to: Actor,
 ) -> StoreResult<TokenInfo> {
     validate::text("name", name, 1, 200, Lines::Single)?;
     let mut tx = s.begin().await?;
@@ -131,7 +132,7 @@ pub async fn insert_token<S: Begin>(
     // Concurrent mints of one user take turns, so the cap holds.
     tx.lock_tokens(user.user_id).await?;
     shared::too_many_tokens(tx.live_tokens(user.user_id).await?)?;
-    let token = tx.insert_token(user.user_id, name, hash, scope, minted_by.user_id).await?;
+    let token = tx.insert_token(user.user_id, name, hash, scope, minted_by.user_id, charged_to.user_id).await?;
     tx.commit().await?;
     Ok(token)
 }

@@ -57,7 +57,7 @@ pub async fn workspaces_members_and_tokens(store: Arc<dyn Store>) {
 pub async fn scoped_tokens_and_the_live_token_cap(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let s = &f.store;
-    let t = s.create_scoped_token(f.editor, "agent", "hash-s", &f.ws, Role::Viewer, f.editor).await.unwrap();
+    let t = s.create_scoped_token(f.editor, "agent", "hash-s", &f.ws, Role::Viewer, f.editor, f.editor).await.unwrap();
     assert_eq!((t.workspace.as_deref(), t.role), (Some("acme"), Some(Role::Viewer)));
     let p = s.authenticate("hash-s").await.unwrap().unwrap();
     assert_eq!(p.scope, Some(pad_core::TokenScope { workspace_id: f.ws.id, role: Role::Viewer }));
@@ -71,7 +71,7 @@ pub async fn scoped_tokens_and_the_live_token_cap(store: Arc<dyn Store>) {
     let refused = s.create_token(f.editor, "one too many", "cap-over").await;
     assert!(matches!(&refused, Err(StoreError::Validation(e)) if e.field == "tokens"), "{refused:?}");
     assert!(matches!(
-        s.create_scoped_token(f.editor, "over", "cap-over", &f.ws, Role::Viewer, f.editor).await,
+        s.create_scoped_token(f.editor, "over", "cap-over", &f.ws, Role::Viewer, f.editor, f.editor).await,
         Err(StoreError::Validation(_))
     ));
     assert_eq!(s.authenticate("cap-over").await.unwrap(), None);
@@ -103,7 +103,7 @@ pub async fn bootstrap_is_whole_and_once(store: Arc<dyn Store>) {
 pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let s = &f.store;
-    let t = s.create_scoped_token(f.editor, "web", "tok-web", &f.ws, Role::Editor, f.editor).await.unwrap();
+    let t = s.create_scoped_token(f.editor, "web", "tok-web", &f.ws, Role::Editor, f.editor, f.editor).await.unwrap();
     s.create_session(t.id, "sess-1", 3600).await.unwrap();
     let p = s.authenticate_session("sess-1").await.unwrap().unwrap();
     assert_eq!((p.user.id, p.token_id, p.scope.map(|x| x.role)), (f.editor.user_id, t.id, Some(Role::Editor)));
@@ -129,7 +129,7 @@ pub async fn sessions_end_on_sign_out_revocation_and_expiry(store: Arc<dyn Store
 pub async fn removing_a_member_revokes_their_scoped_tokens(store: Arc<dyn Store>) {
     let f = Fixture::new(store).await;
     let s = &f.store;
-    s.create_scoped_token(f.editor, "here", "rm-scoped", &f.ws, Role::Editor, f.editor).await.unwrap();
+    s.create_scoped_token(f.editor, "here", "rm-scoped", &f.ws, Role::Editor, f.editor, f.editor).await.unwrap();
     s.create_token(f.editor, "mine", "rm-unscoped").await.unwrap();
     s.remove_member(&f.ws, "EDITOR@example.com").await.unwrap();
     assert!(matches!(s.membership(f.editor, "acme").await, Err(StoreError::NotFound { .. })));
@@ -150,11 +150,24 @@ pub async fn removing_an_owner_revokes_the_tokens_they_minted_for_others(store: 
     let s = &f.store;
     s.set_member(&f.ws, "second@example.com", Role::Owner).await.unwrap();
     let second = Actor { user_id: s.ensure_user("second@example.com").await.unwrap().id };
-    let minted = s.create_scoped_token(f.editor, "ci", "by-second", &f.ws, Role::Editor, second).await.unwrap();
+    let minted = s.create_scoped_token(f.editor, "ci", "by-second", &f.ws, Role::Editor, second, second).await.unwrap();
     assert_eq!(minted.minted_by.as_deref(), Some("second@example.com"));
-    s.create_scoped_token(f.editor, "ci2", "by-owner", &f.ws, Role::Editor, f.owner).await.unwrap();
+    s.create_scoped_token(f.editor, "ci2", "by-owner", &f.ws, Role::Editor, f.owner, f.owner).await.unwrap();
     let own = s.create_token(f.editor, "own", "by-self").await.unwrap();
     assert_eq!(own.minted_by.as_deref(), Some("editor@example.com"));
+    // Each token is charged to the account given at its mint (docs/api.md,
+    // "Limits"): a token the editor mints for itself with the owner's token
+    // stays charged to the owner, by hash and through a web session.
+    let charged = |hash: &'static str| async move { s.authenticate(hash).await.unwrap().unwrap().charged_to };
+    assert_eq!(charged("by-owner").await, Some(f.owner.user_id));
+    assert_eq!(charged("by-self").await, None, "one's own token charges no one else");
+    let chained = s.create_scoped_token(f.editor, "chain", "by-chain", &f.ws, Role::Editor, f.editor, f.owner).await;
+    assert_eq!(chained.unwrap().minted_by.as_deref(), Some("editor@example.com"));
+    assert_eq!(charged("by-chain").await, Some(f.owner.user_id));
+    let chain_id = s.authenticate("by-chain").await.unwrap().unwrap().token_id;
+    s.create_session(chain_id, "session-by-chain", 3600).await.unwrap();
+    let session = s.authenticate_session("session-by-chain").await.unwrap().unwrap();
+    assert_eq!(session.charged_to, Some(f.owner.user_id));
     s.remove_member(&f.ws, "second@example.com").await.unwrap();
     assert_eq!(s.authenticate("by-second").await.unwrap(), None, "the removed owner's mint is revoked");
     assert!(s.authenticate("by-owner").await.unwrap().is_some());
@@ -171,8 +184,8 @@ pub async fn lowering_a_role_revokes_the_tokens_it_minted_for_others(store: Arc<
     let s = &f.store;
     s.set_member(&f.ws, "second@example.com", Role::Owner).await.unwrap();
     let second = Actor { user_id: s.ensure_user("second@example.com").await.unwrap().id };
-    s.create_scoped_token(f.editor, "ci", "demote-by-second", &f.ws, Role::Editor, second).await.unwrap();
-    s.create_scoped_token(second, "mine", "demote-own", &f.ws, Role::Owner, second).await.unwrap();
+    s.create_scoped_token(f.editor, "ci", "demote-by-second", &f.ws, Role::Editor, second, second).await.unwrap();
+    s.create_scoped_token(second, "mine", "demote-own", &f.ws, Role::Owner, second, second).await.unwrap();
     s.set_member(&f.ws, "second@example.com", Role::Owner).await.unwrap();
     s.set_member(&f.ws, "editor@example.com", Role::Owner).await.unwrap();
     assert!(s.authenticate("demote-by-second").await.unwrap().is_some(), "same role and a raise revoke nothing");
@@ -183,11 +196,11 @@ pub async fn lowering_a_role_revokes_the_tokens_it_minted_for_others(store: Arc<
     // A mint checked while `second` was an owner and written after the
     // demotion: the store asks again, in the insert's transaction, and
     // refuses it, so no token escapes the revocation.
-    let late = s.create_scoped_token(f.editor, "late", "demote-late", &f.ws, Role::Editor, second).await;
+    let late = s.create_scoped_token(f.editor, "late", "demote-late", &f.ws, Role::Editor, second, second).await;
     assert!(matches!(&late, Err(StoreError::Forbidden(m)) if m.contains("now editor")), "{late:?}");
     assert_eq!(s.authenticate("demote-late").await.unwrap(), None);
     // Minting for oneself is not an owner's power: it stays allowed.
-    s.create_scoped_token(second, "again", "demote-own-2", &f.ws, Role::Editor, second).await.unwrap();
+    s.create_scoped_token(second, "again", "demote-own-2", &f.ws, Role::Editor, second, second).await.unwrap();
 }
 
 /// docs/api.md, "Workspace settings": a patch changes only what it names, is
