@@ -108,11 +108,21 @@ pub enum Command {
     /// Wire pad into an AI coding agent: its MCP config and instructions
     Setup(SetupArgs),
     /// Print a shell completion script
+    #[command(after_long_help = COMPLETIONS_INSTALL)]
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
 }
+
+/// Where each shell looks for completions, so `pad completions --help` says
+/// how to install them, not only how to print them (README.md, "Shell completions").
+const COMPLETIONS_INSTALL: &str = "\
+Install (then open a new shell):
+  bash:  mkdir -p ~/.local/share/bash-completion/completions && pad completions bash > ~/.local/share/bash-completion/completions/pad
+  zsh:   mkdir -p ~/.zfunc && pad completions zsh > ~/.zfunc/_pad
+         and in ~/.zshrc, before `compinit`: fpath=(~/.zfunc $fpath)
+  fish:  pad completions fish > ~/.config/fish/completions/pad.fish";
 
 /// A tip for `pad run TASK-1 make test`: the command must follow `--`, and
 /// clap's own message ("unexpected argument 'make'") does not say so.

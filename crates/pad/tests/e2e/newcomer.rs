@@ -280,3 +280,58 @@ fn a_failed_serve_leaves_no_database_and_no_lock_file() {
     }
     drop(taken);
 }
+
+fn status_of(server: &TestServer, r: &str) -> String {
+    let out = ok(server.pad_output(["--format", "json", "item", "show", r]));
+    let item: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    item["status"].as_str().unwrap().to_string()
+}
+
+/// `pad item edit` is `update`, and `pad item close` closes as `gh issue
+/// close` does: done by default, cancelled with `--reason "not planned"`,
+/// with an optional closing comment and update's guards.
+#[test]
+fn edit_is_update_and_close_closes_as_gh_does() {
+    let server = TestServer::start();
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    assert_eq!(stdout(&ok(server.pad_output(["item", "edit", &r, "--title", "uno"]))), format!("Updated {r}\n"));
+
+    assert_eq!(stdout(&ok(server.pad_output(["item", "close", &r, "-c", "shipped"]))), format!("Closed {r} (done)\n"));
+    assert_eq!(status_of(&server, &r), "done");
+    assert!(stdout(&ok(server.pad_output(["item", "comment", &r, "--list"]))).contains("shipped"));
+
+    let r2 = stdout(&ok(server.pad_output(["item", "create", "two"]))).trim().to_string();
+    let out = ok(server.pad_output(["item", "close", &r2, "--reason", "not planned"]));
+    assert_eq!(stdout(&out), format!("Closed {r2} (cancelled)\n"));
+    assert_eq!(status_of(&server, &r2), "cancelled");
+
+    // A guard that does not hold refuses and changes nothing.
+    let r3 = stdout(&ok(server.pad_output(["item", "create", "three"]))).trim().to_string();
+    ok(server.pad_output(["item", "claim", &r3, "--holder", "runner-a"]));
+    let out = server.pad_output(["item", "close", &r3, "--lease-epoch", "9"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert_eq!(status_of(&server, &r3), "open");
+}
+
+/// `pad completions --help` and the README say how to install the script
+/// for bash, zsh and fish.
+#[test]
+fn completions_say_how_to_install_them() {
+    let help = stdout(&ok(std::process::Command::new(env!("CARGO_BIN_EXE_pad"))
+        .args(["completions", "--help"])
+        .output()
+        .unwrap()));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    for line in [
+        "pad completions bash > ~/.local/share/bash-completion/completions/pad",
+        "pad completions zsh > ~/.zfunc/_pad",
+        "pad completions fish > ~/.config/fish/completions/pad.fish",
+    ] {
+        assert!(help.contains(line), "{line} in: {help}");
+        assert!(readme.contains(line), "{line} in README.md");
+    }
+    // Each generated script is accepted by its shell, where the shell is installed.
+    let bash =
+        ok(std::process::Command::new(env!("CARGO_BIN_EXE_pad")).args(["completions", "bash"]).output().unwrap());
+    assert!(stdout(&bash).contains("complete "), "{}", stdout(&bash));
+}

@@ -18,7 +18,10 @@ pub enum ItemCommand {
     #[command(visible_alias = "view")]
     Show(RefArg),
     /// Change an item's fields
+    #[command(visible_alias = "edit")]
     Update(UpdateArgs),
+    /// Mark an item done, or cancelled with --reason "not planned" (as `gh issue close`)
+    Close(CloseArgs),
     /// Soft-delete an item
     Delete(DeleteArgs),
     /// Undo a delete
@@ -214,6 +217,48 @@ pub struct UpdateArgs {
     /// Remove the assignee
     #[arg(long)]
     pub unassign: bool,
+    /// Refuse (exit 7) if the item changed since this RFC 3339 time
+    #[arg(long, value_name = "TIME")]
+    pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Refuse (exit 7) unless the live lease has this epoch
+    #[arg(long, value_name = "N")]
+    pub lease_epoch: Option<i64>,
+    /// Refuse (exit 7) unless the live lease has this lease id
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<i64>,
+}
+
+/// Why an item is closed, in `gh issue close --reason`'s words; each maps to
+/// a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CloseReason {
+    /// Status done
+    #[value(alias = "done")]
+    Completed,
+    /// Status cancelled
+    #[value(name = "not planned", alias = "not-planned", alias = "cancelled")]
+    NotPlanned,
+}
+
+impl CloseReason {
+    pub fn status(self) -> Status {
+        match self {
+            CloseReason::Completed => Status::Done,
+            CloseReason::NotPlanned => Status::Cancelled,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CloseArgs {
+    #[command(flatten)]
+    pub item: RefArg,
+    /// Why it is closed: `completed` (status done) or `not planned` (status cancelled)
+    #[arg(long, value_enum, default_value_t = CloseReason::Completed, hide_possible_values = true)]
+    pub reason: CloseReason,
+    /// Leave a comment on the item before closing it
+    #[arg(short = 'c', long, value_name = "TEXT")]
+    pub comment: Option<String>,
     /// Refuse (exit 7) if the item changed since this RFC 3339 time
     #[arg(long, value_name = "TIME")]
     pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,

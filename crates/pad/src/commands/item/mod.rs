@@ -1,4 +1,4 @@
-//! `pad item create|list|show|update|delete|restore|history|comment`; the
+//! `pad item create|list|show|update|close|delete|restore|history|comment`; the
 //! lease subcommands live in [`super::lease`].
 
 use std::path::Path;
@@ -53,6 +53,22 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
                 other => other.map_err(about(&r))?,
             };
             ctx.emit(&item, |i| format!("Updated {}\n", i.item_ref))
+        }
+        ItemCommand::Close(args) => {
+            let r = args.item.item_ref.clone();
+            if let Some(body) = args.comment.clone() {
+                client.add_comment(ws, &r.to_string(), &NewComment { body }).await.map_err(about(&r))?;
+            }
+            let status = args.reason.status();
+            let patch = ItemPatch {
+                status: Some(status),
+                expected_updated_at: args.expected_updated_at,
+                lease_epoch: args.lease_epoch,
+                lease_id: args.lease_id,
+                ..ItemPatch::default()
+            };
+            let item = client.update_item(ws, &r.to_string(), &patch).await.map_err(about(&r))?;
+            ctx.emit(&item, |i| format!("Closed {} ({})\n", i.item_ref, i.status))
         }
         ItemCommand::Delete(args) => {
             let r = &args.item.item_ref;
