@@ -317,7 +317,7 @@ fn list_aliases_and_a_next_page_hint_that_keeps_the_filters() {
     let o = server.pad_output(["item", "ls", "--label", "x", "--priority", "high", "--limit", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let e = stderr(&o);
-    let hint = e.lines().find_map(|l| l.strip_prefix("more items: ")).expect("a next-page hint");
+    let hint = e.lines().find_map(|l| l.strip_prefix("More items: ")).expect("a next-page hint");
     assert!(hint.starts_with("pad item list -w default --label x --priority high --limit 2 --cursor "), "{hint}");
     // The hint, run as given, is the rest of the same list.
     let args: Vec<&str> = hint.split(' ').skip(1).collect();

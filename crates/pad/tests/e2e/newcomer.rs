@@ -335,3 +335,23 @@ fn completions_say_how_to_install_them() {
         ok(std::process::Command::new(env!("CARGO_BIN_EXE_pad")).args(["completions", "bash"]).output().unwrap());
     assert!(stdout(&bash).contains("complete "), "{}", stdout(&bash));
 }
+
+/// Empty results are said in one style, a sentence on stderr: `No items`,
+/// `No comments on TASK-1`, `No ready item`.
+#[test]
+fn empty_results_are_sentences() {
+    let server = TestServer::start();
+    let out = ok(server.pad_output(["item", "list"]));
+    assert_eq!(stderr(&out), "No items\n");
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    let out = ok(server.pad_output(["item", "comment", &r, "--list"]));
+    assert_eq!(stderr(&out), format!("No comments on {r}\n"));
+    ok(server.pad_output(["item", "claim", &r, "--holder", "runner-a"]));
+    let out = ok(server.pad_output(["item", "frontier"]));
+    assert_eq!(stderr(&out), "No ready item\n");
+    let out = ok(server.pad_output(["item", "list", "--limit", "1"]));
+    ok(server.pad_output(["item", "create", "two"]));
+    let out2 = ok(server.pad_output(["item", "list", "--limit", "1"]));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    assert!(stderr(&out2).starts_with("More items: pad item list "), "{}", stderr(&out2));
+}

@@ -31,13 +31,13 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             let again = list_again(ws, &args);
             let page = client.list_items(ws, &list_query(args)).await?;
             if page.items.is_empty() {
-                eprintln!("no items");
+                eprintln!("No items");
             }
             ctx.emit(&page, |p| {
                 fit(&render_list(&p.items, colour_enabled(), Utc::now(), terminal_width()), terminal_width())
             })?;
             if let Some(cursor) = &page.next_cursor {
-                eprintln!("more items: {again} --cursor {cursor}");
+                eprintln!("More items: {again} --cursor {cursor}");
             }
             Ok(())
         }
@@ -94,7 +94,7 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             } else {
                 let list = client.comments(ws, &r.to_string()).await.map_err(about(r))?;
                 if list.comments.is_empty() {
-                    eprintln!("no comments on {r}");
+                    eprintln!("No comments on {r}");
                 }
                 ctx.emit(&list, |l| render_comments(&l.comments))
             }
