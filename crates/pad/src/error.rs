@@ -1,6 +1,7 @@
 //! How a command fails: a typed code (the API's, or pad's own), a message
 //! for stderr, and the exit code of README.md's table (`exit.rs`).
 
+use chrono::{DateTime, Utc};
 use pad_client::ClientError;
 use pad_core::ItemRef;
 use pad_core::api::ErrorCode;
@@ -194,12 +195,17 @@ impl CliError {
                 },
             }
         } else if let ClientError::Api { code: ErrorCode::UpdateConflict, details, .. } = &e {
-            let at = |k: &str| details.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
-            format!(
-                "{item_ref} changed since {} (it was updated at {}); show it again and retry",
-                at("expected_updated_at"),
-                at("actual_updated_at")
-            )
+            // README "Times": whole seconds and the distance from now, never
+            // the API's microseconds.
+            let at = |k: &str| details.get(k).and_then(|v| v.as_str()).and_then(|t| t.parse::<DateTime<Utc>>().ok());
+            match (at("expected_updated_at"), at("actual_updated_at")) {
+                (Some(expected), Some(actual)) => format!(
+                    "{item_ref} has changed: it was last updated at {}, not {}; `pad item show {item_ref}` shows it now, then retry",
+                    crate::output::at(actual, Utc::now()),
+                    timestamp(expected)
+                ),
+                _ => format!("{item_ref} has changed; `pad item show {item_ref}` shows it now, then retry"),
+            }
         } else {
             return e.into();
         };

@@ -355,3 +355,41 @@ fn empty_results_are_sentences() {
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     assert!(stderr(&out2).starts_with("More items: pad item list "), "{}", stderr(&out2));
 }
+
+/// The `Updated:` time of `pad item show`, as printed (whole seconds).
+fn shown_updated_at(server: &TestServer, r: &str) -> String {
+    let show = stdout(&ok(server.pad_output(["item", "show", r])));
+    let line = show.lines().find(|l| l.starts_with("Updated:")).unwrap_or_else(|| panic!("{show}"));
+    line.trim_start_matches("Updated:").trim().split(' ').next().unwrap().to_string()
+}
+
+/// The time `item show` prints is the one `--expected-updated-at` takes
+/// back; a stale one is refused (exit 7) with times as README "Times" has
+/// them: whole seconds and how long ago, never microseconds.
+#[test]
+fn expected_updated_at_takes_the_time_item_show_prints() {
+    let server = TestServer::start();
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    let shown = shown_updated_at(&server, &r);
+    assert!(shown.ends_with('Z') && !shown.contains('.'), "{shown}");
+    // A second apart, so each time in seconds names one change (two changes
+    // within one second are refused: a time in seconds cannot tell them apart).
+    let a_second = std::time::Duration::from_millis(1100);
+    std::thread::sleep(a_second);
+    ok(server.pad_output(["item", "update", &r, "--title", "uno", "--expected-updated-at", &shown]));
+    std::thread::sleep(a_second);
+    ok(server.pad_output(["item", "close", &r, "--expected-updated-at", &shown_updated_at(&server, &r)]));
+
+    // The item changed since: refused, whether within the same second or later.
+    let out = server.pad_output(["item", "update", &r, "--title", "again", "--expected-updated-at", &shown]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+
+    let out =
+        server.pad_output(["item", "update", &r, "--title", "x", "--expected-updated-at", "2026-01-01T00:00:00.5Z"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let said = stderr(&out);
+    let micro = said.split(|c: char| !(c.is_ascii_digit() || c == '.')).any(|w| w.contains('.') && w.len() > 4);
+    assert!(!micro, "{said}");
+    assert!(said.contains(&format!("{r} has changed")) && said.contains("(just now)"), "{said}");
+    assert!(said.contains(&format!("pad item show {r}")), "{said}");
+}

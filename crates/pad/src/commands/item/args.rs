@@ -217,7 +217,7 @@ pub struct UpdateArgs {
     /// Remove the assignee
     #[arg(long)]
     pub unassign: bool,
-    /// Refuse (exit 7) if the item changed since this RFC 3339 time
+    /// Refuse (exit 7) if the item changed since TIME: the Updated time `pad item show` prints
     #[arg(long, value_name = "TIME")]
     pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Refuse (exit 7) unless the live lease has this epoch
@@ -259,7 +259,7 @@ pub struct CloseArgs {
     /// Leave a comment on the item before closing it
     #[arg(short = 'c', long, value_name = "TEXT")]
     pub comment: Option<String>,
-    /// Refuse (exit 7) if the item changed since this RFC 3339 time
+    /// Refuse (exit 7) if the item changed since TIME: the Updated time `pad item show` prints
     #[arg(long, value_name = "TIME")]
     pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Refuse (exit 7) unless the live lease has this epoch

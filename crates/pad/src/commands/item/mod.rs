@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use pad_core::api::{DeleteQuery, FrontierQuery, ListQuery, NewComment};
+use pad_core::api::{DeleteQuery, FrontierQuery, ListQuery, NewComment, PageQuery};
 use pad_core::{Comment, Item, ItemPatch, NewItem, Status, Version};
 
 mod args;
@@ -47,7 +47,9 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
         }
         ItemCommand::Update(args) => {
             let r = args.item.item_ref.clone();
-            let updated = client.update_item(ws, &r.to_string(), &patch(args)?).await;
+            let mut patch = patch(args)?;
+            patch.expected_updated_at = exact_updated_at(&client, ws, &r, patch.expected_updated_at).await?;
+            let updated = client.update_item(ws, &r.to_string(), &patch).await;
             let item = match updated {
                 Err(e) if is_kind_error(&e) => return Err(name_the_kinds(&client, ws, e).await),
                 other => other.map_err(about(&r))?,
@@ -62,7 +64,7 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             let status = args.reason.status();
             let patch = ItemPatch {
                 status: Some(status),
-                expected_updated_at: args.expected_updated_at,
+                expected_updated_at: exact_updated_at(&client, ws, &r, args.expected_updated_at).await?,
                 lease_epoch: args.lease_epoch,
                 lease_id: args.lease_id,
                 ..ItemPatch::default()
@@ -116,6 +118,36 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
             })
         }
     }
+}
+
+/// `--expected-updated-at` as `pad item show` prints it: whole seconds
+/// (README.md, "Times"), while the server compares the exact time
+/// (docs/api.md). A time without a fraction of a second stands for the
+/// item's one change within that second, sent exactly; a time with a
+/// fraction (`--format json`'s `updated_at`) is sent as given. Two changes
+/// within the second cannot be told apart by it, so that is a conflict.
+async fn exact_updated_at(
+    client: &pad_client::Client, ws: &str, r: &pad_core::ItemRef, given: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>, CliError> {
+    let Some(given) = given.filter(|t| t.timestamp_subsec_nanos() == 0) else { return Ok(given) };
+    let item = client.item(ws, &r.to_string()).await.map_err(about(r))?;
+    if item.updated_at.timestamp() != given.timestamp() {
+        // Another second: the server refuses it, naming the time it has.
+        return Ok(Some(given));
+    }
+    let newest = PageQuery { limit: Some(2), cursor: None };
+    let history = client.history_page(ws, &r.to_string(), &newest).await.map_err(about(r))?;
+    if history.versions.iter().filter(|v| v.at.timestamp() == given.timestamp()).count() > 1 {
+        return Err(CliError::new(
+            crate::error::Exit::Conflict,
+            format!(
+                "{r} changed more than once within {}; `pad item show {r}` shows it now, then retry \
+                 (or pass the exact `updated_at` of `pad item show {r} --format json`)",
+                timestamp(given)
+            ),
+        ));
+    }
+    Ok(Some(item.updated_at))
 }
 
 fn is_kind_error(e: &pad_client::ClientError) -> bool {
