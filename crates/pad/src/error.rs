@@ -56,6 +56,14 @@ pub struct Refusal {
 }
 
 /// A person's words for "nothing answered": where, and the likely fix.
+/// The TTL flag the user typed when it counts whole minutes or hours, with
+/// its unit in seconds: a refused TTL is then said in that flag's own terms,
+/// not as `--ttl`, which they never typed.
+fn ttl_flag_typed() -> Option<(&'static str, i64, &'static str)> {
+    let typed = |flag: &str| std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    [("--ttl-minutes", 60, "minutes"), ("--ttl-hours", 3600, "hours")].into_iter().find(|(flag, ..)| typed(flag))
+}
+
 pub fn no_answer(cause: &str) -> String {
     let at = SERVER.get().map_or("the server", String::as_str);
     // "Connection refused" is what the sentence already says.
@@ -270,8 +278,14 @@ impl From<ClientError> for CliError {
             ClientError::Unavailable(cause) => no_answer(cause),
             ClientError::Api { code: ErrorCode::InvalidTtl, message, details, .. } => {
                 let secs = |k: &str| details.get(k).and_then(serde_json::Value::as_i64);
-                match (secs("max_seconds"), secs("requested_seconds")) {
-                    (Some(max), Some(got)) => format!(
+                match (secs("max_seconds"), secs("requested_seconds"), ttl_flag_typed()) {
+                    (Some(max), Some(got), Some((flag, unit, name))) => format!(
+                        "`{flag}` must be between 1 and {} ({name}; the workspace maximum is {}); got {}",
+                        max / unit,
+                        in_words(max),
+                        got / unit
+                    ),
+                    (Some(max), Some(got), None) => format!(
                         "`--ttl` must be between 1s and {} (the workspace maximum); got {}",
                         in_words(max),
                         if got < 0 { format!("{got}s") } else { in_words(got) }

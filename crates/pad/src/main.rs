@@ -7,6 +7,7 @@ mod config;
 mod credentials;
 mod error;
 mod exit;
+mod numbers;
 mod output;
 mod setup;
 mod ttl;
@@ -25,6 +26,10 @@ async fn main() -> ExitCode {
         let args: Vec<String> = std::env::args().collect();
         if let Some(tip) = cli::missing_separator_tip(&e, &args) {
             output::say(&format!("{}\n{tip}", e.render()));
+            std::process::exit(e.exit_code());
+        }
+        if let Some(said) = numbers::reword_clap_refusal(&e) {
+            output::say(said.trim_end());
             std::process::exit(e.exit_code());
         }
         e.exit()

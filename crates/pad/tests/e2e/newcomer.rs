@@ -393,3 +393,37 @@ fn expected_updated_at_takes_the_time_item_show_prints() {
     assert!(said.contains(&format!("{r} has changed")) && said.contains("(just now)"), "{said}");
     assert!(said.contains(&format!("pad item show {r}")), "{said}");
 }
+
+/// A number that is not one is refused (exit 2) in a sentence about what
+/// was typed, after the flag typed; never Rust's or clap's own words.
+#[test]
+fn numbers_are_refused_in_sentences_naming_the_flag() {
+    let server = TestServer::start();
+    let r = stdout(&ok(server.pad_output(["item", "create", "one"]))).trim().to_string();
+    let refused = |args: &[&str], flag: &str, said: &str| {
+        let out = server.pad_output(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(flag) && err.contains(said), "{args:?}: {err}");
+        for leak in ["invalid digit", "4294967295", "is not in"] {
+            assert!(!err.contains(leak), "{args:?}: {err}");
+        }
+    };
+    let whole = |v: &str| format!("`{v}` is not a whole number");
+    refused(&["item", "complete", &r, "--epoch", "abc"], "--epoch", &whole("abc"));
+    refused(&["item", "fail", &r, "--epoch", "1.5"], "--epoch", &whole("1.5"));
+    refused(&["item", "complete", &r, "--lease-id", "abc"], "--lease-id", &whole("abc"));
+    refused(&["item", "update", &r, "--title", "t", "--lease-id", "abc"], "--lease-id", &whole("abc"));
+    refused(&["item", "claim-next", "--count", "many"], "--count", &whole("many"));
+    refused(&["item", "claim-next", "--count", "33"], "--count", "must be from 1 to 32");
+    refused(&["drain", "--max", "abc", "--", "true"], "--max", &whole("abc"));
+    refused(&["item", "claim", &r, "--ttl-minutes", "0"], "--ttl-minutes", "must be at least 1");
+    refused(&["item", "list", "--limit", "abc"], "--limit", &whole("abc"));
+    refused(&["wit", "claim", "pad:default/TASK#1", "--ttl-minutes", "60"], "--ttl-minutes", "must be from 0 to 59");
+
+    // Past the workspace's maximum: the server's refusal names the flag typed, in its unit.
+    let out = server.pad_output(["item", "claim", &r, "--ttl-minutes", "2000"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("`--ttl-minutes` must be between 1 and 1440") && err.contains("got 2000"), "{err}");
+}

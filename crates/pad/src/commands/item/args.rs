@@ -158,11 +158,7 @@ fn parse_status_filter(s: &str) -> Result<StatusFilter, String> {
 
 /// A page size: a number of items, at least one.
 pub fn parse_limit(s: &str) -> Result<u32, String> {
-    match s.parse::<u32>() {
-        Ok(0) => Err("must be at least 1 (it is how many items to show)".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("{s:?} is not a number of items, like 50")),
-    }
+    crate::numbers::positive(s).map_err(|e| format!("{e} (it is how many items to show, like 50)"))
 }
 
 #[derive(Debug, Args)]
@@ -221,10 +217,10 @@ pub struct UpdateArgs {
     #[arg(long, value_name = "TIME")]
     pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Refuse (exit 7) unless the live lease has this epoch
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::numbers::whole::<i64>)]
     pub lease_epoch: Option<i64>,
     /// Refuse (exit 7) unless the live lease has this lease id
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::numbers::whole::<i64>)]
     pub lease_id: Option<i64>,
 }
 
@@ -263,10 +259,10 @@ pub struct CloseArgs {
     #[arg(long, value_name = "TIME")]
     pub expected_updated_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Refuse (exit 7) unless the live lease has this epoch
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::numbers::whole::<i64>)]
     pub lease_epoch: Option<i64>,
     /// Refuse (exit 7) unless the live lease has this lease id
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::numbers::whole::<i64>)]
     pub lease_id: Option<i64>,
 }
 
@@ -275,10 +271,10 @@ pub struct DeleteArgs {
     #[command(flatten)]
     pub item: RefArg,
     /// Refuse (exit 7) unless the live lease has this epoch
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::numbers::whole::<i64>)]
     pub lease_epoch: Option<i64>,
     /// Refuse (exit 7) unless the live lease has this lease id
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::numbers::whole::<i64>)]
     pub lease_id: Option<i64>,
 }
 

@@ -120,10 +120,10 @@ pub struct ClaimArgs {
     #[arg(value_name = "ID")]
     pub id: WitId,
     /// [default: config.lease_ttl_hours]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::numbers::whole::<u64>)]
     pub ttl_hours: Option<u64>,
     /// Added to the hours, 0 to 59 [default: config.lease_ttl_minutes, else 0]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=59))]
+    #[arg(long, value_name = "N", value_parser = |s: &str| crate::numbers::within::<u64>(s, 0, 59))]
     pub ttl_minutes: Option<u64>,
     /// This session's id, kept with the lease
     #[arg(long, value_name = "S")]
@@ -136,7 +136,7 @@ pub struct HandleArgs {
     #[arg(value_name = "ID")]
     pub id: WitId,
     /// The handle claim printed (`lease_comment_id`)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::numbers::whole::<i64>)]
     pub lease_comment_id: i64,
 }
 
