@@ -110,6 +110,7 @@ pub enum Command {
     /// Print a shell completion script
     #[command(after_long_help = COMPLETIONS_INSTALL)]
     Completions {
+        /// The shell to print the script for
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },

@@ -166,8 +166,14 @@ fn every_argument_in_help_is_described() {
                 continue;
             }
             let spec = line.trim();
-            if in_args && line.starts_with("  ") && !line.starts_with("          ") && !spec.contains("  ") {
-                bare.push(format!("pad {command}: {spec}"));
+            if !in_args || !line.starts_with("  ") || line.starts_with("          ") {
+                continue;
+            }
+            // The text after the two spaces must be words, not only clap's
+            // `[possible values: …]` or `[default: …]`.
+            match spec.split_once("  ").map(|(_, text)| text.trim_start()) {
+                Some(text) if !text.starts_with('[') => {}
+                _ => bare.push(format!("pad {command}: {spec}")),
             }
         }
     }

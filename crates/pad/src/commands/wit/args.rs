@@ -78,6 +78,7 @@ pub struct CreateItemArgs {
 
 #[derive(Debug, Args)]
 pub struct ListItemsArgs {
+    /// Which items: open (open or in progress), closed (done or cancelled), or all
     #[arg(long, value_enum, default_value_t = State::Open)]
     pub state: State,
     /// <workspace>/<PREFIX>: only items of that kind
@@ -90,6 +91,7 @@ pub struct ListSubItemsArgs {
     /// The container whose children to list
     #[arg(value_name = "PARENT-ID")]
     pub parent: WitId,
+    /// Which children: open (open or in progress), closed (done or cancelled), or all
     #[arg(long, value_enum, default_value_t = State::All)]
     pub state: State,
 }
@@ -119,7 +121,7 @@ pub struct ClaimArgs {
     /// The item: pad:<workspace>/<PREFIX>#<n>
     #[arg(value_name = "ID")]
     pub id: WitId,
-    /// [default: config.lease_ttl_hours]
+    /// Lease length in whole hours [default: config.lease_ttl_hours]
     #[arg(long, value_name = "N", value_parser = crate::numbers::whole::<u64>)]
     pub ttl_hours: Option<u64>,
     /// Added to the hours, 0 to 59 [default: config.lease_ttl_minutes, else 0]
