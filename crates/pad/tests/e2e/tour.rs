@@ -235,3 +235,88 @@ fn tour_fail_complete_exclude() {
     let again = ok(&s.pad_output(["item", "claim", "TASK-1", "--holder", "v"]));
     assert!(again.contains("Previous note from w: disk full"), "{again}");
 }
+
+/// README.md's tour, run verbatim on a terminal (`script`), prints what its
+/// samples show, times aside: each `$ pad …` line of the `console` block is
+/// run in turn, and its output is compared with the lines under it.
+#[test]
+fn the_readme_tour_prints_what_its_samples_show() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let tour = readme.split("## A tour in two terminals").nth(1).expect("the tour");
+    let block = tour.split("```console\n").nth(1).and_then(|b| b.split("\n```").next()).expect("a console block");
+    let mut steps: Vec<(String, Vec<String>)> = Vec::new();
+    for line in block.lines() {
+        match line.strip_prefix("$ ") {
+            Some(command) => steps.push((command.to_string(), Vec::new())),
+            None => steps.last_mut().expect("a command first").1.push(line.to_string()),
+        }
+    }
+    // One shell on one terminal, as a person types it; a marker before each
+    // step keeps `$?` for `echo $?`.
+    let mut script = format!("pad() {{ {:?} \"$@\"; }}\n", env!("CARGO_BIN_EXE_pad"));
+    for (n, (command, _)) in steps.iter().enumerate() {
+        script.push_str(&format!("__rc=$?; echo '@@{n}'; (exit $__rc); {command}\n"));
+    }
+    let s = TestServer::start();
+    let out = with_env_of(&s, Command::new("script"))
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .args(["-qec", &format!("bash -c {}", shell_quoted(&script)), "/dev/null"])
+        .output()
+        .unwrap();
+    let printed = text(&out.stdout).replace('\r', "");
+    for (n, (command, expected)) in steps.iter().enumerate() {
+        let got = printed.split(&format!("@@{n}\n")).nth(1).unwrap_or_else(|| panic!("{printed}"));
+        let got: Vec<String> = got.split("@@").next().unwrap().lines().map(without_times).collect();
+        let expected: Vec<String> = expected.iter().map(|l| without_times(l)).collect();
+        assert_eq!(got, expected, "$ {command}");
+    }
+}
+
+fn shell_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A line with its times made `<TIME>` and its distances from now `<REL>`,
+/// which differ from run to run.
+fn without_times(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        let (masked, len) = match (time_at(rest), distance_at(rest)) {
+            (Some(n), _) => ("<TIME>", n),
+            (_, Some(n)) => ("<REL>", n),
+            _ => {
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+                continue;
+            }
+        };
+        out.push_str(masked);
+        rest = &rest[len..];
+    }
+    out
+}
+
+/// The length of an RFC 3339 time in whole seconds at the start of `s`.
+fn time_at(s: &str) -> Option<usize> {
+    let shape = "dddd-dd-ddTdd:dd:ddZ";
+    let fits = s.len() >= shape.len()
+        && shape.bytes().zip(s.bytes()).all(|(p, c)| if p == b'd' { c.is_ascii_digit() } else { p == c });
+    fits.then_some(shape.len())
+}
+
+/// The length of `just now`, `in 29m` or `5m ago` at the start of `s`.
+fn distance_at(s: &str) -> Option<usize> {
+    if s.starts_with("just now") {
+        return Some("just now".len());
+    }
+    let amount = |t: &str| {
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        (digits > 0 && t[digits..].starts_with(['s', 'm', 'h', 'd'])).then_some(digits + 1)
+    };
+    if let Some(t) = s.strip_prefix("in ") {
+        return amount(t).map(|n| n + "in ".len());
+    }
+    amount(s).filter(|n| s[*n..].starts_with(" ago")).map(|n| n + " ago".len())
+}
