@@ -89,6 +89,17 @@ impl Report {
         }
     }
 
+    /// `--follow`: claims stopped getting through and are being tried
+    /// again; said once, not at every try.
+    pub(super) fn claims_failing(&self, why: &str) {
+        eprintln!("{}", self.clear(&format!("pad: could not claim work; trying again until it gets through: {why}")));
+    }
+
+    /// `--follow`: a claim got through again after failing.
+    pub(super) fn claims_recovered(&self) {
+        eprintln!("{}", self.clear("pad: claims get through again"));
+    }
+
     pub(super) fn finish(&self, ran: &Ran) {
         self.clear_live();
         let mut c = self.counts.borrow_mut();
