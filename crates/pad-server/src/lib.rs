@@ -275,8 +275,10 @@ pub async fn serve_state(
 /// every instance reports the same figure. The series name every workspace, so
 /// a scrape needs `PAD_METRICS_TOKEN` and nothing is served while that is unset
 /// (docs/operations.md, "Metrics").
-async fn metrics_text(State(s): State<AppState>, headers: axum::http::HeaderMap) -> Result<String, ApiError> {
-    s.anonymous.check(limits::Anonymous::Metrics).map_err(ApiError::too_fast)?;
+async fn metrics_text(
+    State(s): State<AppState>, client: listen::ClientIp, headers: axum::http::HeaderMap,
+) -> Result<String, ApiError> {
+    s.anonymous.check(limits::Anonymous::Metrics, client.0).map_err(ApiError::too_fast)?;
     let Some(expected) = &s.metrics_token else {
         return Err(ApiError::new(
             ErrorCode::Unauthorized,

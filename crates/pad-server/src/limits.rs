@@ -66,15 +66,20 @@ impl Drop for StreamPermit {
 /// the last sweep. What remains are users active within the last
 /// `burst / per_second` seconds (2 s).
 #[derive(Clone)]
-pub struct RateLimiter {
+pub struct RateLimiter<K = i64> {
     limit: Option<(f64, f64)>,
-    buckets: Arc<Mutex<Buckets>>,
+    buckets: Arc<Mutex<Buckets<K>>>,
 }
 
-#[derive(Default)]
-struct Buckets {
-    by_user: HashMap<i64, (f64, std::time::Instant)>,
+struct Buckets<K> {
+    by_user: HashMap<K, (f64, std::time::Instant)>,
     sweep_at: usize,
+}
+
+impl<K> Default for Buckets<K> {
+    fn default() -> Self {
+        Buckets { by_user: HashMap::new(), sweep_at: 0 }
+    }
 }
 
 pub const DEFAULT_RATE_PER_SECOND: f64 = 5000.0;
@@ -83,7 +88,7 @@ const SWEEP_MIN: usize = 1024;
 
 impl RateLimiter {
     pub fn new(per_second: Option<f64>) -> Self {
-        RateLimiter { limit: per_second.map(|r| (r, r * 2.0)), buckets: Default::default() }
+        Self::keyed(per_second.map(|r| (r, r * 2.0)))
     }
 
     /// A bucket of `burst` requests refilled at `per_second`, for a burst
@@ -91,7 +96,7 @@ impl RateLimiter {
     /// slow to matter, so what they count does not depend on how fast the
     /// machine runs them.
     pub fn with_burst(per_second: f64, burst: f64) -> Self {
-        RateLimiter { limit: Some((per_second, burst)), buckets: Default::default() }
+        Self::keyed(Some((per_second, burst)))
     }
 
     pub fn from_env() -> Self {
@@ -107,9 +112,23 @@ impl RateLimiter {
             None => Self::new(Some(DEFAULT_RATE_PER_SECOND)),
         }
     }
+}
+
+impl<K: std::hash::Hash + Eq + Copy> RateLimiter<K> {
+    fn keyed(limit: Option<(f64, f64)>) -> Self {
+        RateLimiter { limit, buckets: Arc::new(Mutex::new(Buckets::default())) }
+    }
 
     /// Takes one request from `user_id`'s bucket, or says how many seconds until one is free.
-    pub fn check(&self, user_id: i64) -> Result<(), u64> {
+    pub fn check(&self, user_id: K) -> Result<(), u64> {
+        self.check_capped(user_id, None)
+    }
+
+    /// [`RateLimiter::check`], with at most `cap` buckets held: once that
+    /// many are busy, a key without one draws on `spill`'s bucket instead,
+    /// so keys anyone can make up (client addresses) cannot grow the map
+    /// without bound.
+    fn check_capped(&self, key: K, overflow: Option<(usize, K)>) -> Result<(), u64> {
         let Some((rate, burst)) = self.limit else { return Ok(()) };
         let now = std::time::Instant::now();
         let mut buckets = self.buckets.lock().expect("rate limiter lock");
@@ -119,7 +138,11 @@ impl RateLimiter {
                 .retain(|_, (tokens, last)| *tokens + now.duration_since(*last).as_secs_f64() * rate < burst);
             buckets.sweep_at = buckets.by_user.len() * 2;
         }
-        let (tokens, last) = buckets.by_user.entry(user_id).or_insert((burst, now));
+        let key = match overflow {
+            Some((cap, spill)) if buckets.by_user.len() >= cap && !buckets.by_user.contains_key(&key) => spill,
+            _ => key,
+        };
+        let (tokens, last) = buckets.by_user.entry(key).or_insert((burst, now));
         *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(burst);
         *last = now;
         if *tokens >= 1.0 {
@@ -542,35 +565,50 @@ mod account_tests {
 
 /// Requests no user is known for yet: sign-in (`POST /session`), sign-out
 /// (`DELETE /session`, which anyone may send with any cookie) and
-/// `/metrics`. Each has one bucket for the whole instance, so a flood of
-/// them cannot take the server's time from authenticated users
+/// `/metrics`. Each has a bucket per client address, so a flood of them
+/// cannot take the server's time from authenticated users, and one client's
+/// flood of bad sign-ins does not lock everyone else out of signing in
 /// (docs/api.md, "Limits").
+///
+/// The address is the connection's peer: pad trusts no forwarding header,
+/// so behind a proxy every client shares the proxy's buckets. An IPv6
+/// address counts by its /64, which one client commonly holds whole. Memory
+/// is bounded: a refilled bucket is swept like a user's, and past
+/// [`ANONYMOUS_KEYS_MAX`] busy buckets, new addresses share one bucket per
+/// kind.
 #[derive(Clone)]
 pub struct AnonymousLimiter {
-    buckets: RateLimiter,
+    buckets: RateLimiter<(Anonymous, Option<std::net::IpAddr>)>,
 }
 
 /// What an anonymous request is for: the bucket it draws from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Anonymous {
     SignIn = -1,
     Metrics = -2,
     SignOut = -3,
 }
 
-/// Per second, for each kind; bursts of twice that.
+/// Per second, for each kind and client; bursts of twice that.
 pub const ANONYMOUS_PER_SECOND: f64 = 20.0;
+/// Busy buckets held at most (a few MiB); see [`AnonymousLimiter`].
+pub const ANONYMOUS_KEYS_MAX: usize = 65_536;
 
 impl Default for AnonymousLimiter {
     fn default() -> Self {
-        AnonymousLimiter { buckets: RateLimiter::new(Some(ANONYMOUS_PER_SECOND)) }
+        AnonymousLimiter { buckets: RateLimiter::keyed(Some((ANONYMOUS_PER_SECOND, 2.0 * ANONYMOUS_PER_SECOND))) }
     }
 }
 
 impl AnonymousLimiter {
     /// No bound (`PAD_RATE_LIMIT=off` turns this off with the rest).
     pub fn off() -> Self {
-        AnonymousLimiter { buckets: RateLimiter::new(None) }
+        AnonymousLimiter { buckets: RateLimiter::keyed(None) }
+    }
+
+    /// Buckets of `burst` refilled at `per_second` (see [`RateLimiter::with_burst`]).
+    pub fn with_burst(per_second: f64, burst: f64) -> Self {
+        AnonymousLimiter { buckets: RateLimiter::keyed(Some((per_second, burst))) }
     }
 
     pub fn from_env() -> Self {
@@ -580,8 +618,49 @@ impl AnonymousLimiter {
         }
     }
 
-    /// One request of `kind`, or the seconds until one is free.
-    pub fn check(&self, kind: Anonymous) -> Result<(), u64> {
-        self.buckets.check(kind as i64)
+    /// One request of `kind` from `client` (`None`: not known, as for a
+    /// request that came through no listener), or the seconds until one is free.
+    pub fn check(&self, kind: Anonymous, client: Option<std::net::IpAddr>) -> Result<(), u64> {
+        let client = client.map(|ip| match ip {
+            std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => std::net::IpAddr::V4(v4),
+                None => std::net::IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+            },
+            v4 => v4,
+        });
+        self.buckets.check_capped((kind, client), Some((ANONYMOUS_KEYS_MAX, (kind, None))))
+    }
+
+    /// How many buckets are held (for tests of the bound).
+    pub fn tracked(&self) -> usize {
+        self.buckets.tracked()
+    }
+}
+
+#[cfg(test)]
+mod anonymous_tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    #[test]
+    fn each_client_has_its_own_bucket_and_the_map_is_capped() {
+        let l = AnonymousLimiter::with_burst(1.0 / 3600.0, 2.0);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        l.check(Anonymous::SignIn, Some(a)).unwrap();
+        l.check(Anonymous::SignIn, Some(a)).unwrap();
+        assert!(l.check(Anonymous::SignIn, Some(a)).is_err());
+        l.check(Anonymous::SignIn, Some(b)).unwrap();
+        l.check(Anonymous::Metrics, Some(a)).unwrap();
+        // One /64 is one client.
+        let v6 = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        l.check(Anonymous::SignIn, v6("2001:db8::1")).unwrap();
+        l.check(Anonymous::SignIn, v6("2001:db8::2")).unwrap();
+        assert!(l.check(Anonymous::SignIn, v6("2001:db8::3")).is_err());
+        // Made-up addresses past the cap share one bucket, so the map stops growing.
+        for i in 0..(ANONYMOUS_KEYS_MAX as u32 + 1000) {
+            let _ = l.check(Anonymous::SignOut, Some(IpAddr::V4(i.into())));
+        }
+        assert!(l.tracked() <= ANONYMOUS_KEYS_MAX + 1, "{} buckets", l.tracked());
     }
 }

@@ -69,8 +69,8 @@ pub async fn serve_connections(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         // Out of file descriptors and the like: back off, keep serving.
                         tracing::warn!(error = %e, "accept failed");
@@ -85,7 +85,8 @@ pub async fn serve_connections(
                 let _ = stream.set_nodelay(true);
                 let clock = Arc::new(RequestClock::default());
                 let io = TokioIo::new(Timed::new(stream, clock.clone(), limits.request_timeout));
-                let conn = http.serve_connection(io, deadline_service(app.clone(), clock, limits.request_timeout));
+                let service = deadline_service(app.clone(), clock, limits.request_timeout, peer.ip());
+                let conn = http.serve_connection(io, service);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     let _permit = permit;
@@ -102,6 +103,21 @@ pub async fn serve_connections(
         tracing::warn!("shutdown: some connections were still busy after {DRAIN_TIMEOUT:?}");
     }
     Ok(())
+}
+
+/// The address of the connection a request came on (its peer; no
+/// forwarding header is trusted), for the limits on requests that name no
+/// user (docs/api.md, "Limits"). `None` for a request that came through no
+/// listener (the router driven directly).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIp(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientIp {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(parts.extensions.get::<ClientIp>().copied().unwrap_or(ClientIp(None)))
+    }
 }
 
 /// When the request being read began (its first byte), or `None` between
@@ -122,7 +138,7 @@ impl RequestClock {
 /// that claimed its commit before the deadline is waited for and answers
 /// itself, so a 503 never hides a commit (docs/api.md, "Import").
 fn deadline_service(
-    app: Router, clock: Arc<RequestClock>, limit: Duration,
+    app: Router, clock: Arc<RequestClock>, limit: Duration, peer: std::net::IpAddr,
 ) -> impl hyper::service::Service<
     hyper::Request<hyper::body::Incoming>,
     Response = axum::response::Response,
@@ -136,6 +152,7 @@ fn deadline_service(
             let started = clock.lock().take().unwrap_or_else(Instant::now);
             let shared = Deadline::at(started + limit);
             req.extensions_mut().insert(shared.clone());
+            req.extensions_mut().insert(ClientIp(Some(peer)));
             let deadline = tokio::time::Instant::from_std(started + limit);
             let mut handler = std::pin::pin!(app.oneshot(req));
             let answered = match tokio::time::timeout_at(deadline, handler.as_mut()).await {

@@ -98,8 +98,10 @@ fn new_session_id() -> String {
 /// Sign in: checks the token, opens a session for it, sets the cookies.
 #[utoipa::path(post, path = "/api/v1/session", tag = "auth", request_body = NewSession, security(()),
     responses((status = 204, description = "signed in; cookies set"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
-pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> ApiResult<Response> {
-    s.anonymous.check(crate::limits::Anonymous::SignIn).map_err(ApiError::too_fast)?;
+pub async fn create(
+    State(s): State<AppState>, client: crate::listen::ClientIp, Json(body): Json<NewSession>,
+) -> ApiResult<Response> {
+    s.anonymous.check(crate::limits::Anonymous::SignIn, client.0).map_err(ApiError::too_fast)?;
     let token = body.token.trim();
     let Some(principal) = s.store.authenticate(&hash_token(token)).await? else {
         return Err(ApiError::new(ErrorCode::Unauthorized, "the token is unknown or revoked"));
@@ -119,8 +121,10 @@ pub async fn create(State(s): State<AppState>, Json(body): Json<NewSession>) -> 
 /// (docs/api.md, "Web sessions").
 #[utoipa::path(delete, path = "/api/v1/session", tag = "auth", security(()),
     responses((status = 204, description = "signed out"), (status = "default", body = pad_core::api::ErrorEnvelope)))]
-pub async fn delete(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
-    s.anonymous.check(crate::limits::Anonymous::SignOut).map_err(ApiError::too_fast)?;
+pub async fn delete(
+    State(s): State<AppState>, client: crate::listen::ClientIp, headers: HeaderMap,
+) -> ApiResult<Response> {
+    s.anonymous.check(crate::limits::Anonymous::SignOut, client.0).map_err(ApiError::too_fast)?;
     if let Some(id) = cookie(&headers, SESSION_COOKIE) {
         if !csrf_echoed(&headers, &id) {
             return Err(csrf_refused());

@@ -287,9 +287,41 @@ async fn the_openapi_document_states_the_enforced_limits() {
     assert!(unbounded.is_empty(), "request fields without a stated bound: {unbounded:?}");
 }
 
+/// Finding: the anonymous buckets were one per instance, so one client's
+/// flood of bad sign-ins locked every user out of signing in. They are per
+/// client address now (docs/api.md, "Limits"): a client on 127.0.0.2 spends
+/// its sign-ins (a bucket of 5 that does not refill during the test), and a
+/// valid sign-in from 127.0.0.1 still succeeds, as does a scrape.
+#[tokio::test]
+async fn one_clients_flood_of_bad_sign_ins_does_not_lock_out_another() {
+    let s =
+        TestServer::start_with(|st| st.anonymous = pad_server::limits::AnonymousLimiter::with_burst(1.0 / 3600.0, 5.0))
+            .await;
+    let flooder =
+        reqwest::Client::builder().local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap()).build().unwrap();
+    let mut refused = false;
+    for _ in 0..10 {
+        let r = flooder
+            .post(format!("{}/api/v1/session", s.url))
+            .json(&serde_json::json!({"token": "pad_not-a-token"}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 429 {
+            refused = true;
+            break;
+        }
+        assert_eq!(r.status(), 401);
+    }
+    assert!(refused, "the flood was never limited");
+    s.sign_in(&s.owner).await;
+    s.scrape().await;
+}
+
 /// Sign-ins, sign-outs and `/metrics` name no user, so the per-user rate
-/// limit cannot bound them: each has a bucket for the instance (docs/api.md,
-/// "Limits"). A flood gets 429 with Retry-After, in the error envelope.
+/// limit cannot bound them: each has a bucket per client address
+/// (docs/api.md, "Limits"). A flood gets 429 with Retry-After, in the error
+/// envelope.
 #[tokio::test]
 async fn anonymous_sign_ins_sign_outs_and_scrapes_are_rate_limited() {
     let s = TestServer::start().await;
