@@ -30,7 +30,7 @@ pub enum LeaseCount {
 }
 
 impl LeaseCount {
-    const ALL: [LeaseCount; 11] = [
+    pub const ALL: [LeaseCount; 11] = [
         LeaseCount::Claim,
         LeaseCount::Refresh,
         LeaseCount::Conflict,
@@ -141,6 +141,12 @@ impl WorkspaceLeases {
 /// `workspace="other"`, so a scrape stays small however many workspaces
 /// there are (docs/operations.md, "Metrics").
 pub const MAX_WORKSPACE_LABELS: usize = 50;
+/// The most bytes a scrape may take before fewer workspaces are named:
+/// the cap is also by size, since a slug may be 63 characters and each named
+/// workspace repeats it on every series line (about 40). Measured on the
+/// whole text, so a scrape stays under the 200 KB docs/operations.md
+/// ("Metrics") states.
+pub const SCRAPE_BYTES_MAX: usize = 190_000;
 /// The label value of the series that sums the workspaces past
 /// [`MAX_WORKSPACE_LABELS`].
 pub const OTHER_WORKSPACES: &str = "other";
@@ -268,20 +274,41 @@ impl Metrics {
     }
 
     fn render_at(&self, live: Option<&[(String, u64)]>, now: Instant) -> String {
-        let mut out = String::new();
         let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
         leases.forget_idle(now);
-        let mut ranked: Vec<(&String, &WorkspaceLeases)> = leases.by_workspace.iter().collect();
-        ranked.sort_by(|a, b| b.1.activity().cmp(&a.1.activity()).then_with(|| a.0.cmp(b.0)));
+        let mut ranked: Vec<(String, WorkspaceLeases)> =
+            leases.by_workspace.iter().map(|(ws, w)| (ws.clone(), w.clone())).collect();
+        let forgotten = leases.forgotten.last_active.is_some().then(|| leases.forgotten.clone());
+        drop(leases);
+        ranked.sort_by(|a, b| b.1.activity().cmp(&a.1.activity()).then_with(|| a.0.cmp(&b.0)));
+        // The busiest [`MAX_WORKSPACE_LABELS`], fewer while the scrape is
+        // past [`SCRAPE_BYTES_MAX`]: measured on the text itself, so every
+        // family counts, whatever its labels.
+        let mut named = MAX_WORKSPACE_LABELS;
+        loop {
+            let out = self.render_named(&ranked, forgotten.as_ref(), live, named);
+            if out.len() <= SCRAPE_BYTES_MAX || named == 0 {
+                return out;
+            }
+            named = (named * SCRAPE_BYTES_MAX / out.len()).min(named - 1);
+        }
+    }
+
+    /// The exposition with the first `named` of `ranked` named, the rest
+    /// and the forgotten summed into `other`.
+    fn render_named(
+        &self, ranked: &[(String, WorkspaceLeases)], forgotten: Option<&WorkspaceLeases>,
+        live: Option<&[(String, u64)]>, named: usize,
+    ) -> String {
+        let mut out = String::new();
         let mut shown: BTreeMap<String, WorkspaceLeases> = BTreeMap::new();
-        for (i, (ws, w)) in ranked.into_iter().enumerate() {
-            let key = if i < MAX_WORKSPACE_LABELS { ws.as_str() } else { OTHER_WORKSPACES };
+        for (i, (ws, w)) in ranked.iter().enumerate() {
+            let key = if i < named { ws.as_str() } else { OTHER_WORKSPACES };
             shown.entry(key.to_string()).or_default().add(w);
         }
-        if leases.forgotten.last_active.is_some() {
-            shown.entry(OTHER_WORKSPACES.to_string()).or_default().add(&leases.forgotten);
+        if let Some(forgotten) = forgotten {
+            shown.entry(OTHER_WORKSPACES.to_string()).or_default().add(forgotten);
         }
-        drop(leases);
         for what in LeaseCount::ALL {
             let (name, help) = what.name_and_help();
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");

@@ -25,6 +25,37 @@ async fn a_scrape_stays_small_with_thousands_of_workspaces() {
     assert!(text.contains("pad_lease_claims_total{workspace=\"other\"} 1950\n"), "{}", &text[..2000]);
 }
 
+/// Finding: the cap counted workspaces, not bytes, so 50 of the longest
+/// slugs (63 characters, docs/api.md, "Limits") with every series filled
+/// took the scrape past 200 KB. The named workspaces are now bounded by the
+/// bytes they take; the rest still sum into `other`, losing no count.
+#[tokio::test]
+async fn a_scrape_stays_small_with_thousands_of_long_workspace_slugs() {
+    let mut metrics = None;
+    let s = TestServer::start_with(|state| metrics = Some(state.metrics.clone())).await;
+    let metrics = metrics.unwrap();
+    for i in 0..2000u64 {
+        let ws = format!("{}-{i:04}", "s".repeat(58));
+        assert_eq!(ws.len(), 63);
+        for what in pad_server::metrics::LeaseCount::ALL {
+            metrics.count(&ws, what);
+        }
+        // Long figures in every bucket and sum.
+        for secs in [0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10_000.0, 100_000.0] {
+            metrics.held(&ws, chrono::Duration::milliseconds((secs * 1000.0) as i64 + i as i64));
+            metrics.claim_latency(&ws, std::time::Duration::from_secs_f64(secs / 1000.0 + i as f64 * 1e-9));
+        }
+    }
+    let text = s.scrape().await;
+    assert!(text.len() < 200_000, "{} bytes", text.len());
+    let claims: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("pad_lease_claims_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(claims, 2000, "every claim is counted, named or in other");
+}
+
 /// Without `PAD_METRICS_TOKEN` nothing is exposed: every scrape, with or
 /// without a credential (even a workspace owner's API token), answers 401 in
 /// the error envelope, says how to turn metrics on, and names no series.
