@@ -1,7 +1,9 @@
-//! CPU time spent by this process (the in-process server and the load
-//! generator) and by the PostgreSQL server's processes on this machine,
-//! read from `/proc`, so a row can say what one drained item costs each side
-//! and scale-out beyond this machine can be projected.
+//! CPU time spent by this process — the in-process server and, on threads
+//! of their own ([`crate::LOAD_THREAD`]), the load generator — and by the
+//! PostgreSQL server's processes on this machine, read from `/proc`, so a row
+//! can say what one drained item costs `pad serve`, its load and the
+//! database (docs/benchmarks.md, "CPU per item"), and scale-out beyond this
+//! machine can be projected.
 
 use std::time::Duration;
 
@@ -9,27 +11,42 @@ use std::time::Duration;
 /// every Linux this runs on (`getconf CLK_TCK`).
 const TICKS_PER_SECOND: u64 = 100;
 
-/// CPU time used so far: this process, and every process named `postgres`.
+/// CPU time used so far: this process, its load generator's threads, and
+/// every process named `postgres`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu {
+    /// This whole process: the server, the load and the harness.
     pub own: Duration,
+    /// The load generator's threads alone.
+    pub load: Duration,
     pub postgres: Duration,
 }
 
 impl Cpu {
     pub fn now() -> Cpu {
-        Cpu { own: ticks(&read("/proc/self/stat")).unwrap_or_default(), postgres: postgres() }
+        Cpu { own: ticks(&read("/proc/self/stat")).unwrap_or_default(), load: load(), postgres: postgres() }
     }
 
     /// What was used since `earlier`, per `items`, as a row's note:
-    /// `cpu ms/item: pad 0.41, postgres 0.77`.
+    /// `cpu ms/item: pad serve 0.21, load 0.12, postgres 0.77`. `pad serve`
+    /// is the process less its load threads: the in-process server (HTTP,
+    /// auth, the store and its pool), which runs on threads of its own.
     pub fn per_item_since(self, earlier: Cpu, items: u64) -> String {
-        let per = |d: Duration| d.as_secs_f64() * 1000.0 / items.max(1) as f64;
-        format!(
-            "cpu ms/item: pad+load {:.2}, postgres {:.2}",
-            per(self.own.saturating_sub(earlier.own)),
-            per(self.postgres.saturating_sub(earlier.postgres))
-        )
+        let (own, load, pg) = self.since(earlier, items);
+        format!("cpu ms/item: pad serve {:.2}, load {:.2}, postgres {:.2}", own - load, load, pg)
+    }
+
+    /// [`per_item_since`](Self::per_item_since) for a load with no pad
+    /// server (the drain floor): the whole process and the database.
+    pub fn per_item_total_since(self, earlier: Cpu, items: u64) -> String {
+        let (own, _, pg) = self.since(earlier, items);
+        format!("cpu ms/item: this process {own:.2}, postgres {pg:.2}")
+    }
+
+    /// Milliseconds per item since `earlier`: the process, its load threads, PostgreSQL.
+    fn since(self, earlier: Cpu, items: u64) -> (f64, f64, f64) {
+        let per = |now: Duration, then: Duration| now.saturating_sub(then).as_secs_f64() * 1000.0 / items.max(1) as f64;
+        (per(self.own, earlier.own), per(self.load, earlier.load), per(self.postgres, earlier.postgres))
     }
 }
 
@@ -46,6 +63,20 @@ fn ticks(stat: &str) -> Option<Duration> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(Duration::from_millis((utime + stime) * 1000 / TICKS_PER_SECOND))
+}
+
+/// The CPU time of this process's threads named [`crate::LOAD_THREAD`]. They
+/// live as long as the process (the load runtime is never dropped), so
+/// none of their time is lost to a thread's exit between two readings.
+fn load() -> Duration {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Duration::ZERO };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| {
+            let stat = read(&format!("/proc/self/task/{}/stat", e.file_name().to_string_lossy()));
+            let name = stat.split_once('(')?.1.rsplit_once(')')?.0;
+            if name == crate::LOAD_THREAD { ticks(&stat) } else { None }
+        })
+        .sum()
 }
 
 fn postgres() -> Duration {

@@ -178,6 +178,15 @@ impl Fixture {
         Ok(Instance { client, server, stop })
     }
 
+    /// A client of the fixture's server with a connection pool of its own,
+    /// for a measured load: the connections it opens are made, and driven,
+    /// on the runtime that uses it (the load generator's), so none made
+    /// earlier on the server's runtime carries the load (docs/benchmarks.md,
+    /// "CPU per item").
+    pub fn fresh_client(&self) -> Result<Client> {
+        Ok(Client::new(self.client.base_url().clone(), self.token.clone())?)
+    }
+
     /// Claim-nexts waiting for work on the fixture's server now.
     pub fn waiting(&self) -> u64 {
         self.metrics.waiting_now()

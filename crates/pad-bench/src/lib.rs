@@ -239,14 +239,46 @@ pub fn progress(what: &str) {
     eprintln!("pad bench: {what}");
 }
 
-/// Spawns `n` workers, `f(i)` for each, and collects what each returns.
+/// The name of the load generator's threads, by which [`cpu::Cpu`] tells
+/// their CPU time from the in-process server's.
+pub const LOAD_THREAD: &str = "pad-load";
+
+/// The load generator's own runtime: its threads are named [`LOAD_THREAD`],
+/// while the server runs on the runtime `pad bench` started with, so a
+/// row can report `pad serve`'s CPU apart from the load's (docs/benchmarks.md,
+/// "CPU per item"). Two workers, as many as the machine has cores.
+fn load_runtime() -> &'static tokio::runtime::Runtime {
+    static LOAD: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    LOAD.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(LOAD_THREAD)
+            .enable_all()
+            .build()
+            .expect("the load generator's runtime starts")
+    })
+}
+
+/// Runs `fut` on the load generator's runtime ([`load_runtime`]) and waits
+/// for it: what it spawns runs there too, and connections it opens are
+/// driven there.
+pub async fn on_load<T, Fut>(fut: Fut) -> Result<T>
+where
+    Fut: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    load_runtime().spawn(fut).await?
+}
+
+/// Spawns `n` workers, `f(i)` for each, on the load generator's runtime,
+/// and collects what each returns.
 pub async fn workers<T, F, Fut>(n: usize, f: F) -> Result<Vec<T>>
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let handles: Vec<_> = (0..n).map(|i| tokio::spawn(f(i))).collect();
+    let handles: Vec<_> = (0..n).map(|i| load_runtime().spawn(f(i))).collect();
     let mut out = Vec::with_capacity(n);
     for h in handles {
         out.push(h.await??);

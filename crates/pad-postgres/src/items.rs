@@ -58,7 +58,9 @@ impl ItemOps for PgStore {
             qb.push(" AND i.labels @> ").push_bind(filter.labels.clone());
         }
         if let Some(a) = &filter.assignee {
-            qb.push(" AND a.email = ").push_bind(a.to_lowercase());
+            qb.push(" AND i.assignee_id = (SELECT u.id FROM users u WHERE u.email = ")
+                .push_bind(a.to_lowercase())
+                .push(")");
         }
         if let Some(p) = &filter.parent {
             push_parent(&mut qb, ws, p);

@@ -59,13 +59,27 @@ macro_rules! locked_item {
 }
 
 /// The columns an item read adds to the item row `$i`'s own (parent,
-/// assignee, creator, comment count, blockers), with the joins of
-/// [`item_joins!`]: `rows::ITEM_SELECT` and the statements that return the
-/// item they wrote share them, so every item read agrees.
+/// assignee, creator, comment count, blockers): `rows::ITEM_SELECT` and the
+/// statements that return the item they wrote share them, so every item read
+/// agrees. Each is a subquery on a key rather than a join: a join carries
+/// the whole item row through one more plan node per table, and building
+/// those wide nodes is a large share of what a lease statement costs
+/// PostgreSQL (docs/benchmarks.md, "An answer's joined columns as subqueries").
 macro_rules! item_joined_columns {
     ($i:literal) => {
         concat!(
-            "p.prefix AS parent_prefix, p.number AS parent_number, a.email AS assignee_email, c.email AS creator_email,
+            "(SELECT p.prefix FROM items p WHERE p.id = ",
+            $i,
+            ".parent_id) AS parent_prefix,
+        (SELECT p.number FROM items p WHERE p.id = ",
+            $i,
+            ".parent_id) AS parent_number,
+        (SELECT a.email FROM users a WHERE a.id = ",
+            $i,
+            ".assignee_id) AS assignee_email,
+        (SELECT c.email FROM users c WHERE c.id = ",
+            $i,
+            ".created_by) AS creator_email,
         (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = ",
             $i,
             ".id) AS comments_count,
@@ -77,21 +91,6 @@ macro_rules! item_joined_columns {
           WHERE ib.item_id = ",
             $i,
             ".id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled')) AS blocked_by_open"
-        )
-    };
-}
-
-/// The joins [`item_joined_columns!`] reads from.
-macro_rules! item_joins {
-    ($i:literal) => {
-        concat!(
-            " LEFT JOIN items p ON p.id = ",
-            $i,
-            ".parent_id LEFT JOIN users a ON a.id = ",
-            $i,
-            ".assignee_id LEFT JOIN users c ON c.id = ",
-            $i,
-            ".created_by"
         )
     };
 }

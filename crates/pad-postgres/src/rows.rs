@@ -20,8 +20,7 @@ pub const ITEM_SELECT: &str = concat!(
     item_joined_columns!("i"),
     ",
         now() AS db_now
-    FROM items i",
-    item_joins!("i")
+    FROM items i"
 );
 
 /// A lease's columns: the stored `lease_*` ones (`p = "lease_"`, id in

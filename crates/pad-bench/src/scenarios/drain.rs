@@ -19,10 +19,11 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
     for &w in &s.drain_workers {
         let ws = fx.workspace(&format!("drain-{w}")).await?;
         fx.seed(&ws, s.drain_items).await?;
+        let load = fx.fresh_client()?;
         let cpu = Cpu::now();
         let started = Instant::now();
         let per_worker = workers(w, |i| {
-            let (client, slug) = (fx.client.clone(), ws.slug.clone());
+            let (client, slug) = (load.clone(), ws.slug.clone());
             async move {
                 let holder = format!("drainer-{i}");
                 let (mut samples, mut got, mut requests) = (Samples::default(), Vec::new(), 0u64);

@@ -97,7 +97,7 @@ async fn drain(fx: &Fixture, pool: &sqlx::PgPool, s: &Sizes, pad_rows: &[Row]) -
         let started = Instant::now();
         let per_worker = workers(w, |i| drain_floor::drain(floor.clone(), format!("floor-{i}"))).await;
         let elapsed = started.elapsed();
-        let cpu = Cpu::now().per_item_since(cpu, s.drain_items);
+        let cpu = Cpu::now().per_item_total_since(cpu, s.drain_items);
         floor.close().await;
         let ids: Vec<i64> = per_worker?.into_iter().flatten().collect();
         let distinct = ids.iter().collect::<HashSet<_>>().len();

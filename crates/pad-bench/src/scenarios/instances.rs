@@ -3,13 +3,15 @@
 //! over three servers with a store and connection pool each, on the same
 //! database, as three `pad serve` processes would be. They share this
 //! process's cores with the load generator, so the figure shows what the
-//! database lets through, not what three machines would.
+//! database lets through, not what three machines would. The note gives the
+//! CPU per cycle of the servers together, of the load and of PostgreSQL.
 
 use std::time::Instant;
 
 use pad_client::Client;
 
 use super::cycle::http_cycle;
+use crate::cpu::Cpu;
 use crate::fixture::{Fixture, task_ref};
 use crate::{Deadline, Result, Row, Samples, Sizes, workers};
 
@@ -22,10 +24,11 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
             extra.push(fx.instance().await?);
         }
         let clients: Vec<Client> =
-            std::iter::once(fx.client.clone()).chain(extra.iter().map(|i| i.client.clone())).collect();
+            std::iter::once(fx.fresh_client()?).chain(extra.iter().map(|i| i.client.clone())).collect();
         let ws = fx.workspace(&format!("instances-{n}")).await?;
         let first = fx.seed(&ws, c as u64).await?.start;
         let deadline = Deadline::after(s.duration());
+        let cpu = Cpu::now();
         let started = Instant::now();
         let per_worker = workers(c, |w| {
             let (client, slug) = (clients[w % n].clone(), ws.slug.clone());
@@ -43,6 +46,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
         })
         .await;
         let elapsed = started.elapsed();
+        let after = Cpu::now();
         for i in extra {
             i.finish().await;
         }
@@ -52,11 +56,13 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
             elapsed,
             samples,
         );
+        // Per cycle, `pad serve` being every instance together.
+        let cpu = after.per_item_since(cpu, row.ops.max(1));
         let note = match rows.first() {
             Some(one) if one.ops_per_sec > 0.0 => {
-                format!("cycles/s; {n} instances / 1 = {:.2}", row.ops_per_sec / one.ops_per_sec)
+                format!("cycles/s; {n} instances / 1 = {:.2}; {cpu}", row.ops_per_sec / one.ops_per_sec)
             }
-            _ => format!("cycles/s; {n} instance(s), one database, clients spread round-robin"),
+            _ => format!("cycles/s; {n} instance(s), one database, clients spread round-robin; {cpu}"),
         };
         rows.push(row.note(note));
     }

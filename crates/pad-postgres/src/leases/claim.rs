@@ -111,8 +111,7 @@ pub(super) const CLAIM_LOADED: &str = concat!(
     claim_statement!(""),
     ", ",
     item_joined_columns!("upd"),
-    " FROM d LEFT JOIN upd ON true",
-    item_joins!("upd")
+    " FROM d LEFT JOIN upd ON true"
 );
 
 /// A claim's look before it waits for the row lock (docs/leases.md, "A
@@ -236,9 +235,7 @@ macro_rules! claim_candidates_tail {
         cl.data AS claimed_data, (SELECT count(*) FROM ev) AS claimed_events, upd.*, ",
     item_joined_columns!("upd"),
     "
-    FROM ranked r LEFT JOIN upd ON upd.id = r.id LEFT JOIN claimed cl ON cl.id = r.id",
-    item_joins!("upd"),
-    " ORDER BY r.rank"
+    FROM ranked r LEFT JOIN upd ON upd.id = r.id LEFT JOIN claimed cl ON cl.id = r.id ORDER BY r.rank"
         )
     };
 }

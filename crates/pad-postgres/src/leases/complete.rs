@@ -103,7 +103,6 @@ macro_rules! complete_statement {
             $more,
             " FROM upd",
             $from,
-            item_joins!("upd"),
             " ORDER BY upd.w_k"
         )
     };
