@@ -30,5 +30,6 @@ mod supervise;
 mod tour;
 mod transfer;
 mod ui;
+mod waits;
 mod webhooks;
 mod wit;

@@ -1,12 +1,8 @@
 //! Waiting for work through the real binary: `pad item claim-next --wait`
 //! and a `pad drain --follow` whose server goes away and comes back
-//! (docs/leases.md, "`--follow`: as work arrives"). Its own test binary over
-//! the end-to-end tests' helpers (`e2e/common/`).
+//! (docs/leases.md, "`--follow`: as work arrives").
 
-#[path = "e2e/common/mod.rs"]
-// Not every helper is used here (the e2e binary uses the rest).
-#[allow(unused_imports)]
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
