@@ -107,12 +107,8 @@ pub(super) const CLAIM_ALONE: &str =
 /// candidate), which also reads the item as the grant left it: the
 /// statement's snapshot was taken under the lock, so nothing it joins can
 /// have changed since, and the flow's reload of the item needs no round trip.
-pub(super) const CLAIM_LOADED: &str = concat!(
-    claim_statement!(""),
-    ", ",
-    item_joined_columns!("upd"),
-    " FROM d LEFT JOIN upd ON true"
-);
+pub(super) const CLAIM_LOADED: &str =
+    concat!(claim_statement!(""), ", ", item_joined_columns!("upd"), " FROM d LEFT JOIN upd ON true");
 
 /// A claim's look before it waits for the row lock (docs/leases.md, "A
 /// refusal does not queue"): the row as last committed, read on the
