@@ -247,7 +247,7 @@ impl FromRequestParts<AppState> for Caller {
         };
         state.rate.check(p.user.id).map_err(|w| too_fast(w, "this user"))?;
         if let Some(root) = p.charged_to {
-            state.rate.check(root).map_err(|w| too_fast(w, "the account that minted this token"))?;
+            state.rate.check(root).map_err(|w| too_fast(w, "the account this token is charged to"))?;
         }
         Ok(Caller { user: p.user, scope: p.scope, credential, charged_to: p.charged_to })
     }

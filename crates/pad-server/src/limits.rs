@@ -74,13 +74,19 @@ pub struct RateLimiter<K = i64> {
 struct Buckets<K> {
     by_user: HashMap<K, (f64, std::time::Instant)>,
     sweep_at: usize,
+    /// When the last sweep ran: a map held at its cap sweeps again at most
+    /// once per [`CAPPED_SWEEP_EVERY`], not on every new key.
+    swept_at: Option<std::time::Instant>,
 }
 
 impl<K> Default for Buckets<K> {
     fn default() -> Self {
-        Buckets { by_user: HashMap::new(), sweep_at: 0 }
+        Buckets { by_user: HashMap::new(), sweep_at: 0, swept_at: None }
     }
 }
+
+/// How often a map at its cap looks again for idle buckets to drop.
+const CAPPED_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub const DEFAULT_RATE_PER_SECOND: f64 = 5000.0;
 /// The map is never swept below this size: sweeping a small map buys nothing.
@@ -129,14 +135,27 @@ impl<K: std::hash::Hash + Eq + Copy> RateLimiter<K> {
     /// so keys anyone can make up (client addresses) cannot grow the map
     /// without bound.
     fn check_capped(&self, key: K, overflow: Option<(usize, K)>) -> Result<(), u64> {
+        self.check_capped_at(key, overflow, std::time::Instant::now())
+    }
+
+    /// [`check_capped`](Self::check_capped) at `now`, which tests set.
+    fn check_capped_at(&self, key: K, overflow: Option<(usize, K)>, now: std::time::Instant) -> Result<(), u64> {
         let Some((rate, burst)) = self.limit else { return Ok(()) };
-        let now = std::time::Instant::now();
         let mut buckets = self.buckets.lock().expect("rate limiter lock");
-        if buckets.by_user.len() >= buckets.sweep_at.max(SWEEP_MIN) {
+        let cap = overflow.as_ref().map_or(usize::MAX, |(cap, _)| *cap);
+        let len = buckets.by_user.len();
+        // The next sweep is due at twice what the last one left, but never
+        // past the cap: a map at its cap would otherwise never sweep again,
+        // and every new key would share the spill bucket for good. At the
+        // cap, a sweep runs at most once per CAPPED_SWEEP_EVERY.
+        let due = len >= buckets.sweep_at.max(SWEEP_MIN).min(cap)
+            && (len < cap || buckets.swept_at.is_none_or(|t| now.duration_since(t) >= CAPPED_SWEEP_EVERY));
+        if due {
             buckets
                 .by_user
                 .retain(|_, (tokens, last)| *tokens + now.duration_since(*last).as_secs_f64() * rate < burst);
-            buckets.sweep_at = buckets.by_user.len() * 2;
+            buckets.sweep_at = (buckets.by_user.len() * 2).min(cap);
+            buckets.swept_at = Some(now);
         }
         let key = match overflow {
             Some((cap, spill)) if buckets.by_user.len() >= cap && !buckets.by_user.contains_key(&key) => spill,
@@ -279,6 +298,28 @@ mod tests {
             let _ = slow.check(100 + user);
         }
         assert!(slow.check(7).is_err(), "the exhausted bucket survived the sweeps");
+    }
+
+    #[test]
+    fn a_map_held_at_its_cap_still_sweeps_idle_buckets() {
+        // One token a second, so a bucket drawn once is busy for a second.
+        let limiter = RateLimiter::<i64>::keyed(Some((1.0, 2.0)));
+        let cap = 3 * SWEEP_MIN;
+        let spill = -1;
+        let t0 = std::time::Instant::now();
+        // Every bucket busy when the sweeps run: the map fills to its cap.
+        for key in 0..(cap as i64 + 10) {
+            let _ = limiter.check_capped_at(key, Some((cap, spill)), t0);
+        }
+        // The cap's buckets, and the spill bucket the last ten shared.
+        assert_eq!(limiter.buckets.lock().unwrap().by_user.len(), cap + 1);
+        // A minute later all of them are idle: a new key is worth a sweep,
+        // and gets a bucket of its own, not the spill one.
+        let later = t0 + std::time::Duration::from_secs(60);
+        let _ = limiter.check_capped_at(1_000_000, Some((cap, spill)), later);
+        let buckets = limiter.buckets.lock().unwrap();
+        assert!(buckets.by_user.contains_key(&1_000_000), "a new key went to the spill bucket");
+        assert!(buckets.by_user.len() < 10, "{} buckets kept", buckets.by_user.len());
     }
 
     #[test]

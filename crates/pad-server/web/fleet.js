@@ -122,7 +122,7 @@ function itemLink(ws, item) {
  * "News that is true").
  */
 function lastNote(item) {
-  const failureIsNews = item.last_failure_at && !(item.last_success_at && Date.parse(item.last_success_at) > Date.parse(item.last_failure_at));
+  const failureIsNews = item.last_failure_at && !(item.last_success_at && Date.parse(item.last_success_at) >= Date.parse(item.last_failure_at));
   return item.last_lease?.note ?? (failureIsNews ? item.last_failure_note : null) ?? null;
 }
 

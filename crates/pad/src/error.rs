@@ -55,15 +55,23 @@ pub struct Refusal {
     details: serde_json::Value,
 }
 
-/// A person's words for "nothing answered": where, and the likely fix.
 /// The TTL flag the user typed when it counts whole minutes or hours, with
 /// its unit in seconds: a refused TTL is then said in that flag's own terms,
-/// not as `--ttl`, which they never typed.
+/// not as `--ttl`, which they never typed. Only pad's own arguments count
+/// (what follows `--` is CMD's), and only one such flag: with both, the TTL
+/// is their sum, said in seconds.
 fn ttl_flag_typed() -> Option<(&'static str, i64, &'static str)> {
-    let typed = |flag: &str| std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
-    [("--ttl-minutes", 60, "minutes"), ("--ttl-hours", 3600, "hours")].into_iter().find(|(flag, ..)| typed(flag))
+    let ours: Vec<String> = std::env::args().take_while(|a| a != "--").collect();
+    let typed = |flag: &str| ours.iter().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    let mut found =
+        [("--ttl-minutes", 60, "minutes"), ("--ttl-hours", 3600, "hours")].into_iter().filter(|(flag, ..)| typed(flag));
+    match (found.next(), found.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
 }
 
+/// A person's words for "nothing answered": where, and the likely fix.
 pub fn no_answer(cause: &str) -> String {
     let at = SERVER.get().map_or("the server", String::as_str);
     // "Connection refused" is what the sentence already says.

@@ -155,9 +155,17 @@ fn sanitizer() -> &'static ammonia::Builder<'static> {
         // after cleaning (see `render_markdown`).
         let mut b = ammonia::Builder::default();
         b.url_schemes(["http", "https", "mailto"].into());
+        // A task's marker must survive only as text: raw HTML left open
+        // around a task list (`<div title="` …) would carry it into an
+        // attribute value, where putting the checkbox back would write
+        // markup into the attribute.
+        b.attribute_filter(|_, _, value| (!value.contains(TASK_MARKER)).then_some(value.into()));
         b
     })
 }
+
+/// What every task marker starts with ([`Flatten::task_marker`]).
+const TASK_MARKER: &str = "padtask";
 
 /// Escapes the container markers (`>`, `-`, `*`, `+`, `1.`, `1)`) that open
 /// a line past the first [`MAX_NESTING`], so the parser never opens more than
@@ -253,7 +261,7 @@ impl<'a, I: Iterator<Item = pulldown_cmark::Event<'a>>> Flatten<'a, I> {
     /// The text standing in for a task's checkbox until the HTML is clean:
     /// letters and digits only, which the sanitizer passes unchanged.
     fn task_marker(&self, checked: bool) -> String {
-        format!("padtask{}{}", if checked { "x" } else { "o" }, self.nonce)
+        format!("{TASK_MARKER}{}{}", if checked { "x" } else { "o" }, self.nonce)
     }
 
     /// Counts the raw tags in `raw`; false once past [`MAX_RAW_HTML_TAGS`].
@@ -338,7 +346,7 @@ mod tests {
 
 #[cfg(test)]
 mod bounds {
-    use super::{MAX_NESTING, MAX_RAW_HTML_TAGS, render_markdown};
+    use super::{MAX_NESTING, MAX_RAW_HTML_TAGS, TASK_MARKER, render_markdown};
 
     const BODY: usize = pad_core::BODY_MAX_BYTES;
 
@@ -413,6 +421,24 @@ mod bounds {
             for bad in ["checked", "<form", "submit", "formaction", "name="] {
                 assert!(!html.contains(bad), "{bad} survived {raw}: {html}");
             }
+        }
+    }
+
+    #[test]
+    fn a_task_marker_carried_into_an_attribute_stays_out_of_it() {
+        // Raw HTML left open around a task list carries its markers into
+        // the attribute: the attribute is dropped, and no checkbox is made
+        // there (nor anywhere but at a task).
+        let raw = "<div title=\"\n\n- [ ] one\n- [x] two\n\n<a href=\"\">x</a>\n";
+        let html = render_markdown(raw);
+        assert!(!html.contains(TASK_MARKER), "{html}");
+        assert!(!html.contains("title="), "{html}");
+        assert!(html.matches("<input").count() <= 2, "{html}");
+        for tag in html.split('<').skip(1) {
+            // Every tag's attributes as ammonia wrote them: no quote or
+            // bracket written into one afterwards.
+            let inside = tag.split('>').next().unwrap_or_default();
+            assert_eq!(inside.matches('"').count() % 2, 0, "{tag}: {html}");
         }
     }
 }

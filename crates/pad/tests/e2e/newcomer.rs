@@ -314,9 +314,11 @@ fn edit_is_update_and_close_closes_as_gh_does() {
     // A guard that does not hold refuses and changes nothing.
     let r3 = stdout(&ok(server.pad_output(["item", "create", "three"]))).trim().to_string();
     ok(server.pad_output(["item", "claim", &r3, "--holder", "runner-a"]));
-    let out = server.pad_output(["item", "close", &r3, "--lease-epoch", "9"]);
+    let out = server.pad_output(["item", "close", &r3, "--lease-epoch", "9", "-c", "closing now"]);
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert_eq!(status_of(&server, &r3), "open");
+    // Nor is the closing comment left behind.
+    assert!(!stdout(&ok(server.pad_output(["item", "comment", &r3, "--list"]))).contains("closing now"));
 }
 
 /// `pad completions --help` and the README say how to install the script

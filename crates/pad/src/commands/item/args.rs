@@ -252,7 +252,7 @@ pub struct CloseArgs {
     /// Why it is closed: `completed` (status done) or `not planned` (status cancelled)
     #[arg(long, value_enum, default_value_t = CloseReason::Completed, hide_possible_values = true)]
     pub reason: CloseReason,
-    /// Leave a comment on the item before closing it
+    /// Leave a comment on the item once it is closed (none if the close is refused)
     #[arg(short = 'c', long, value_name = "TEXT")]
     pub comment: Option<String>,
     /// Refuse (exit 7) if the item changed since TIME: the Updated time `pad item show` prints

@@ -58,9 +58,6 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
         }
         ItemCommand::Close(args) => {
             let r = args.item.item_ref.clone();
-            if let Some(body) = args.comment.clone() {
-                client.add_comment(ws, &r.to_string(), &NewComment { body }).await.map_err(about(&r))?;
-            }
             let status = args.reason.status();
             let patch = ItemPatch {
                 status: Some(status),
@@ -70,6 +67,10 @@ pub async fn run(ctx: &Ctx, cmd: ItemCommand) -> Result<(), CliError> {
                 ..ItemPatch::default()
             };
             let item = client.update_item(ws, &r.to_string(), &patch).await.map_err(about(&r))?;
+            // After the close, so a close its guards refuse leaves no comment.
+            if let Some(body) = args.comment.clone() {
+                client.add_comment(ws, &r.to_string(), &NewComment { body }).await.map_err(about(&r))?;
+            }
             ctx.emit(&item, |i| format!("Closed {} ({})\n", i.item_ref, i.status))
         }
         ItemCommand::Delete(args) => {
@@ -392,7 +393,7 @@ fn render_show(i: &Item, now: DateTime<Utc>) -> String {
     }
     // What happened last (docs/leases.md, "News that is true"): a success
     // after failures is the news, the failures its history.
-    let succeeded_last = i.last_success_at.is_some_and(|s| i.last_failure_at.is_none_or(|f| s >= f));
+    let succeeded_last = i.succeeded_last();
     if let Some(at) = i.last_success_at.filter(|_| succeeded_last) {
         field_line(&mut out, "Outcome", &format!("succeeded {}", output::at(at, now)));
     }
