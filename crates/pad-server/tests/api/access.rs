@@ -536,7 +536,7 @@ async fn requests_with_minted_tokens_count_against_the_minter() {
     let b = s.get(&minted[1], "/api/v1/me").await;
     assert_eq!((b.status.as_u16(), b.code()), (429, "rate_limited"), "{:?}", b.body);
     assert!(
-        b.body["error"]["message"].as_str().unwrap().contains("the account that minted this token"),
+        b.body["error"]["message"].as_str().unwrap().contains("the account this token is charged to"),
         "{:?}",
         b.body
     );
