@@ -7,9 +7,15 @@ use sha2::{Digest, Sha256};
 pub const TOKEN_PREFIX: &str = "pad_";
 
 pub fn new_token() -> String {
-    let mut bytes = [0u8; 32];
+    format!("{TOKEN_PREFIX}{}", random_hex::<32>())
+}
+
+/// `N` random bytes as lowercase hex: the one source of pad's secrets and
+/// nonces (tokens, webhook secrets, markdown's task markers).
+pub fn random_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
     rand::rng().fill_bytes(&mut bytes);
-    format!("{TOKEN_PREFIX}{}", hex::encode(bytes))
+    hex::encode(bytes)
 }
 
 pub fn hash_token(token: &str) -> String {

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use hmac::{KeyInit, Mac};
 use pad_core::webhook::Payload;
 use pad_store::{AttemptResult, DueDelivery};
-use rand::Rng;
 use sha2::Sha256;
 
 use crate::AppState;
@@ -45,9 +44,7 @@ pub const SIGNATURE_HEADER: &str = "x-pad-signature";
 
 /// A fresh signing secret: 32 random bytes.
 pub fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    format!("{SECRET_PREFIX}{}", hex::encode(bytes))
+    format!("{SECRET_PREFIX}{}", crate::auth::random_hex::<32>())
 }
 
 /// `sha256=<hex HMAC-SHA256 of body keyed by secret>`, the `X-Pad-Signature`.

@@ -244,12 +244,9 @@ struct Flatten<'a, I> {
 
 impl<'a, I: Iterator<Item = pulldown_cmark::Event<'a>>> Flatten<'a, I> {
     fn new(events: I) -> Self {
-        use rand::Rng;
-        let mut nonce = [0u8; 16];
-        rand::rng().fill_bytes(&mut nonce);
         Flatten {
             events,
-            nonce: hex::encode(nonce),
+            nonce: crate::auth::random_hex::<16>(),
             tasks: 0,
             open: Vec::new(),
             depth: 0,
