@@ -160,5 +160,5 @@ async fn release(
     };
     let released = changed == 1;
     let reason = if released { "released" } else { "no live lease" };
-    Ok(Json(ReleaseResponse { item_ref: item, released, reason: reason.into() }))
+    Ok(Json(ReleaseResponse { item_ref: item, released, reason: reason.into(), next: None, next_error: None }))
 }

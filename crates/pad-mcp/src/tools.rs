@@ -252,7 +252,7 @@ impl PadTools {
             Ok(h) => h,
             Err(refusal) => return Ok(refusal),
         };
-        let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status };
+        let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status, next: None };
         with_client!(self, ctx, |c| c.complete(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
@@ -267,7 +267,14 @@ impl PadTools {
             Ok(h) => h,
             Err(refusal) => return Ok(refusal),
         };
-        let body = FailBody { epoch: Some(a.epoch), lease_id: None, holder, note: a.note.clone(), max_failures: None };
+        let body = FailBody {
+            epoch: Some(a.epoch),
+            lease_id: None,
+            holder,
+            note: a.note.clone(),
+            max_failures: None,
+            next: None,
+        };
         with_client!(self, ctx, |c| c.fail(self.ws(&a.workspace), &a.item_ref, &body))
     }
 

@@ -81,6 +81,7 @@ async fn supervise(client: Client, slug: String, jobs: u32) -> Result<(Samples, 
                         lease_id: Some(g.lease.lease_id),
                         holder: Some(holder),
                         status: None,
+                        next: None,
                     };
                     client.complete(&slug, &r, &done).await.map(|_| t.elapsed())
                 });

@@ -139,7 +139,7 @@ pub struct RenewResponse {
     pub capped: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,19 +160,31 @@ pub struct ReleaseBody {
     /// which clears the failure handoff (docs/leases.md, "News that is true").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub succeeded: bool,
+    /// Claim the next item in the same call, once this end is recorded: a
+    /// claim-next body (`wait_seconds` must be 0), answered in `next`
+    /// (docs/api.md, "The next item in the same call").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<ClaimNextBody>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReleaseResponse {
     #[serde(rename = "ref")]
     pub item_ref: String,
     pub released: bool,
     /// `released`, `broken` or `no live lease`.
     pub reason: String,
+    /// With `next` in the body: the claim-next made once the end was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<ClaimNextResponse>,
+    /// With `next` in the body, when that claim-next failed: why. The end
+    /// itself was recorded; claim the next item with claim-next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_error: Option<super::ErrorBody>,
 }
 
 /// L15: set the status and end the lease in one fenced step.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteBody {
     /// The lease's epoch or `lease_id` (one is required; if both, both must match).
@@ -187,18 +199,30 @@ pub struct CompleteBody {
     /// Default `done`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<crate::Status>,
+    /// Claim the next item in the same call, once this end is recorded: a
+    /// claim-next body (`wait_seconds` must be 0), answered in `next`
+    /// (docs/api.md, "The next item in the same call").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<ClaimNextBody>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CompleteResponse {
     #[serde(rename = "ref")]
     pub item_ref: String,
     /// The item after the change; its `last_lease` says `ended: completed`.
     pub item: crate::Item,
+    /// With `next` in the body: the claim-next made once the end was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<ClaimNextResponse>,
+    /// With `next` in the body, when that claim-next failed: why. The end
+    /// itself was recorded; claim the next item with claim-next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_error: Option<super::ErrorBody>,
 }
 
 /// L14: report a failed attempt and end the lease.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailBody {
     /// The lease's epoch or `lease_id` (one is required; if both, both must match).
@@ -220,9 +244,14 @@ pub struct FailBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 1000)]
     pub max_failures: Option<u32>,
+    /// Claim the next item in the same call, once this end is recorded: a
+    /// claim-next body (`wait_seconds` must be 0), answered in `next`
+    /// (docs/api.md, "The next item in the same call").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<ClaimNextBody>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FailResponse {
     #[serde(rename = "ref")]
     pub item_ref: String,
@@ -230,6 +259,13 @@ pub struct FailResponse {
     pub item: crate::Item,
     /// True when this failure quarantined the item (`needs-human`).
     pub quarantined: bool,
+    /// With `next` in the body: the claim-next made once the end was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<ClaimNextResponse>,
+    /// With `next` in the body, when that claim-next failed: why. The end
+    /// itself was recorded; claim the next item with claim-next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_error: Option<super::ErrorBody>,
 }
 
 /// Query of `GET …/frontier`: the [`crate::FrontierFilter`] fields, lists

@@ -106,6 +106,7 @@ pub async fn release(
     if body.force {
         ctx.require(Action::BreakLease)?;
     }
+    let next = NextClaim::of(&ctx, body.next)?;
     let req = ReleaseRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
@@ -122,10 +123,13 @@ pub async fn release(
     if let Some(held) = out.held {
         s.metrics.held(&ctx.ws.slug, held);
     }
+    let (next, next_error) = NextClaim::make(next, &s, &ctx).await;
     Ok(axum::Json(ReleaseResponse {
         item_ref: r.to_string(),
         released: out.released(),
         reason: out.reason.as_str().to_string(),
+        next,
+        next_error,
     }))
 }
 
@@ -139,6 +143,7 @@ pub async fn complete(
     // A status change is an item write as well as a lease end.
     ctx.require(Action::Write)?;
     ctx.require(Action::Lease)?;
+    let next = NextClaim::of(&ctx, body.next)?;
     let req = CompleteRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
@@ -149,7 +154,8 @@ pub async fn complete(
     s.metrics.count(&ctx.ws.slug, LeaseCount::Completion);
     s.event_committed();
     held(&s, &ctx, item.last_lease.as_ref());
-    Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item }))
+    let (next, next_error) = NextClaim::make(next, &s, &ctx).await;
+    Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item, next, next_error }))
 }
 
 /// Report a failed attempt (L14): ends our lease, counts the failure, defers
@@ -161,6 +167,7 @@ pub async fn fail(
     State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<FailBody>,
 ) -> ApiResult<axum::Json<FailResponse>> {
     ctx.require(Action::Lease)?;
+    let next = NextClaim::of(&ctx, body.next)?;
     let req = FailRequest {
         actor: ctx.actor(),
         holder: ctx.holder(body.holder),
@@ -175,10 +182,13 @@ pub async fn fail(
         s.metrics.count(&ctx.ws.slug, LeaseCount::Quarantine);
     }
     held(&s, &ctx, out.item.last_lease.as_ref());
+    let (next, next_error) = NextClaim::make(next, &s, &ctx).await;
     Ok(axum::Json(FailResponse {
         item_ref: out.item.item_ref.to_string(),
         item: out.item,
         quarantined: out.quarantined,
+        next,
+        next_error,
     }))
 }
 
@@ -234,20 +244,28 @@ pub async fn claim_next(
     // plain claim-next subscribes to nothing (and starts no listener).
     let mut wake = (!batch.wait.is_zero()).then(|| s.ready_signals());
     let deadline = tokio::time::Instant::now() + s.wait_bound(batch.wait);
-    let grants = loop {
-        let started = std::time::Instant::now();
-        let answer = s.store.claim_next_many(&ctx.ws, &body.filter, &req, batch.count).await;
-        s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
-        let grants = answer?;
-        if !grants.is_empty() {
-            break grants;
+    loop {
+        let answer = grant(&s, &ctx, &body.filter, &req, batch.count).await?;
+        if answer.item.is_some() {
+            return Ok(axum::Json(answer));
         }
-        let Some(wake) = wake.as_mut() else { break grants };
+        let Some(wake) = wake.as_mut() else { return Ok(axum::Json(answer)) };
         let _waiting = s.metrics.waiting();
         if !wake.wait_until(deadline).await {
-            break grants;
+            return Ok(axum::Json(answer));
         }
-    };
+    }
+}
+
+/// One look for ready items: claims up to `count` of them (L11), counts the
+/// hits or the miss, and wakes this instance's streams for the grants.
+async fn grant(
+    s: &AppState, ctx: &Ctx, filter: &pad_core::FrontierFilter, req: &ClaimRequest, count: u32,
+) -> ApiResult<ClaimNextResponse> {
+    let started = std::time::Instant::now();
+    let answer = s.store.claim_next_many(&ctx.ws, filter, req, count).await;
+    s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
+    let grants = answer?;
     if grants.is_empty() {
         s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextMiss);
     } else {
@@ -266,7 +284,59 @@ pub async fn claim_next(
             previous_holder: out.previous_holder,
         })
         .collect();
-    Ok(axum::Json(ClaimNextResponse::new(grants)))
+    Ok(ClaimNextResponse::new(grants))
+}
+
+/// The claim-next a lease end carries in `next` (docs/api.md, "The next
+/// item in the same call"), checked in full before the end is written, so
+/// a bad one is refused with nothing changed: the same checks as
+/// claim-next's, naming the field inside `next`, and no long poll.
+struct NextClaim {
+    filter: pad_core::FrontierFilter,
+    req: ClaimRequest,
+    count: u32,
+}
+
+impl NextClaim {
+    fn of(ctx: &Ctx, body: Option<ClaimNextBody>) -> ApiResult<Option<NextClaim>> {
+        let Some(body) = body else { return Ok(None) };
+        let within = |e: ApiError| within_next(e);
+        let batch = Batch::of(&body).map_err(|e| within(e.into()))?;
+        if !batch.wait.is_zero() {
+            let field = if body.wait_seconds.is_some() { "wait_seconds" } else { "wait" };
+            let message = format!(
+                "{field}: an end's next claim does not wait (got {}); wait for work with claim-next's {field}",
+                body.wait_asked().unwrap_or_default()
+            );
+            return Err(within(ApiError::from(pad_core::ValidationError::new(field, message))));
+        }
+        body.filter.validate().map_err(|e| within(e.into()))?;
+        let req =
+            claim_request(ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
+        req.validate(&ctx.ws.settings).map_err(|e| within(e.into()))?;
+        Ok(Some(NextClaim { filter: body.filter, req, count: batch.count }))
+    }
+
+    /// Made once the end committed: its answer, or why it could not be made
+    /// (the end stands either way).
+    async fn make(
+        next: Option<NextClaim>, s: &AppState, ctx: &Ctx,
+    ) -> (Option<ClaimNextResponse>, Option<pad_core::api::ErrorBody>) {
+        let Some(n) = next else { return (None, None) };
+        match grant(s, ctx, &n.filter, &n.req, n.count).await {
+            Ok(answer) => (Some(answer), None),
+            Err(e) => (None, Some(e.body())),
+        }
+    }
+}
+
+/// A refusal of a field inside `next`: the field is named as `next.FIELD`.
+fn within_next(mut e: ApiError) -> ApiError {
+    if let Some(field) = e.details.get("field").and_then(|f| f.as_str()).map(str::to_string) {
+        e.details["field"] = serde_json::Value::String(format!("next.{field}"));
+    }
+    e.message = format!("next: {}", e.message);
+    e
 }
 
 /// One heartbeat for many leases (L4): each renewed or refused on its own,

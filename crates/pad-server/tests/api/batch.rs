@@ -202,3 +202,122 @@ async fn a_long_poll_wakes_on_an_item_created_through_another_instance() {
     assert_eq!(got.status, 200, "{:?}", got.body);
     assert_eq!(got.body["item"]["ref"], r.as_str(), "woken through the database");
 }
+
+/// The kinds of `ref`'s events, oldest first.
+async fn kinds_of(s: &TestServer, r: &str) -> Vec<String> {
+    let page = s.get(&s.owner, &format!("{WS}/events?ref={r}")).await.body;
+    page["events"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_string()).collect()
+}
+
+/// docs/api.md, "The next item in the same call": complete, fail and
+/// release each end their lease and then claim the next item, in one call.
+#[tokio::test]
+async fn an_end_with_next_claims_the_next_item_in_the_same_call() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let refs: Vec<String> = {
+            let mut refs = Vec::new();
+            for t in ["first", "second", "third", "fourth"] {
+                refs.push(s.create_item(&s.owner, "default", t).await);
+            }
+            refs
+        };
+        let next = json!({"holder": "w", "ttl_seconds": 60, "filter": {"exclude": [refs[2]]}});
+        let first = s.post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "w"})).await;
+        assert_eq!(first.body["item"]["ref"], refs[0].as_str(), "{}: {:?}", b.name, first.body);
+        let epoch = first.body["lease"]["epoch"].clone();
+
+        let done = json!({"holder": "w", "epoch": epoch, "next": next});
+        let a = s.post(&s.owner, &format!("{WS}/items/{}/complete", refs[0]), done).await;
+        assert_eq!(a.status, 200, "{}: {:?}", b.name, a.body);
+        assert_eq!(a.body["item"]["status"], "done", "{}: the end is the complete's", b.name);
+        assert_eq!(a.body["item"]["lease"], Value::Null);
+        assert_eq!(a.body["next"]["item"]["ref"], refs[1].as_str(), "{}: {:?}", b.name, a.body);
+        assert_eq!(a.body["next"]["lease"]["holder"], "w");
+        assert_eq!(a.body["next"]["lease"]["ttl_seconds"], 60, "{}: the next claim's own terms", b.name);
+        assert_eq!(a.body["next_error"], Value::Null);
+        let shown = s.get(&s.owner, &format!("{WS}/items/{}", refs[1])).await.body;
+        assert_eq!(shown["lease"]["lease_id"], a.body["next"]["lease"]["lease_id"], "{}: the grant is real", b.name);
+        // The end's events come first, then the grant's.
+        assert_eq!(kinds_of(&s, &refs[0]).await.last().map(String::as_str), Some("lease.released"));
+        let all = s.get(&s.owner, &format!("{WS}/events")).await.body;
+        let ids = |kind: &str, r: &str| {
+            all["events"].as_array().unwrap().iter().find(|e| e["type"] == kind && e["ref"] == r).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        };
+        assert!(ids("lease.released", &refs[0]) < ids("lease.claimed", &refs[1]), "{}", b.name);
+
+        // A failure takes the next one too, passing over what `next` excludes.
+        let lease = &a.body["next"]["lease"];
+        let failed = json!({"holder": "w", "lease_id": lease["lease_id"], "note": "flaky", "next": next});
+        let a = s.post(&s.owner, &format!("{WS}/items/{}/fail", refs[1]), failed).await;
+        assert_eq!(a.status, 200, "{}: {:?}", b.name, a.body);
+        assert_eq!(a.body["item"]["failures"], 1);
+        assert_eq!(a.body["next"]["item"]["ref"], refs[3].as_str(), "{}: {} is excluded", b.name, refs[2]);
+
+        // A release with nothing left to take (a released item is ready
+        // again, so it is excluded too): `next` answers as an empty claim-next.
+        let lease = &a.body["next"]["lease"];
+        let rest = json!({"holder": "w", "filter": {"exclude": [refs[2], refs[3]]}});
+        let released = json!({"holder": "w", "lease_id": lease["lease_id"], "succeeded": true, "next": rest});
+        let a = s.post(&s.owner, &format!("{WS}/items/{}/release", refs[3]), released).await;
+        assert_eq!(a.status, 200, "{}: {:?}", b.name, a.body);
+        assert_eq!(a.body["released"], true);
+        assert_eq!((a.body["next"]["item"].clone(), a.body["next"]["grants"].clone()), (Value::Null, json!([])));
+
+        // Without `next`, the answers are as they were: no `next` at all.
+        let plain = s.post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "v"})).await;
+        assert_eq!(plain.body["item"]["ref"], refs[2].as_str());
+        let done = json!({"holder": "v", "lease_id": plain.body["lease"]["lease_id"]});
+        let a = s.post(&s.owner, &format!("{WS}/items/{}/complete", refs[2]), done).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert!(a.body.get("next").is_none() && a.body.get("next_error").is_none(), "{:?}", a.body);
+    }
+}
+
+/// A `next` the claim-next route would refuse is refused before the end is
+/// written: nothing changes, and the field is named inside `next`.
+#[tokio::test]
+async fn a_bad_next_or_a_refused_end_changes_nothing() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let r = s.create_item(&s.owner, "default", "held").await;
+        let other = s.create_item(&s.owner, "default", "waiting").await;
+        let claimed = s.post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "w"})).await;
+        assert_eq!(claimed.body["item"]["ref"], r.as_str());
+        let lease_id = claimed.body["lease"]["lease_id"].clone();
+        let too_many: Vec<String> = (1..=501).map(|n| format!("TASK-{}", n + 1000)).collect();
+        for verb in ["complete", "fail", "release"] {
+            for (next, code, field) in [
+                (json!({"count": 0}), "validation_failed", "next.count"),
+                (json!({"count": 33}), "validation_failed", "next.count"),
+                (json!({"wait_seconds": 5}), "validation_failed", "next.wait_seconds"),
+                (json!({"wait": 1}), "validation_failed", "next.wait"),
+                (json!({"wait_seconds": -1}), "validation_failed", "next.wait_seconds"),
+                (json!({"ttl_seconds": 0}), "invalid_ttl", "next.ttl_seconds"),
+                (json!({"holder": ""}), "validation_failed", "next.holder"),
+                (json!({"filter": {"exclude": too_many}}), "validation_failed", "next.exclude"),
+            ] {
+                let body = json!({"holder": "w", "lease_id": lease_id, "next": next});
+                let a = s.post(&s.owner, &format!("{WS}/items/{r}/{verb}"), body).await;
+                assert_eq!(a.status, 400, "{}: {verb} {next}: {:?}", b.name, a.body);
+                assert_eq!(a.code(), code, "{}: {verb} {next}: {:?}", b.name, a.body);
+                assert_eq!(a.body["error"]["details"]["field"], field, "{}: {verb} {next}: {:?}", b.name, a.body);
+                assert!(a.body["error"]["message"].as_str().unwrap().starts_with("next: "), "{:?}", a.body);
+            }
+        }
+        let held = s.get(&s.owner, &format!("{WS}/items/{r}")).await.body;
+        assert_eq!(held["lease"]["lease_id"], lease_id, "{}: the lease was not ended", b.name);
+        assert_eq!(held["status"], "open");
+        assert_eq!(kinds_of(&s, &r).await, ["item.created", "lease.claimed"], "{}", b.name);
+
+        // A refused end (a lease that is not the live one) claims nothing.
+        let stale = json!({"holder": "w", "lease_id": lease_id.as_i64().unwrap() + 1000, "next": {"holder": "w"}});
+        let a = s.post(&s.owner, &format!("{WS}/items/{r}/complete"), stale).await;
+        assert_eq!(a.status, 409, "{}: {:?}", b.name, a.body);
+        let waiting = s.get(&s.owner, &format!("{WS}/items/{other}")).await.body;
+        assert_eq!(waiting["lease"], Value::Null, "{}: the refused call claimed nothing", b.name);
+        assert_eq!(kinds_of(&s, &other).await, ["item.created"], "{}", b.name);
+    }
+}

@@ -295,6 +295,7 @@ pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), C
         force: a.force,
         reason: a.reason,
         succeeded: false,
+        next: None,
     };
     let released = client.release(ctx.ws(), &r.to_string(), &body).await.map_err(|e| {
         // Someone else's lease: say the two ways on (docs/leases.md, "Renew,
@@ -336,8 +337,13 @@ fn release_hint(holder: &str) -> String {
 /// L15: `Completed TASK-1 (done); lease 7 ended`.
 pub async fn complete(ctx: &Ctx, client: &Client, a: CompleteArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
-    let body =
-        CompleteBody { epoch: a.handle.epoch, lease_id: a.handle.lease_id, holder: a.holder.holder, status: a.status };
+    let body = CompleteBody {
+        epoch: a.handle.epoch,
+        lease_id: a.handle.lease_id,
+        holder: a.holder.holder,
+        status: a.status,
+        next: None,
+    };
     let done = client.complete(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     ctx.emit(&done, |d| format!("Completed {} ({}); lease released\n", d.item_ref, d.item.status))
 }
@@ -357,6 +363,7 @@ pub async fn fail(ctx: &Ctx, client: &Client, a: FailArgs) -> Result<(), CliErro
         holder: a.holder.holder,
         note: a.note,
         max_failures: a.max_failures,
+        next: None,
     };
     let failed = client.fail(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     ctx.emit(&failed, |f| {

@@ -166,6 +166,7 @@ async fn end_succeeded(w: &Worker<'_>, g: &Granted, ran: &mut Ran) -> Result<Out
         lease_id: Some(g.lease.lease_id),
         holder: Some(g.lease.holder.clone()),
         status: None,
+        next: None,
     };
     match w.client.complete(w.ws, &g.item_ref.to_string(), &body).await {
         Ok(done) => {
@@ -195,6 +196,7 @@ async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome
         holder: Some(g.lease.holder.clone()),
         note: ran.message.clone(),
         max_failures: w.max_attempts,
+        next: None,
     };
     match w.client.fail(w.ws, &g.item_ref.to_string(), &body).await {
         Ok(answer) => {

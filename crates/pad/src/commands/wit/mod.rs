@@ -435,8 +435,15 @@ impl Wit {
     async fn release(&self, a: HandleArgs) -> Result<(), CliError> {
         let r = self.check(&a.id)?;
         let h = a.lease_comment_id;
-        let body =
-            ReleaseBody { holder: None, epoch: None, lease_id: Some(h), force: false, reason: None, succeeded: false };
+        let body = ReleaseBody {
+            holder: None,
+            epoch: None,
+            lease_id: Some(h),
+            force: false,
+            reason: None,
+            succeeded: false,
+            next: None,
+        };
         let refused = match self.client.release(&self.ws, &r.to_string(), &body).await {
             Ok(rel) if rel.released => return self.released(&r, h, true, rel.reason),
             Ok(rel) => CliError::new(Exit::Conflict, format!("lease {h} is not a lease of {r} ({})", rel.reason)),
