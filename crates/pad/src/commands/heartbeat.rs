@@ -99,6 +99,19 @@ impl Holding {
         let stop_at = state.leases.get(&self.id).map_or(now, |e| e.stop_at);
         now.min(stop_at) + self.shared.kill_after
     }
+
+    /// Until when, by our clock, the lease can still be live on the server:
+    /// its conservative expiry (counted as S2's stop point is, from when the
+    /// last renewal that got through was sent) less S2's margin; now, once a
+    /// renewal was refused. A job whose command has ended records its
+    /// outcome until then at the latest (docs/leases.md, "Draining").
+    pub fn live_until(&self) -> Instant {
+        let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.leases.get(&self.id).map_or_else(Instant::now, |e| {
+            let margin = stop::margin(e.ttl);
+            e.expires.checked_sub(margin).unwrap_or(e.expires)
+        })
+    }
 }
 
 impl Drop for Holding {
@@ -130,6 +143,8 @@ struct Entry {
     /// When the command must start stopping (S2), by our clock; once lost,
     /// when it should have.
     stop_at: Instant,
+    /// The lease's conservative expiry, by our clock (S2); now, once refused.
+    expires: Instant,
     /// When the next renewal is due: a third of the TTL after the last one.
     next: Instant,
     /// Why the last renewals did not get through, while they do not.
@@ -253,6 +268,7 @@ impl Heartbeat {
             body: renew_body(lease),
             ttl,
             stop_at: stop_point(sent, lease, ttl, kill_after),
+            expires: sent + stop::time_left(lease),
             next: sent + stop::renew_every(ttl),
             failure: None,
             capped: false,
@@ -342,6 +358,7 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
                 Renewed::Ok { lease, capped } => {
                     e.capped = capped;
                     e.stop_at = stop_point(sent, &lease, e.ttl, kill_after);
+                    e.expires = sent + stop::time_left(&lease);
                     e.next = sent + stop::renew_every(e.ttl);
                     if e.failure.take().is_some() {
                         eprintln!("pad: renewed the lease on {r} again");
@@ -361,8 +378,9 @@ async fn beat(shared: Arc<Shared>, client: Client, ws: String) {
                     if let Some(tx) = e.lost.take() {
                         let _ = tx.send(err);
                     }
-                    // A refusal stops the command at once.
+                    // A refusal stops the command at once: the lease is not ours.
                     e.stop_at = e.stop_at.min(Instant::now());
+                    e.expires = e.expires.min(Instant::now());
                 }
             }
         }

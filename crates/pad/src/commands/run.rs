@@ -29,6 +29,7 @@ use tokio::time::Instant;
 mod args;
 mod drain;
 mod job;
+mod outage;
 mod report;
 mod signals;
 
@@ -175,7 +176,8 @@ enum Outcome {
     /// `--timeout` passed; CMD's group was stopped.
     TimedOut,
     /// The lease ended under CMD, whose group was stopped; or the fenced
-    /// write at the end was refused because it was no longer ours.
+    /// write at the end was refused because it was no longer ours, or could
+    /// not reach the server before the lease may have expired.
     LeaseLost,
     /// pad got SIGINT/SIGTERM (or CMD, owning the terminal, died of Ctrl-C).
     Interrupted,
@@ -202,6 +204,10 @@ struct Ran {
     /// This failure quarantined the item (`needs-human`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     quarantined: bool,
+    /// Whether the server recorded how the job ended (the release, the
+    /// completion or the failure): false when the lease was lost, or the
+    /// server could not be reached before it may have expired.
+    recorded: bool,
     /// What pad did or saw, in words (failure note, lease loss).
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,

@@ -11,8 +11,6 @@
 //! ready, and a claim that fails for a reason that passes (the server down
 //! or busy) is tried again after a pause instead of ending the drain.
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use pad_client::ClientError;
@@ -21,6 +19,7 @@ use pad_core::api::{CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimNext
 use tokio::time::{Instant, sleep};
 
 use super::job::{not_run, release, supervise};
+use super::outage::{Backoff, passes};
 use super::report::Report;
 use super::signals::Stop;
 use super::{DrainArgs, JOBS_MAX};
@@ -28,7 +27,7 @@ use super::{Granted, Ran, Worker, new_session_id};
 use crate::commands::Ctx;
 use crate::commands::heartbeat::{Fresh, Heartbeat};
 use crate::commands::lease::filter;
-use crate::error::{CliError, Code, Exit};
+use crate::error::{CliError, Exit};
 
 /// How long one idle `--follow` claim waits on the server for work: as
 /// long as the server allows, so an idle drain sends one request per period.
@@ -219,90 +218,4 @@ async fn claim(
         heartbeat.renew_late(&mut fresh).await
     };
     Ok(grants.into_iter().zip(lost).collect())
-}
-
-/// Whether a failed claim is worth another try: no answer (refused, reset,
-/// timed out, a gateway with nothing behind it), `unavailable` or
-/// `rate_limited` — README's exit 8. Anything else (a bad token, a workspace
-/// gone, a refused filter) will not pass by waiting.
-fn passes(e: &ClientError) -> bool {
-    Code::of(e).exit() == Exit::Unavailable
-}
-
-/// The pauses between the tries of a `--follow` drain whose claims fail
-/// for a reason that passes: doubling from [`Backoff::FIRST`] to at most
-/// [`Backoff::MAX`], or what the server's `Retry-After` asks if longer. No
-/// clock: the caller sleeps the pause it is given.
-#[derive(Debug, Default)]
-struct Backoff {
-    /// The failures in a row so far.
-    failures: u32,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(500);
-    /// A server back up is found within this long, however long it was down.
-    const MAX: Duration = Duration::from_secs(30);
-
-    fn failing(&self) -> bool {
-        self.failures > 0
-    }
-
-    /// One more failure: how long to pause before the next try.
-    fn failed(&mut self, retry_after: Option<Duration>) -> Duration {
-        let doubled = Self::FIRST.saturating_mul(1 << self.failures.min(16));
-        self.failures = self.failures.saturating_add(1);
-        doubled.min(Self::MAX).max(retry_after.unwrap_or_default())
-    }
-
-    /// A claim got through: whether it had been failing until now.
-    fn recovered(&mut self) -> bool {
-        std::mem::take(&mut self.failures) > 0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pauses_double_to_a_cap_honour_retry_after_and_start_over_on_success() {
-        let mut b = Backoff::default();
-        assert!(!b.failing());
-        let pauses: Vec<f64> = (0..9).map(|_| b.failed(None).as_secs_f64()).collect();
-        assert_eq!(pauses, [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]);
-        assert!(b.failing());
-        assert!(b.recovered());
-        assert!(!b.recovered(), "said once");
-        assert_eq!(b.failed(Some(Duration::from_secs(7))), Duration::from_secs(7), "the server's word, if longer");
-        assert_eq!(b.failed(Some(Duration::from_millis(10))), Duration::from_secs(1));
-        for _ in 0..100 {
-            assert!(b.failed(None) <= Backoff::MAX);
-        }
-    }
-
-    #[test]
-    fn only_what_waiting_can_mend_passes() {
-        use pad_core::api::ErrorCode;
-        let api = |status, code| ClientError::Api {
-            status,
-            code,
-            message: String::new(),
-            details: serde_json::Value::Null,
-            retry_after: None,
-        };
-        assert!(passes(&ClientError::Unavailable("connection refused".into())));
-        assert!(passes(&api(503, ErrorCode::Unavailable)));
-        assert!(passes(&api(429, ErrorCode::RateLimited)));
-        for (status, code) in [
-            (401, ErrorCode::Unauthorized),
-            (403, ErrorCode::Forbidden),
-            (404, ErrorCode::NotFound),
-            (400, ErrorCode::ValidationFailed),
-            (500, ErrorCode::InternalError),
-        ] {
-            assert!(!passes(&api(status, code)), "{code:?}");
-        }
-        assert!(!passes(&ClientError::Protocol("HTTP 418".into())));
-    }
 }

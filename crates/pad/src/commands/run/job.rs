@@ -1,16 +1,21 @@
 //! One job: CMD run under one granted lease, from start to the lease's end
 //! (docs/leases.md, "Working under a lease"). `pad run` runs one; `pad
-//! drain` runs one per slot (`drain.rs`), up to `--jobs` at once.
+//! drain` runs one per slot (`drain.rs`), up to `--jobs` at once. How a
+//! job ended is recorded through an outage for as long as its lease can be
+//! live (docs/leases.md, "Draining").
 
+use std::future::Future;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use pad_client::ClientError;
 use pad_core::api::{CompleteBody, FailBody, ReleaseBody};
 use tokio::process::Command;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep_until, timeout_at};
 
+use super::outage::{Backoff, passes};
 use super::report::Report;
 use super::signals::Stop;
 use super::{Granted, Outcome, Ran, Worker, exit_code};
@@ -30,7 +35,7 @@ pub(super) async fn supervise(
     let mut ran = ran(&g, Outcome::Interrupted);
     // Ctrl-C while the lease was being taken: give it back, run nothing.
     if let Some(sig) = stop.received() {
-        release(w, &g).await;
+        ran.recorded = release(w, &g).await;
         ran.signal = Some(sig);
         return Ok(ran);
     }
@@ -99,23 +104,26 @@ pub(super) async fn supervise(
         stop.raise(libc::SIGINT);
     }
     ran.signal = stop.received();
+    // How the job ended is recorded while the lease can still be live,
+    // through an outage too (docs/leases.md, "Draining").
+    let mut end = Ending { w, g: &g, report, holding: &holding, stop: &mut stop };
     ran.outcome = if let Some(e) = lost {
         ran.message = Some(format!("{}; stopped `{}`", e, w.program()));
         Outcome::LeaseLost
     } else if ran.signal.is_some() {
         // An interrupted CMD may well exit 0; that does not make its work
         // done, nor is it the item's failure.
-        release(w, &g).await;
+        ran.recorded = release(w, &g).await;
         Outcome::Interrupted
     } else if timed_out {
         let limit = humantime::format_duration(w.timeout.unwrap_or_default());
         ran.message = Some(format!("timed out after {limit}; stopped `{}`", w.program()));
-        end_failed(w, &g, &mut ran, Outcome::TimedOut).await?
+        end.failed(&mut ran, Outcome::TimedOut).await?
     } else if code != 0 {
         ran.message = Some(format!("`{}` exited {code}", w.program()));
-        end_failed(w, &g, &mut ran, Outcome::Failed).await?
+        end.failed(&mut ran, Outcome::Failed).await?
     } else {
-        end_succeeded(w, &g, &mut ran).await?
+        end.succeeded(&mut ran).await?
     };
     Ok(ran)
 }
@@ -139,6 +147,7 @@ fn ran(g: &Granted, outcome: Outcome) -> Ran {
         status: None,
         failures: None,
         quarantined: false,
+        recorded: false,
         message: None,
         signal: None,
     }
@@ -152,77 +161,199 @@ fn stopping(group: &Group, sig: i32, kill_at: &mut Option<Instant>, holding: &Ho
     kill_at.get_or_insert_with(|| holding.kill_by(Instant::now()));
 }
 
-/// CMD exited 0: with `--done-on-success`, set `done` and end the lease in
-/// one fenced request (L15); otherwise release it.
-async fn end_succeeded(w: &Worker<'_>, g: &Granted, ran: &mut Ran) -> Result<Outcome, CliError> {
-    if !w.done_on_success {
-        // The release says the work succeeded: the item's news is a success
-        // now, not the last failure (docs/leases.md, "News that is true").
-        give_back(w, g, true).await;
-        return Ok(Outcome::Succeeded);
-    }
-    let body = CompleteBody {
-        epoch: Some(g.lease.epoch),
-        lease_id: Some(g.lease.lease_id),
-        holder: Some(g.lease.holder.clone()),
-        status: None,
-        next: None,
-    };
-    match w.client.complete(w.ws, &g.item_ref.to_string(), &body).await {
-        Ok(done) => {
-            ran.status = Some(done.item.status);
-            Ok(Outcome::Succeeded)
+/// What ends a job's lease once its command is over: the job, and what
+/// recording its outcome through an outage needs.
+struct Ending<'a, 'w> {
+    w: &'a Worker<'w>,
+    g: &'a Granted,
+    report: &'a Report,
+    holding: &'a Holding,
+    stop: &'a mut Stop,
+}
+
+/// Why a job's outcome was not recorded, though the server never refused it.
+enum Unrecorded {
+    /// No answer but failures that pass, until the lease may have expired
+    /// (the last one, in words).
+    GaveUp(String),
+    /// Signal N came while trying again (the last failure, in words).
+    Interrupted(i32, String),
+}
+
+impl Unrecorded {
+    /// Reports in `ran` that `what` happened but was not recorded.
+    fn report(self, ran: &mut Ran, what: String) -> Outcome {
+        match self {
+            Unrecorded::GaveUp(why) => {
+                ran.message = Some(format!(
+                    "{what}, but the server could not be reached to record it before the lease may have expired \
+                     ({why}); the item goes to the next claimant"
+                ));
+                Outcome::LeaseLost
+            }
+            Unrecorded::Interrupted(sig, why) => {
+                ran.signal = Some(sig);
+                ran.message = Some(format!(
+                    "{what}, not recorded: interrupted while the server could not be reached ({why}); its lease \
+                     expires on its own"
+                ));
+                Outcome::Interrupted
+            }
         }
-        Err(e) => match CliError::for_item(&g.item_ref, e) {
-            e if e.exits_with(Exit::Conflict) => {
-                ran.message = Some(format!("{e}; the item was not marked done"));
-                Ok(Outcome::LeaseLost)
-            }
-            e => {
-                release(w, g).await;
-                Err(e)
-            }
-        },
     }
 }
 
-/// CMD failed or timed out: the attempt counts as a failure (L14), which
-/// ends the lease; `ran.message` is the note left for the next claimant.
-/// `--max-attempts` is the quarantine threshold the server applies.
-async fn end_failed(w: &Worker<'_>, g: &Granted, ran: &mut Ran, outcome: Outcome) -> Result<Outcome, CliError> {
-    let body = FailBody {
-        epoch: Some(g.lease.epoch),
-        lease_id: Some(g.lease.lease_id),
-        holder: Some(g.lease.holder.clone()),
-        note: ran.message.clone(),
-        max_failures: w.max_attempts,
-        next: None,
-    };
-    match w.client.fail(w.ws, &g.item_ref.to_string(), &body).await {
-        Ok(answer) => {
-            let item = &answer.item;
-            let mut message = ran.message.take().unwrap_or_default();
-            message += &format!("; failure {}", item.failures);
-            if answer.quarantined {
-                message += ", quarantined (needs-human)";
-            } else if let Some(at) = item.retry_at {
-                message += &format!(", next try after {}", output::at(at, chrono::Utc::now()));
+impl Ending<'_, '_> {
+    /// Sends the request that records how the job ended (`send` makes it)
+    /// until the server answers it, yes or no. A failure that passes by
+    /// waiting (no answer, `unavailable`, `rate_limited`) is tried again
+    /// after a pause that doubles, or the server's `Retry-After`, for as
+    /// long as the lease can still be live by our clock
+    /// ([`Holding::live_until`]): after that another worker may hold the
+    /// item, and the outcome is given up (docs/leases.md, "Draining"). A
+    /// signal stops the trying at once; the lease expires on its own.
+    async fn record<T, F: Future<Output = Result<T, ClientError>>>(
+        &mut self, mut send: impl FnMut() -> F,
+    ) -> Result<Result<T, ClientError>, Unrecorded> {
+        let g = self.g;
+        let r = &g.item_ref;
+        let mut backoff = Backoff::default();
+        let mut why = String::new();
+        loop {
+            let until = self.holding.live_until();
+            // The first try is the one request made before outages were
+            // waited out: whatever the clock says, and to its answer.
+            let answer = if backoff.failing() {
+                if Instant::now() >= until {
+                    self.report.recording_given_up(r, &why);
+                    return Err(Unrecorded::GaveUp(why));
+                }
+                tokio::select! {
+                    answer = timeout_at(until, send()) => answer.ok(),
+                    sig = self.stop.recv() => return Err(Unrecorded::Interrupted(sig, why)),
+                }
+            } else {
+                Some(send().await)
+            };
+            let retry_after = match answer {
+                Some(Err(e)) if passes(&e) => {
+                    let retry_after = e.retry_after();
+                    why = CliError::for_item(r, e).to_string();
+                    retry_after
+                }
+                Some(answer) => {
+                    if backoff.recovered() {
+                        self.report.recording_recovered(r);
+                    }
+                    return Ok(answer);
+                }
+                None => {
+                    why = "no answer before the lease may have expired".to_string();
+                    continue;
+                }
+            };
+            // One line when recording starts failing, not one per try.
+            if !backoff.failing() {
+                self.report.recording_failing(r, &why);
             }
-            ran.message = Some(message);
-            ran.failures = Some(item.failures);
-            ran.quarantined = answer.quarantined;
-            Ok(outcome)
+            let pause = Instant::now() + backoff.failed(retry_after);
+            tokio::select! {
+                () = sleep_until(pause.min(until)) => {}
+                sig = self.stop.recv() => return Err(Unrecorded::Interrupted(sig, why)),
+            }
         }
-        Err(e) => match CliError::for_item(&g.item_ref, e) {
-            e if e.exits_with(Exit::Conflict) => {
-                ran.message = Some(format!("{e}; the failure was not recorded"));
-                Ok(Outcome::LeaseLost)
+    }
+
+    /// CMD exited 0: with `--done-on-success`, set `done` and end the lease
+    /// in one fenced request (L15); otherwise release it.
+    async fn succeeded(&mut self, ran: &mut Ran) -> Result<Outcome, CliError> {
+        let (w, g) = (self.w, self.g);
+        let (client, ws, r) = (&w.client, w.ws, &g.item_ref.to_string());
+        let what = format!("`{}` exited 0", w.program());
+        if !w.done_on_success {
+            // The release says the work succeeded: the item's news is a
+            // success now, not the last failure (docs/leases.md, "News that
+            // is true").
+            let body = &release_body(g, true);
+            return Ok(match self.record(move || client.release(ws, r, body)).await {
+                Ok(answer) => {
+                    ran.recorded = released(g, answer);
+                    Outcome::Succeeded
+                }
+                Err(not) => not.report(ran, what),
+            });
+        }
+        let body = &CompleteBody {
+            epoch: Some(g.lease.epoch),
+            lease_id: Some(g.lease.lease_id),
+            holder: Some(g.lease.holder.clone()),
+            ..CompleteBody::default()
+        };
+        match self.record(move || client.complete(ws, r, body)).await {
+            Ok(Ok(done)) => {
+                ran.status = Some(done.item.status);
+                ran.recorded = true;
+                Ok(Outcome::Succeeded)
             }
-            e => {
-                release(w, g).await;
-                Err(e)
+            Ok(Err(e)) => match CliError::for_item(&g.item_ref, e) {
+                e if e.exits_with(Exit::Conflict) => {
+                    ran.message = Some(format!("{e}; the item was not marked done"));
+                    Ok(Outcome::LeaseLost)
+                }
+                e => {
+                    release(w, g).await;
+                    Err(e)
+                }
+            },
+            Err(not) => Ok(not.report(ran, what)),
+        }
+    }
+
+    /// CMD failed or timed out: the attempt counts as a failure (L14), which
+    /// ends the lease; `ran.message` is the note left for the next claimant.
+    /// `--max-attempts` is the quarantine threshold the server applies.
+    async fn failed(&mut self, ran: &mut Ran, outcome: Outcome) -> Result<Outcome, CliError> {
+        let (w, g) = (self.w, self.g);
+        let (client, ws, r) = (&w.client, w.ws, &g.item_ref.to_string());
+        let body = &FailBody {
+            epoch: Some(g.lease.epoch),
+            lease_id: Some(g.lease.lease_id),
+            holder: Some(g.lease.holder.clone()),
+            note: ran.message.clone(),
+            max_failures: w.max_attempts,
+            ..FailBody::default()
+        };
+        match self.record(move || client.fail(ws, r, body)).await {
+            Ok(Ok(answer)) => {
+                let item = &answer.item;
+                let mut message = ran.message.take().unwrap_or_default();
+                message += &format!("; failure {}", item.failures);
+                if answer.quarantined {
+                    message += ", quarantined (needs-human)";
+                } else if let Some(at) = item.retry_at {
+                    message += &format!(", next try after {}", output::at(at, chrono::Utc::now()));
+                }
+                ran.message = Some(message);
+                ran.failures = Some(item.failures);
+                ran.quarantined = answer.quarantined;
+                ran.recorded = true;
+                Ok(outcome)
             }
-        },
+            Ok(Err(e)) => match CliError::for_item(&g.item_ref, e) {
+                e if e.exits_with(Exit::Conflict) => {
+                    ran.message = Some(format!("{e}; the failure was not recorded"));
+                    Ok(Outcome::LeaseLost)
+                }
+                e => {
+                    release(w, g).await;
+                    Err(e)
+                }
+            },
+            Err(not) => {
+                let what = ran.message.take().unwrap_or_default();
+                Ok(not.report(ran, what))
+            }
+        }
     }
 }
 
@@ -260,28 +391,39 @@ fn spawn(w: &Worker<'_>, g: &Granted) -> Result<Group, CliError> {
         .map_err(|e| crate::commands::group::cannot_run(&program.to_string_lossy(), &e))
 }
 
-/// Gives the lease back. Failing to is reported, not fatal: the lease
-/// expires on its own within its TTL.
-pub(super) async fn release(w: &Worker<'_>, g: &Granted) {
-    give_back(w, g, false).await;
+/// Gives the lease back, in one try; says whether it did. Failing to is
+/// reported, not fatal: the lease expires on its own within its TTL.
+pub(super) async fn release(w: &Worker<'_>, g: &Granted) -> bool {
+    released(g, w.client.release(w.ws, &g.item_ref.to_string(), &release_body(g, false)).await)
 }
 
-/// [`release`], saying whether the holder's work `succeeded`.
-async fn give_back(w: &Worker<'_>, g: &Granted, succeeded: bool) {
-    let body = ReleaseBody {
+/// The release of `g`'s lease, saying whether the holder's work `succeeded`.
+fn release_body(g: &Granted, succeeded: bool) -> ReleaseBody {
+    ReleaseBody {
         holder: Some(g.lease.holder.clone()),
         epoch: Some(g.lease.epoch),
         lease_id: Some(g.lease.lease_id),
         succeeded,
         ..ReleaseBody::default()
-    };
-    match w.client.release(w.ws, &g.item_ref.to_string(), &body).await {
-        Ok(answer) if answer.released => {}
-        Ok(_) => eprintln!("pad: the lease on {} had already ended", g.item_ref),
-        Err(e) => eprintln!(
-            "pad: could not release the lease on {} (it expires on its own): {}",
-            g.item_ref,
-            CliError::for_item(&g.item_ref, e)
-        ),
+    }
+}
+
+/// What the server answered a release of `g`'s lease, said on stderr when
+/// it is not "released"; whether it was.
+fn released(g: &Granted, answer: Result<pad_core::api::ReleaseResponse, ClientError>) -> bool {
+    match answer {
+        Ok(answer) if answer.released => true,
+        Ok(_) => {
+            eprintln!("pad: the lease on {} had already ended", g.item_ref);
+            false
+        }
+        Err(e) => {
+            eprintln!(
+                "pad: could not release the lease on {} (it expires on its own): {}",
+                g.item_ref,
+                CliError::for_item(&g.item_ref, e)
+            );
+            false
+        }
     }
 }

@@ -100,6 +100,33 @@ impl Report {
         eprintln!("{}", self.clear("pad: claims get through again"));
     }
 
+    /// A job's outcome could not be recorded and is being tried again while
+    /// its lease can still be live; said once, not at every try.
+    pub(super) fn recording_failing(&self, r: &ItemRef, why: &str) {
+        eprintln!(
+            "{}",
+            self.clear(&format!(
+                "pad: could not record the outcome of {r}; trying again while its lease can still be live: {why}"
+            ))
+        );
+    }
+
+    /// A job's outcome got through after failing.
+    pub(super) fn recording_recovered(&self, r: &ItemRef) {
+        eprintln!("{}", self.clear(&format!("pad: recorded the outcome of {r} after all")));
+    }
+
+    /// A job's outcome was not recorded before its lease may have expired.
+    pub(super) fn recording_given_up(&self, r: &ItemRef, why: &str) {
+        eprintln!(
+            "{}",
+            self.clear(&format!(
+                "pad: gave up recording the outcome of {r}: its lease may have expired by now, and the item goes \
+                 to the next claimant ({why})"
+            ))
+        );
+    }
+
     pub(super) fn finish(&self, ran: &Ran) {
         self.clear_live();
         let mut c = self.counts.borrow_mut();
@@ -137,7 +164,13 @@ impl Report {
                     Some(libc::SIGTERM) => "SIGTERM",
                     _ => "SIGINT",
                 };
-                eprintln!("pad: {r} interrupted by {sig} after {secs}; its lease was released");
+                match (&ran.message, ran.recorded) {
+                    (Some(why), false) => eprintln!("pad: {r} interrupted by {sig} after {secs}: {why}"),
+                    (None, false) => {
+                        eprintln!("pad: {r} interrupted by {sig} after {secs}; its lease expires on its own")
+                    }
+                    (_, true) => eprintln!("pad: {r} interrupted by {sig} after {secs}; its lease was released"),
+                }
             }
         }
     }
