@@ -22,28 +22,64 @@ const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.crea
 const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_code, error, duration_ms, outcome, at
     FROM webhook_deliveries";
 
-/// Claims the due heads of subscriptions. Only the oldest pending event of an
-/// active subscription is eligible (in-order delivery), read from each
-/// subscription through the `(webhook_id, event_id)` index, so the rows
-/// behind a head are never read (docs/webhooks.md, "Isolation"); and only below the event
+/// Each active subscription's head that is due and unclaimed, with its slot
+/// in its account's share (docs/webhooks.md, "Isolation"): its rank among
+/// the account's due heads, oldest first, after the account's heads under a
+/// running claim; a head is claimable while its slot is within the cap.
+/// Heads are read from each subscription through the `(webhook_id,
+/// event_id)` index, so the rows behind a head are never read. A
+/// subscription's account is its workspace's: the member added first, its
+/// creator while it remains one. `$also`: more conditions on a head `d`.
+macro_rules! ranked_heads {
+    ($also:literal) => {
+        concat!(
+            "subs AS MATERIALIZED (
+        SELECT o.id, o.event_id, o.next_attempt_at, o.claimed_until, w.paused_at,
+            COALESCE((SELECT m.user_id FROM members m WHERE m.workspace_id = w.workspace_id
+                ORDER BY m.added_at, m.user_id LIMIT 1), -w.workspace_id) AS account
+        FROM webhooks w
+        CROSS JOIN LATERAL (
+            SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1) head
+        JOIN webhook_outbox o ON o.id = head.id),
+    busy AS (SELECT account, count(*) AS n FROM subs WHERE claimed_until > clock_timestamp() GROUP BY account),
+    ranked AS (
+        SELECT d.id, d.next_attempt_at,
+            row_number() OVER (PARTITION BY d.account ORDER BY d.next_attempt_at, d.id) + COALESCE(b.n, 0) AS slot
+        FROM subs d LEFT JOIN busy b ON b.account = d.account
+        WHERE d.paused_at IS NULL
+          AND d.next_attempt_at <= clock_timestamp()
+          AND (d.claimed_until IS NULL OR d.claimed_until <= clock_timestamp())",
+            $also,
+            ")"
+        )
+    };
+}
+
+/// Claims the due heads of subscriptions ([`ranked_heads!`]): only the
+/// oldest pending event of an active subscription is eligible (in-order
+/// delivery), only while its account has a slot, and only below the event
 /// visibility horizon ([`event_horizon!`], as `EVENTS_AFTER`): an event
 /// whose transaction may still commit with a smaller id would otherwise be
-/// overtaken by a later one. $1 limit, $2 hold seconds, $3 the foreign
-/// transactions (`events::foreign_xids`, read before).
+/// overtaken by a later one. A head another instance locks is skipped, and
+/// one it claimed or finished meanwhile is checked again once locked. $1
+/// limit, $2 hold seconds, $3 the foreign transactions
+/// (`events::foreign_xids`, read before), $4 the per-account cap.
 const CLAIM: &str = concat!(
     "WITH ",
     event_horizon!("$3"),
     ",
+    ",
+    ranked_heads!(
+        "
+          AND d.event_id < (SELECT below FROM horizon)"
+    ),
+    ",
     due AS (
-        SELECT o.id FROM webhooks w
-        CROSS JOIN LATERAL (
-            SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1) head
-        JOIN webhook_outbox o ON o.id = head.id
-        WHERE w.paused_at IS NULL
-          AND o.event_id < (SELECT below FROM horizon)
+        SELECT o.id FROM ranked r JOIN webhook_outbox o ON o.id = r.id
+        WHERE r.slot <= $4
           AND o.next_attempt_at <= clock_timestamp()
           AND (o.claimed_until IS NULL OR o.claimed_until <= clock_timestamp())
-        ORDER BY o.next_attempt_at, o.id
+        ORDER BY r.next_attempt_at, r.id
         LIMIT $1
         FOR UPDATE OF o SKIP LOCKED
     )
@@ -53,15 +89,10 @@ const CLAIM: &str = concat!(
     RETURNING o.id"
 );
 
-/// Whether any active subscription's head is due: the claim's question
-/// without its horizon and locks.
-const ANY_DUE: &str = "SELECT EXISTS (
-    SELECT 1 FROM webhooks w
-    CROSS JOIN LATERAL (
-        SELECT h.next_attempt_at, h.claimed_until FROM webhook_outbox h
-        WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1) head
-    WHERE w.paused_at IS NULL AND head.next_attempt_at <= clock_timestamp()
-      AND (head.claimed_until IS NULL OR head.claimed_until <= clock_timestamp()))";
+/// Whether any active subscription's head is due and its account has a
+/// slot: the claim's question without its horizon and locks. $1 the
+/// per-account cap.
+const ANY_DUE: &str = concat!("WITH ", ranked_heads!(""), " SELECT EXISTS (SELECT 1 FROM ranked WHERE slot <= $1)");
 
 /// Drops, per subscription, the queued rows older than the newest $1, never
 /// one under a running claim, counts them on the subscription, and answers
@@ -224,7 +255,10 @@ impl WebhookOps for PgStore {
     async fn claim_webhook_deliveries(&self, limit: u32, hold_seconds: i64) -> StoreResult<Vec<DueDelivery>> {
         // Asked every second by every instance: skip the horizon and the locks
         // while no head is due (a queue behind a waiting head is not).
-        let any: bool = sqlx::query_scalar(ANY_DUE).fetch_one(&self.pool).await.map_err(db)?;
+        // Nor while only heads of accounts at their cap are: they are left
+        // unclaimed, for a look after one of theirs ends.
+        let cap = i64::from(DueDelivery::IN_FLIGHT_PER_ACCOUNT);
+        let any: bool = sqlx::query_scalar(ANY_DUE).bind(cap).fetch_one(&self.pool).await.map_err(db)?;
         if !any {
             return Ok(Vec::new());
         }
@@ -233,6 +267,7 @@ impl WebhookOps for PgStore {
             .bind(i64::from(limit))
             .bind(hold_seconds as f64)
             .bind(foreign)
+            .bind(cap)
             .fetch_all(&self.pool)
             .await
             .map_err(db)?;

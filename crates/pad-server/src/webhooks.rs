@@ -3,8 +3,10 @@
 //! instance), POSTs each event signed with its subscription's secret, and
 //! reports the attempt back; the store logs it and decides delivered, retry
 //! later or failed (`pad_core::webhook::after_attempt`). Sends run as tasks
-//! of their own, so a receiver that hangs holds only its own queue
-//! (docs/webhooks.md, "Isolation").
+//! of their own, so a receiver that hangs holds only its own queue, and the
+//! store claims no more than `DueDelivery::IN_FLIGHT_PER_ACCOUNT` of one
+//! account's deliveries at once, so one account's receivers hold only its
+//! own share (docs/webhooks.md, "Isolation").
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -24,11 +26,17 @@ pub const CLAIM_HOLD_SECONDS: i64 = 30;
 /// How often each instance looks for due deliveries besides after the events
 /// it commits: retries come due, and other instances' events arrive, this way.
 pub const POLL_PERIOD: Duration = Duration::from_secs(1);
-/// Deliveries claimed per look (a full one looks again at once).
+/// Deliveries claimed per look (a full one looks again at once). An
+/// account's deliveries past its cap are not in it: they stay unclaimed and
+/// due, and are claimed by a later look, once one of its sends has ended.
 const CLAIM_BATCH: usize = 32;
 /// Deliveries in flight at once on this instance. Each subscription has at
-/// most one, and a workspace at most 20 subscriptions, so one workspace's
-/// hanging receivers cannot take them all (docs/webhooks.md, "Isolation").
+/// most one, a workspace at most 20 subscriptions, and an account, however
+/// many workspaces it has, at most `DueDelivery::IN_FLIGHT_PER_ACCOUNT`
+/// (32) across the instances: the store leaves an account's due rows
+/// unclaimed while it has that many under a running claim, so rows never
+/// wait here for a slot, and one account's hanging receivers cannot take
+/// more than an eighth of these (docs/webhooks.md, "Isolation").
 pub const MAX_IN_FLIGHT: usize = 256;
 /// How often the queues are trimmed to `WEBHOOK_QUEUE_MAX` (docs/webhooks.md,
 /// "A full queue"): each look reads up to that many rows per subscription,

@@ -19,14 +19,28 @@ const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.crea
 
 /// The due heads (docs/webhooks.md, "Isolation"): each active subscription's
 /// oldest row, found through the `(webhook_id, event_id)` index, when its
-/// attempt is due and no claim on it runs. The rows behind a head are never
-/// read, so the cost follows the subscriptions, not the queue. ?1 now, ?2 limit.
-const DUE_HEADS: &str = "SELECT o.id FROM webhooks w
-    JOIN webhook_outbox o ON o.id = (
-        SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1)
-    WHERE w.paused_at IS NULL
-      AND o.next_attempt_at <= ?1 AND (o.claimed_until IS NULL OR o.claimed_until <= ?1)
-    ORDER BY o.next_attempt_at, o.id LIMIT ?2";
+/// attempt is due and no claim on it runs, and while its account has a slot:
+/// fewer than ?3 of its subscriptions' heads under a running claim, counting
+/// those this look takes, oldest due first. A subscription's account is its
+/// workspace's: the member added first, its creator while it remains one
+/// (docs/webhooks.md, "Isolation"). The rows behind a head are never read,
+/// so the cost follows the subscriptions, not the queue. ?1 now, ?2 limit,
+/// ?3 the per-account cap.
+const DUE_HEADS: &str = "WITH subs AS MATERIALIZED (
+        SELECT o.id, o.next_attempt_at, o.claimed_until, w.paused_at,
+            COALESCE((SELECT m.user_id FROM members m WHERE m.workspace_id = w.workspace_id
+                ORDER BY m.added_at, m.user_id LIMIT 1), -w.workspace_id) AS account
+        FROM webhooks w
+        JOIN webhook_outbox o ON o.id = (
+            SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1)),
+    busy AS (SELECT account, COUNT(*) AS n FROM subs WHERE claimed_until > ?1 GROUP BY account),
+    ranked AS (
+        SELECT d.id, d.next_attempt_at,
+            ROW_NUMBER() OVER (PARTITION BY d.account ORDER BY d.next_attempt_at, d.id) + COALESCE(b.n, 0) AS slot
+        FROM subs d LEFT JOIN busy b ON b.account = d.account
+        WHERE d.paused_at IS NULL
+          AND d.next_attempt_at <= ?1 AND (d.claimed_until IS NULL OR d.claimed_until <= ?1))
+    SELECT id FROM ranked WHERE slot <= ?3 ORDER BY next_attempt_at, id LIMIT ?2";
 
 /// Per subscription, the newest event past the cap (?1 rows kept), if its
 /// queue is over it: that event and older ones are dropped.
@@ -186,9 +200,11 @@ impl WebhookOps for SqliteStore {
         // Asked after writes and every second: look on a reader first, so
         // while nothing is due (an idle outbox, or only queues behind heads
         // waiting for their retry) the writer is never taken (docs/webhooks.md,
-        // "Isolation").
+        // "Isolation"). Nor while only heads of accounts at their cap are:
+        // they are left unclaimed, for a look after one of theirs ends.
         let now = micros(self.clock.read());
-        let any = self.read(move |c| c.opt(DUE_HEADS, (now, 1), |_| Ok(()))).await?;
+        let cap = i64::from(DueDelivery::IN_FLIGHT_PER_ACCOUNT);
+        let any = self.read(move |c| c.opt(DUE_HEADS, (now, 1, cap), |_| Ok(()))).await?;
         if any.is_none() {
             return Ok(Vec::new());
         }
@@ -197,10 +213,10 @@ impl WebhookOps for SqliteStore {
         let now = micros(tx.now);
         let claimed: Vec<i64> = conn.all(
             &format!(
-                "UPDATE webhook_outbox SET claim = lower(hex(randomblob(16))), claimed_until = ?3
+                "UPDATE webhook_outbox SET claim = lower(hex(randomblob(16))), claimed_until = ?4
                  WHERE id IN ({DUE_HEADS}) RETURNING id"
             ),
-            (now, i64::from(limit), now + hold_seconds * 1_000_000),
+            (now, i64::from(limit), cap, now + hold_seconds * 1_000_000),
             |r| r.col(0),
         )?;
         let mut due = Vec::with_capacity(claimed.len());
@@ -333,9 +349,60 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("pad.db")).await.unwrap();
         let sql = format!("EXPLAIN QUERY PLAN {}", super::DUE_HEADS);
-        let plan: Vec<String> = store.read(move |c| c.all(&sql, (0, 1), |r| r.col::<String>(3))).await.unwrap();
+        let plan: Vec<String> = store.read(move |c| c.all(&sql, (0, 1, 32), |r| r.col::<String>(3))).await.unwrap();
         assert!(plan.iter().all(|step| !step.starts_with("SCAN o") && !step.starts_with("SCAN h")), "{plan:?}");
         assert!(plan.iter().any(|step| step.contains("INDEX sqlite_autoindex_webhook_outbox_1")), "{plan:?}");
+    }
+
+    /// docs/webhooks.md, "Isolation": an account's heads past its cap of
+    /// deliveries in flight are left unclaimed, while another account's are
+    /// claimed in the same look; one claimed when a slot frees is still its
+    /// first attempt, and none is lost.
+    #[tokio::test]
+    async fn an_account_at_its_cap_leaves_its_heads_unclaimed_for_later() {
+        let cap = pad_store::DueDelivery::IN_FLIGHT_PER_ACCOUNT as usize;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("pad.db")).await.unwrap();
+        let hog = Actor { user_id: store.ensure_user("hog@example.com").await.unwrap().id };
+        let other = Actor { user_id: store.ensure_user("other@example.com").await.unwrap().id };
+        let hook = CreateWebhook { url: "http://127.0.0.1:9/".into(), events: vec![] };
+        let mut hogs = 0;
+        for w in 0..2 {
+            let ws = store.create_workspace(&format!("hog-{w}"), "Hog", hog).await.unwrap();
+            for _ in 0..20 {
+                store.create_webhook(&ws, hog, &hook, "s").await.unwrap();
+                hogs += 1;
+            }
+            store.create_item(&ws, hog, &NewItem { title: "flood".into(), ..Default::default() }).await.unwrap();
+        }
+        assert!(hogs > cap);
+        let ws = store.create_workspace("other", "Other", other).await.unwrap();
+        store.create_webhook(&ws, other, &hook, "s").await.unwrap();
+        store.create_item(&ws, other, &NewItem { title: "wanted".into(), ..Default::default() }).await.unwrap();
+
+        let first = store.claim_webhook_deliveries(100, 30).await.unwrap();
+        let of_hog = first.iter().filter(|d| d.workspace.starts_with("hog-")).count();
+        assert_eq!((of_hog, first.len() - of_hog), (cap, 1), "{first:?}");
+        // At its cap: nothing more of the hog's, and nothing claimed and held.
+        assert!(store.claim_webhook_deliveries(100, 30).await.unwrap().is_empty());
+        let held: i64 =
+            store.read(|c| c.scalar("SELECT COUNT(*) FROM webhook_outbox WHERE claim IS NOT NULL", [])).await.unwrap();
+        assert_eq!(held as usize, cap + 1);
+
+        // Each delivery that ends frees a slot for the next, a first attempt.
+        let delivered = AttemptResult { status_code: Some(204), error: None, duration_ms: 1 };
+        let mut sent = of_hog;
+        let mut in_flight: Vec<_> = first.into_iter().filter(|d| d.workspace.starts_with("hog-")).collect();
+        while let Some(done) = in_flight.pop() {
+            store.finish_webhook_delivery(&done, &delivered).await.unwrap();
+            let next = store.claim_webhook_deliveries(100, 30).await.unwrap();
+            assert!(next.len() <= 1 && next.iter().all(|d| d.attempts == 0), "{next:?}");
+            sent += next.len();
+            in_flight.extend(next);
+        }
+        assert_eq!(sent, hogs);
+        let left: i64 = store.read(|c| c.scalar("SELECT COUNT(*) FROM webhook_outbox", [])).await.unwrap();
+        assert_eq!(left, 1, "only the other account's delivery, never finished here, is left");
     }
 
     /// docs/webhooks.md, "Isolation": events queued behind a subscription's

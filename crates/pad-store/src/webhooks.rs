@@ -19,6 +19,14 @@ pub struct DueDelivery {
     pub event: Event,
 }
 
+impl DueDelivery {
+    /// The most deliveries of one account in flight at once, across the
+    /// instances sharing the store (docs/webhooks.md, "Isolation"): an eighth
+    /// of an instance's 256, so no account's receivers, hanging, can take
+    /// more than that of the senders, whatever its number of workspaces.
+    pub const IN_FLIGHT_PER_ACCOUNT: u32 = 32;
+}
+
 /// Where a subscription delivers, for a test delivery.
 #[derive(Debug, Clone)]
 pub struct WebhookTarget {

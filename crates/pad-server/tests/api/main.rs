@@ -20,5 +20,6 @@ mod pages;
 mod paths;
 mod query;
 mod render;
+mod webhook_account_cap;
 mod webhook_isolation;
 mod webhook_targets;

@@ -1,6 +1,7 @@
 //! One member's receivers cannot hurt everyone (docs/webhooks.md,
 //! "Isolation"): receivers that accept a connection and never answer hold
-//! back only their own subscriptions' queues, on both backends.
+//! back only their own subscriptions' queues and their own account's share
+//! of deliveries in flight, on both backends.
 
 use crate::common;
 
@@ -64,10 +65,15 @@ async fn hanging_receivers_hold_back_only_their_own_queues() {
                 assert_eq!(a.status, 201, "{:?}", a.body);
             }
         }
-        // Another workspace's receiver, which answers at once.
+        // Another account's workspace and receiver, which answers at once
+        // (the hostile account's own other workspaces share its cap of
+        // deliveries in flight: docs/webhooks.md, "Isolation").
+        s.store.ensure_user("other@example.com").await.unwrap();
+        let other = s.unscoped_token("other@example.com").await;
+        assert_eq!(s.post(&other, "/api/v1/workspaces", json!({ "slug": "other" })).await.status, 201);
         let good = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", good.local_addr().unwrap());
-        let a = s.post(&s.owner, "/api/v1/workspaces/default/webhooks", json!({ "url": url })).await;
+        let a = s.post(&other, "/api/v1/workspaces/other/webhooks", json!({ "url": url })).await;
         assert_eq!(a.status, 201, "{:?}", a.body);
 
         // Everything is set up before the flood: from its first event the
@@ -82,7 +88,7 @@ async fn hanging_receivers_hold_back_only_their_own_queues() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         let started = Instant::now();
-        s.create_item(&s.owner, "default", "wanted").await;
+        s.create_item(&other, "other", "wanted").await;
         let (mut conn, _) = good.accept().await.unwrap();
         let mut buf = vec![0u8; 65536];
         let n = conn.read(&mut buf).await.unwrap();
@@ -90,9 +96,9 @@ async fn hanging_receivers_hold_back_only_their_own_queues() {
         let gave_up_first = hang.gave_up.load(Ordering::SeqCst);
         conn.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n").await.unwrap();
         let head = String::from_utf8_lossy(&buf[..n]).to_string();
-        assert!(head.contains("x-pad-workspace: default"), "{head}");
+        assert!(head.contains("x-pad-workspace: other"), "{head}");
         eprintln!(
-            "{}: with {} hanging receivers, another workspace's delivery arrived after {:.3} s",
+            "{}: with {} hanging receivers, another account's delivery arrived after {:.3} s",
             b.name,
             HOSTILE_WORKSPACES * HOOKS_EACH,
             took.as_secs_f64()
