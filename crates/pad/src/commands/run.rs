@@ -62,7 +62,7 @@ pub async fn run(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     report.handoff(claimed.previous_holder.as_deref(), claimed.previous_note.as_deref());
     let heartbeat = Heartbeat::start(worker.client.clone(), worker.ws.to_string(), worker.kill_after);
     let granted = Granted { item_ref: r, lease: claimed.lease, at };
-    let ran = job::supervise(&worker, granted, stop, &report, &heartbeat).await?;
+    let ran = job::supervise(&worker, granted, stop, &report, &heartbeat, None).await?;
     report.finish(&ran);
     report.summary()?;
     worker.exit(&ran)

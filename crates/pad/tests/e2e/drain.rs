@@ -549,10 +549,19 @@ fn a_drain_of_ten_thousand_items_runs_each_once_and_sends_the_same_claim_every_t
     assert!(counts.values().all(|&c| c == 1), "no item ran twice");
     assert!(!counts.contains_key(skip_a.as_str()) && !counts.contains_key(skip_b.as_str()), "--exclude honoured");
     let seen = proxy.seen.lock().unwrap();
-    let claims: Vec<usize> =
-        seen.iter().filter(|(line, _)| line.contains("/claim-next")).map(|&(_, len)| len).collect();
-    assert_eq!(claims.len(), N - 2 + 1, "one claim per item, and the last one finds nothing");
-    assert!(claims.iter().all(|&len| len == claims[0]), "every claim-next is {} bytes, as the first", claims[0]);
+    let sizes = |path: &str| -> Vec<usize> {
+        seen.iter().filter(|(line, _)| line.contains(path)).map(|&(_, len)| len).collect()
+    };
+    // The first item is claimed alone; each end claims the next in the same
+    // request (docs/api.md, "The next item in the same call"), the last one
+    // finding nothing.
+    let (claims, ends) = (sizes("/claim-next"), sizes("/release"));
+    assert_eq!(claims.len(), 1, "one claim-next, for the first item");
+    assert_eq!(ends.len(), N - 2, "one release per item, each carrying the next claim");
+    assert_eq!(seen.len(), N - 2 + 1, "one request per item, and the first claim: {:?}", &seen[..5]);
+    // What an end sends differs only in the ref and the lease's numbers.
+    let (min, max) = (ends.iter().min().unwrap(), ends.iter().max().unwrap());
+    assert!(max - min <= 12, "the ends' bodies stay {min}..{max} bytes from the first item to the last");
 }
 
 /// News that is true (docs/leases.md): after a failure, a successful run

@@ -9,13 +9,16 @@
 //! found nothing; with it, it waits for work with claim-next's long poll:
 //! one request per wait period while idle, answered as soon as an item is
 //! ready, and a claim that fails for a reason that passes (the server down
-//! or busy) is tried again after a pause instead of ending the drain.
+//! or busy) is tried again after a pause instead of ending the drain. A
+//! job's end claims the item that takes its slot in the same request
+//! ([`Refill`]), so a busy drain makes one request per item.
+
+use std::cell::{Cell, RefCell};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use pad_client::ClientError;
-use pad_core::FrontierFilter;
-use pad_core::api::{CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimNextBody};
+use pad_core::api::{CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimNextBody, ClaimNextResponse};
 use tokio::time::{Instant, sleep};
 
 use super::job::{not_run, release, supervise};
@@ -53,6 +56,26 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let session = a.session.unwrap_or_else(new_session_id);
     filter.skip_session = Some(session.clone());
     let heartbeat = Heartbeat::start(worker.client.clone(), worker.ws.to_string(), worker.kill_after);
+    // The one claim this drain makes, for one item at once: sent alone, or
+    // with a job's end (docs/api.md, "The next item in the same call").
+    let body = ClaimNextBody {
+        filter,
+        holder: worker.holder.clone(),
+        session_id: Some(session),
+        ttl_seconds: worker.ttl_seconds,
+        max_hold_seconds: worker.max_hold_seconds,
+        ..ClaimNextBody::default()
+    };
+    let refill = Refill {
+        body,
+        heartbeat: &heartbeat,
+        report: &report,
+        started: Cell::new(0),
+        max,
+        stopping: Cell::new(false),
+        granted: RefCell::new(Vec::new()),
+        found_none: Cell::new(false),
+    };
 
     let mut running = FuturesUnordered::new();
     // The one claim-next in flight, how many items it asked for, and
@@ -62,7 +85,6 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let mut long_poll = false;
     // Whether the last claim may have left ready items behind.
     let mut ready = true;
-    let mut started: u64 = 0;
     let mut failed: Option<CliError> = None;
     let mut last: Option<Ran> = None;
     // `--follow`: claims failing for a reason that passes, and the pause
@@ -70,7 +92,28 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     let mut backoff = Backoff::default();
     let mut pause = None;
     loop {
+        // Grants that came with jobs' ends take the slots those jobs left.
+        let refilled = refill.granted.take();
+        if failed.is_some() {
+            // A job failed the drain meanwhile: run nothing new.
+            for (g, _) in refilled.iter().filter(|(_, lost)| lost.is_none()) {
+                release(&worker, g).await;
+            }
+        } else {
+            for (g, lost) in refilled {
+                match lost {
+                    None => running.push(supervise(&worker, g, stop.clone(), &report, &heartbeat, Some(&refill))),
+                    Some(e) => {
+                        let ran = not_run(&worker, &g, &e);
+                        report.finish(&ran);
+                        last = Some(ran);
+                    }
+                }
+            }
+        }
         let stopping = stop.received().is_some() || failed.is_some();
+        refill.stopping.set(stopping);
+        let started = refill.started.get();
         if stopping && long_poll {
             // Nothing to wait for any more. Should the server grant an item
             // just as this is dropped, its lease expires within its TTL.
@@ -87,7 +130,7 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             }
             long_poll = wait > 0;
             asked = room;
-            claiming = Some(Box::pin(claim(&worker, &filter, &session, &report, &heartbeat, room, wait)));
+            claiming = Some(Box::pin(claim(&worker, &refill.body, &report, &heartbeat, room, wait)));
         }
         // A pause before the next claim keeps a drain that still wants work alive.
         if claiming.is_none() && running.is_empty() && !wants {
@@ -107,7 +150,9 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
                         failed.get_or_insert(e);
                     }
                 }
-                ready = true;
+                // A job's end that found nothing ready says so; otherwise
+                // its slot is free and work may be waiting.
+                ready = !refill.found_none.take();
             }
             got = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
                 claiming = None;
@@ -116,26 +161,10 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
                     report.claims_recovered();
                 }
                 match got {
-                    // A job failed the drain meanwhile: run nothing new.
-                    Ok(grants) if failed.is_some() => {
-                        for (g, _) in grants.iter().filter(|(_, lost)| lost.is_none()) {
-                            release(&worker, g).await;
-                        }
-                    }
                     Ok(grants) => {
                         ready = grants.len() >= asked;
-                        for (g, lost) in grants {
-                            started += 1;
-                            match lost {
-                                None => running.push(supervise(&worker, g, stop.clone(), &report, &heartbeat)),
-                                // Not ours any more: nothing to run or end.
-                                Some(e) => {
-                                    let ran = not_run(&worker, &g, &e);
-                                    report.finish(&ran);
-                                    last = Some(ran);
-                                }
-                            }
-                        }
+                        refill.started.set(refill.started.get() + grants.len() as u64);
+                        refill.granted.borrow_mut().extend(grants);
                     }
                     // The server is down, restarting or busy: a service waits
                     // it out, its running jobs untouched (docs/leases.md,
@@ -175,35 +204,62 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     }
 }
 
-/// Claims up to `count` of the best ready items this drain has not run
-/// yet, in one request, waiting up to `wait` seconds for the first: the
-/// same request for the first item as for the ten-thousandth.
-///
-/// A long poll may be answered long after it was sent, and S2 counts from
-/// the send: the grants that came too late to run on are renewed first, in
-/// one request, and S2 counts from that (docs/leases.md, S2: "A grant that
-/// arrives late"). Each grant comes with why it must not be run, when its
-/// lease was lost meanwhile. This runs while the jobs' futures are polled,
-/// so a slow renewal holds none of them up.
-async fn claim(
-    w: &Worker<'_>, filter: &FrontierFilter, session: &str, report: &Report, heartbeat: &Heartbeat, count: usize,
-    wait: u32,
-) -> Result<Vec<(Granted, Option<CliError>)>, ClientError> {
-    let count = u32::try_from(count).unwrap_or(CLAIM_NEXT_COUNT_MAX).min(CLAIM_NEXT_COUNT_MAX);
-    let body = ClaimNextBody {
-        filter: filter.clone(),
-        holder: w.holder.clone(),
-        session_id: Some(session.to_string()),
-        ttl_seconds: w.ttl_seconds,
-        note: None,
-        max_hold_seconds: w.max_hold_seconds,
-        // Left out at their defaults, so `--jobs 1` sends today's request.
-        count: (count > 1).then_some(i64::from(count)),
-        wait_seconds: (wait > 0).then_some(i64::from(wait)),
-        wait: None,
-    };
-    let at = Instant::now();
-    let next = w.client.claim_next(w.ws, &body).await?;
+/// What a job's end asks for besides (docs/api.md, "The next item in the
+/// same call"): while the drain still wants work, the end of a job claims
+/// the item that takes its slot in the same request, so a drain makes one
+/// request per item. The drain loop keeps it current; a job's end
+/// ([`Refill::ask`]) takes one item of the `--max` budget, and leaves what
+/// came back for the loop to start.
+pub(super) struct Refill<'a> {
+    body: ClaimNextBody,
+    heartbeat: &'a Heartbeat,
+    report: &'a Report,
+    /// Items taken or asked for so far, against `max`.
+    started: Cell<u64>,
+    max: Option<u64>,
+    /// Set by the loop: no new work (a signal, or a job failed the drain).
+    stopping: Cell<bool>,
+    /// Grants that came back with jobs' ends, for the loop to start.
+    granted: RefCell<Vec<(Granted, Option<CliError>)>>,
+    /// A job's end found nothing ready.
+    found_none: Cell<bool>,
+}
+
+impl<'a> Refill<'a> {
+    /// The claim a job's end carries, or none when the drain wants no
+    /// more work; asking takes one item of the budget.
+    pub(super) fn ask(&self) -> Option<ClaimNextBody> {
+        if self.stopping.get() || self.max.is_some_and(|m| self.started.get() >= m) {
+            return None;
+        }
+        self.started.set(self.started.get() + 1);
+        Some(self.body.clone())
+    }
+
+    /// What a job's end that carried [`Refill::ask`]'s claim got back
+    /// (`None` when the end or the claim failed), the end sent at `at`.
+    pub(super) async fn answered(&self, next: Option<ClaimNextResponse>, at: Instant) {
+        // Only an answer says nothing is ready; a failure says nothing.
+        self.found_none.set(next.as_ref().is_some_and(|n| n.grants.is_empty()));
+        let grants = match next {
+            Some(next) => grants_of(next, at, self.report, self.heartbeat).await,
+            None => Vec::new(),
+        };
+        if grants.is_empty() {
+            self.started.set(self.started.get() - 1);
+        }
+        self.granted.borrow_mut().extend(grants);
+    }
+}
+
+/// A claim-next's answer as grants to run, sent at `at`: the handoffs said,
+/// and the grants that came too late to run on renewed first, in one
+/// request, S2 counting from that (docs/leases.md, S2: "A grant that
+/// arrives late"). Each comes with why it must not be run, when its lease
+/// was lost meanwhile.
+async fn grants_of(
+    next: ClaimNextResponse, at: Instant, report: &Report, heartbeat: &Heartbeat,
+) -> Vec<(Granted, Option<CliError>)> {
     let mut grants: Vec<Granted> = next
         .grants
         .into_iter()
@@ -217,5 +273,30 @@ async fn claim(
             grants.iter_mut().map(|g| Fresh { item_ref: &g.item_ref, lease: &mut g.lease, sent: &mut g.at }).collect();
         heartbeat.renew_late(&mut fresh).await
     };
-    Ok(grants.into_iter().zip(lost).collect())
+    grants.into_iter().zip(lost).collect()
+}
+
+/// Claims up to `count` of the best ready items this drain has not run
+/// yet, in one request, waiting up to `wait` seconds for the first: the
+/// same request for the first item as for the ten-thousandth.
+///
+/// A long poll may be answered long after it was sent, and S2 counts from
+/// the send: the grants that came too late to run on are renewed first, in
+/// one request, and S2 counts from that (docs/leases.md, S2: "A grant that
+/// arrives late"). Each grant comes with why it must not be run, when its
+/// lease was lost meanwhile. This runs while the jobs' futures are polled,
+/// so a slow renewal holds none of them up.
+async fn claim(
+    w: &Worker<'_>, body: &ClaimNextBody, report: &Report, heartbeat: &Heartbeat, count: usize, wait: u32,
+) -> Result<Vec<(Granted, Option<CliError>)>, ClientError> {
+    let count = u32::try_from(count).unwrap_or(CLAIM_NEXT_COUNT_MAX).min(CLAIM_NEXT_COUNT_MAX);
+    let body = ClaimNextBody {
+        // Left out at their defaults, so `--jobs 1` sends today's request.
+        count: (count > 1).then_some(i64::from(count)),
+        wait_seconds: (wait > 0).then_some(i64::from(wait)),
+        ..body.clone()
+    };
+    let at = Instant::now();
+    let next = w.client.claim_next(w.ws, &body).await?;
+    Ok(grants_of(next, at, report, heartbeat).await)
 }

@@ -4,6 +4,7 @@
 //! job ended is recorded through an outage for as long as its lease can be
 //! live (docs/leases.md, "Draining").
 
+use std::cell::Cell;
 use std::future::Future;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
@@ -11,10 +12,11 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use pad_client::ClientError;
-use pad_core::api::{CompleteBody, FailBody, ReleaseBody};
+use pad_core::api::{ClaimNextResponse, CompleteBody, FailBody, ReleaseBody};
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
+use super::drain::Refill;
 use super::outage::{Backoff, passes};
 use super::report::Report;
 use super::signals::Stop;
@@ -27,9 +29,10 @@ use crate::output;
 /// Runs CMD under the granted lease, from start to the lease's end.
 ///
 /// `stop` carries the signals pad got; `heartbeat` renews this lease with
-/// the supervisor's others (one request for all of them).
+/// the supervisor's others (one request for all of them); a drain's
+/// `refill` has the lease's end claim the next item too.
 pub(super) async fn supervise(
-    w: &Worker<'_>, g: Granted, mut stop: Stop, report: &Report, heartbeat: &Heartbeat,
+    w: &Worker<'_>, g: Granted, mut stop: Stop, report: &Report, heartbeat: &Heartbeat, refill: Option<&Refill<'_>>,
 ) -> Result<Ran, CliError> {
     let started = Instant::now();
     let mut ran = ran(&g, Outcome::Interrupted);
@@ -106,7 +109,7 @@ pub(super) async fn supervise(
     ran.signal = stop.received();
     // How the job ended is recorded while the lease can still be live,
     // through an outage too (docs/leases.md, "Draining").
-    let mut end = Ending { w, g: &g, report, holding: &holding, stop: &mut stop };
+    let mut end = Ending { w, g: &g, report, holding: &holding, stop: &mut stop, refill };
     ran.outcome = if let Some(e) = lost {
         ran.message = Some(format!("{}; stopped `{}`", e, w.program()));
         Outcome::LeaseLost
@@ -169,6 +172,7 @@ struct Ending<'a, 'w> {
     report: &'a Report,
     holding: &'a Holding,
     stop: &'a mut Stop,
+    refill: Option<&'a Refill<'a>>,
 }
 
 /// Why a job's outcome was not recorded, though the server never refused it.
@@ -204,6 +208,15 @@ impl Unrecorded {
 }
 
 impl Ending<'_, '_> {
+    /// Hands what an end that `asked` for the next item got back (`next`,
+    /// none when the end or its claim failed) to the drain, the end sent at
+    /// `at` (docs/api.md, "The next item in the same call").
+    async fn refilled(&self, asked: bool, next: Option<ClaimNextResponse>, at: Instant) {
+        if let Some(refill) = self.refill.filter(|_| asked) {
+            refill.answered(next, at).await;
+        }
+    }
+
     /// Sends the request that records how the job ended (`send` makes it)
     /// until the server answers it, yes or no. A failure that passes by
     /// waiting (no answer, `unavailable`, `rate_limited`) is tried again
@@ -274,8 +287,13 @@ impl Ending<'_, '_> {
             // The release says the work succeeded: the item's news is a
             // success now, not the last failure (docs/leases.md, "News that
             // is true").
-            let body = &release_body(g, true);
-            return Ok(match self.record(move || client.release(ws, r, body)).await {
+            let next = self.refill.and_then(Refill::ask);
+            let body = &ReleaseBody { next, ..release_body(g, true) };
+            let sent = &Cell::new(Instant::now());
+            let answer = self.record(move || sent_at(sent, client.release(ws, r, body))).await;
+            let next = answer.as_ref().ok().and_then(|a| a.as_ref().ok()).and_then(|a| a.next.clone());
+            self.refilled(body.next.is_some(), next, sent.get()).await;
+            return Ok(match answer {
                 Ok(answer) => {
                     ran.recorded = released(g, answer);
                     Outcome::Succeeded
@@ -287,9 +305,14 @@ impl Ending<'_, '_> {
             epoch: Some(g.lease.epoch),
             lease_id: Some(g.lease.lease_id),
             holder: Some(g.lease.holder.clone()),
+            next: self.refill.and_then(Refill::ask),
             ..CompleteBody::default()
         };
-        match self.record(move || client.complete(ws, r, body)).await {
+        let sent = &Cell::new(Instant::now());
+        let answer = self.record(move || sent_at(sent, client.complete(ws, r, body))).await;
+        let next = answer.as_ref().ok().and_then(|a| a.as_ref().ok()).and_then(|a| a.next.clone());
+        self.refilled(body.next.is_some(), next, sent.get()).await;
+        match answer {
             Ok(Ok(done)) => {
                 ran.status = Some(done.item.status);
                 ran.recorded = true;
@@ -321,9 +344,13 @@ impl Ending<'_, '_> {
             holder: Some(g.lease.holder.clone()),
             note: ran.message.clone(),
             max_failures: w.max_attempts,
-            ..FailBody::default()
+            next: self.refill.and_then(Refill::ask),
         };
-        match self.record(move || client.fail(ws, r, body)).await {
+        let sent = &Cell::new(Instant::now());
+        let answer = self.record(move || sent_at(sent, client.fail(ws, r, body))).await;
+        let next = answer.as_ref().ok().and_then(|a| a.as_ref().ok()).and_then(|a| a.next.clone());
+        self.refilled(body.next.is_some(), next, sent.get()).await;
+        match answer {
             Ok(Ok(answer)) => {
                 let item = &answer.item;
                 let mut message = ran.message.take().unwrap_or_default();
@@ -426,4 +453,11 @@ fn released(g: &Granted, answer: Result<pad_core::api::ReleaseResponse, ClientEr
             false
         }
     }
+}
+
+/// `send`, noting in `sent` when it was made: S2 counts a grant that comes
+/// with the answer from the send (docs/leases.md, S2).
+fn sent_at<F>(sent: &Cell<Instant>, send: F) -> F {
+    sent.set(Instant::now());
+    send
 }
