@@ -217,16 +217,17 @@ impl AccountSteps for Tx {
         rows::ensure_user(&mut self.conn, email).await
     }
 
-    async fn insert_workspace(&mut self, slug: &str, name: &str) -> StoreResult<Option<Workspace>> {
+    async fn insert_workspace(&mut self, slug: &str, name: &str, charged_to: i64) -> StoreResult<Option<Workspace>> {
         // `DO NOTHING` waits for a concurrent insert of the same slug and then
         // skips: two instances bootstrapping at once get one workspace, and the
         // loser a validation error it can recognize.
         let row = sqlx::query(
-            "INSERT INTO workspaces (slug, name, created_at) VALUES ($1, $2, now())
+            "INSERT INTO workspaces (slug, name, created_at, charged_to) VALUES ($1, $2, now(), $3)
              ON CONFLICT (slug) DO NOTHING RETURNING *",
         )
         .bind(slug)
         .bind(name)
+        .bind(charged_to)
         .fetch_optional(&mut *self.conn)
         .await
         .map_err(db)?;

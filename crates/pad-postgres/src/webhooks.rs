@@ -28,15 +28,17 @@ const DELIVERY_SELECT: &str = "SELECT id, event_id, event_type, attempt, status_
 /// running claim; a head is claimable while its slot is within the cap.
 /// Heads are read from each subscription through the `(webhook_id,
 /// event_id)` index, so the rows behind a head are never read. A
-/// subscription's account is its workspace's: the member added first, its
-/// creator while it remains one. `$also`: more conditions on a head `d`.
+/// subscription's account is the one its workspace's creation was charged
+/// to (`workspaces.charged_to`), whoever the members are now; a workspace
+/// without one (it had no members when pad began recording it) is an
+/// account of its own. `$also`: more conditions on a head `d`.
 macro_rules! ranked_heads {
     ($also:literal) => {
         concat!(
             "subs AS MATERIALIZED (
         SELECT o.id, o.event_id, o.next_attempt_at, o.claimed_until, w.paused_at,
-            COALESCE((SELECT m.user_id FROM members m WHERE m.workspace_id = w.workspace_id
-                ORDER BY m.added_at, m.user_id LIMIT 1), -w.workspace_id) AS account
+            COALESCE((SELECT ws.charged_to FROM workspaces ws WHERE ws.id = w.workspace_id),
+                -w.workspace_id) AS account
         FROM webhooks w
         CROSS JOIN LATERAL (
             SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1) head

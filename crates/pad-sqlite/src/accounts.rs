@@ -195,11 +195,11 @@ impl AccountSteps for Tx {
         rows::ensure_user(self.conn(), email, self.now)
     }
 
-    async fn insert_workspace(&mut self, slug: &str, name: &str) -> StoreResult<Option<Workspace>> {
+    async fn insert_workspace(&mut self, slug: &str, name: &str, charged_to: i64) -> StoreResult<Option<Workspace>> {
         self.conn().opt(
-            "INSERT INTO workspaces (slug, name, created_at) VALUES (?, ?, ?)
+            "INSERT INTO workspaces (slug, name, created_at, charged_to) VALUES (?, ?, ?, ?)
              ON CONFLICT (slug) DO NOTHING RETURNING *",
-            (slug, name, micros(self.now)),
+            (slug, name, micros(self.now), charged_to),
             rows::workspace_from_row,
         )
     }

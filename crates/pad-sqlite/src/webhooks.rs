@@ -21,15 +21,17 @@ const WEBHOOK_SELECT: &str = "SELECT w.id, w.url, w.event_types, u.email, w.crea
 /// oldest row, found through the `(webhook_id, event_id)` index, when its
 /// attempt is due and no claim on it runs, and while its account has a slot:
 /// fewer than ?3 of its subscriptions' heads under a running claim, counting
-/// those this look takes, oldest due first. A subscription's account is its
-/// workspace's: the member added first, its creator while it remains one
-/// (docs/webhooks.md, "Isolation"). The rows behind a head are never read,
-/// so the cost follows the subscriptions, not the queue. ?1 now, ?2 limit,
-/// ?3 the per-account cap.
+/// those this look takes, oldest due first. A subscription's account is the
+/// one its workspace's creation was charged to (`workspaces.charged_to`),
+/// whoever the members are now; a workspace without one (it had no members
+/// when pad began recording it) is an account of its own (docs/webhooks.md,
+/// "Isolation"). The rows behind a head are never read, so the cost follows
+/// the subscriptions, not the queue. ?1 now, ?2 limit, ?3 the per-account
+/// cap.
 const DUE_HEADS: &str = "WITH subs AS MATERIALIZED (
         SELECT o.id, o.next_attempt_at, o.claimed_until, w.paused_at,
-            COALESCE((SELECT m.user_id FROM members m WHERE m.workspace_id = w.workspace_id
-                ORDER BY m.added_at, m.user_id LIMIT 1), -w.workspace_id) AS account
+            COALESCE((SELECT ws.charged_to FROM workspaces ws WHERE ws.id = w.workspace_id),
+                -w.workspace_id) AS account
         FROM webhooks w
         JOIN webhook_outbox o ON o.id = (
             SELECT h.id FROM webhook_outbox h WHERE h.webhook_id = w.id ORDER BY h.event_id LIMIT 1)),

@@ -148,8 +148,10 @@ impl<B: Backend> Store for B {
     async fn ensure_user(&self, email: &str) -> StoreResult<User> {
         steps::ensure_user(self, email).await
     }
-    async fn create_workspace(&self, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
-        steps::create_workspace(self, slug, name, owner).await
+    async fn create_workspace_charged_to(
+        &self, slug: &str, name: &str, owner: Actor, charged_to: Actor,
+    ) -> StoreResult<Workspace> {
+        steps::create_workspace(self, slug, name, owner, charged_to).await
     }
     async fn list_workspaces(&self, user: Actor) -> StoreResult<Vec<(Workspace, Role)>> {
         AccountOps::list_workspaces(self, user).await

@@ -80,8 +80,20 @@ pub trait Store: Send + Sync + 'static {
     /// Returns the user with this email, creating it if needed.
     async fn ensure_user(&self, email: &str) -> StoreResult<User>;
 
-    /// Creates a workspace with the default kinds, `owner` as its owner.
-    async fn create_workspace(&self, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace>;
+    /// Creates a workspace with the default kinds, `owner` as its owner,
+    /// its creation charged to `owner` itself.
+    async fn create_workspace(&self, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
+        self.create_workspace_charged_to(slug, name, owner, owner).await
+    }
+
+    /// Creates a workspace with the default kinds, `owner` as its owner,
+    /// its creation charged to `charged_to`: the account the creating
+    /// request is charged to, recorded with the workspace for good. Its
+    /// webhook deliveries count against that account whoever its members
+    /// are later (docs/webhooks.md, "Isolation").
+    async fn create_workspace_charged_to(
+        &self, slug: &str, name: &str, owner: Actor, charged_to: Actor,
+    ) -> StoreResult<Workspace>;
 
     /// The workspaces `user` is a member of, with its role in each.
     async fn list_workspaces(&self, user: Actor) -> StoreResult<Vec<(Workspace, Role)>>;

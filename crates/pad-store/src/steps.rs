@@ -103,8 +103,9 @@ pub trait AccountSteps: Send {
     async fn any_user(&mut self) -> StoreResult<bool>;
     /// The user with this email (stored lower-case), created if needed.
     async fn ensure_user(&mut self, email: &str) -> StoreResult<User>;
-    /// `None` when the slug is taken.
-    async fn insert_workspace(&mut self, slug: &str, name: &str) -> StoreResult<Option<Workspace>>;
+    /// `None` when the slug is taken. `charged_to`: the account its creation
+    /// is charged to (docs/webhooks.md, "Isolation").
+    async fn insert_workspace(&mut self, slug: &str, name: &str, charged_to: i64) -> StoreResult<Option<Workspace>>;
     async fn insert_kind(&mut self, ws: i64, name: &str, prefix: &str) -> StoreResult<()>;
     /// Serializes membership changes of a workspace until commit.
     async fn lock_members(&mut self, ws: i64) -> StoreResult<()>;

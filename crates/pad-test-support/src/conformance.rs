@@ -145,7 +145,8 @@ macro_rules! conformance_suite {
             import_past_its_deadline_commits_nothing,
             import_refuses_link_cycles_naming_the_item,
             webhooks_a_given_up_event_pauses_its_subscription_until_resumed,
-            webhooks_a_full_queue_drops_its_oldest_and_counts_them
+            webhooks_a_full_queue_drops_its_oldest_and_counts_them,
+            webhooks_a_workspace_counts_against_the_account_charged_for_its_creation
         );
     };
     (@each $make:expr; $($name:ident),+) => {

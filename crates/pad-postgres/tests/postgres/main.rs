@@ -12,3 +12,4 @@ mod horizon;
 mod instances;
 mod ready;
 mod tls;
+mod upgrade;

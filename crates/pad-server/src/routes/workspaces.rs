@@ -52,10 +52,13 @@ pub async fn create(
     State(s): State<AppState>, caller: Caller, Json(body): Json<CreateWorkspace>,
 ) -> ApiResult<(StatusCode, axum::Json<WorkspaceView>)> {
     caller.require_unscoped()?;
-    let charged = caller.charged_account().user_id;
-    s.accounts.charge_chain(caller.actor().user_id, charged, Budget::Workspaces).map_err(budget_spent)?;
+    let charged = caller.charged_account();
+    s.accounts.charge_chain(caller.actor().user_id, charged.user_id, Budget::Workspaces).map_err(budget_spent)?;
     let name = body.name.unwrap_or_else(|| body.slug.clone());
-    let ws = s.store.create_workspace(&body.slug, &name, caller.actor()).await?;
+    // Recorded with the workspace: its webhook deliveries count against the
+    // account its creation was charged to, whoever its members are later
+    // (docs/webhooks.md, "Isolation").
+    let ws = s.store.create_workspace_charged_to(&body.slug, &name, caller.actor(), charged).await?;
     Ok((StatusCode::CREATED, axum::Json(view(&s, ws, Role::Owner).await?)))
 }
 

@@ -189,3 +189,73 @@ async fn one_accounts_hanging_receivers_take_at_most_its_share() {
         );
     }
 }
+
+/// A workspace counts against the account its creation was charged to
+/// (docs/webhooks.md, "Isolation"), whoever its members are later: an
+/// account that hands a workspace to a user it invited and then leaves it
+/// still has that workspace's deliveries in its own share, so inviting users
+/// buys it no more slots. On both backends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_workspace_handed_to_an_invited_owner_still_counts_against_its_creator() {
+    const KEPT: usize = 20;
+    const HANDED: usize = 20;
+    const _: () = assert!(KEPT + HANDED > SHARE && KEPT <= SHARE && HANDED <= SHARE);
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let hog = holding().await;
+        let me = s.get(&s.owner, "/api/v1/me").await;
+        let creator = me.body["email"].as_str().unwrap().to_string();
+        let mut paths = Vec::new();
+        for (ws, n) in [("kept", KEPT), ("handed", HANDED)] {
+            assert_eq!(s.post(&s.owner, "/api/v1/workspaces", json!({ "slug": ws })).await.status, 201);
+            for i in 0..n {
+                let path = format!("/hook/{ws}/{i}");
+                let url = format!("{}{path}", hog.base);
+                let a = s.post(&s.owner, &format!("/api/v1/workspaces/{ws}/webhooks"), json!({ "url": url })).await;
+                assert_eq!(a.status, 201, "{:?}", a.body);
+                paths.push(path);
+            }
+        }
+        // The creator invites a new user as owner of one workspace; the
+        // invited user removes the creator, and is its only member.
+        let a = s
+            .post(
+                &s.owner,
+                "/api/v1/workspaces/handed/members",
+                json!({ "email": "invited@example.com", "role": "owner" }),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        let invited = s.unscoped_token("invited@example.com").await;
+        let gone = s
+            .call(
+                Some(&invited),
+                reqwest::Method::DELETE,
+                &format!("/api/v1/workspaces/handed/members/{creator}"),
+                None,
+            )
+            .await;
+        assert_eq!(gone.status, 204, "{:?}", gone.body);
+        let members = s.get(&invited, "/api/v1/workspaces/handed/members").await;
+        assert_eq!(members.body["members"].as_array().map(Vec::len), Some(1), "{:?}", members.body);
+
+        // One event in each: 40 deliveries of the one account, due at once.
+        s.create_item(&s.owner, "kept", "flood").await;
+        s.create_item(&invited, "handed", "flood").await;
+        until("the creator's share of deliveries to arrive", || hog.open.load(Ordering::SeqCst) >= SHARE).await;
+        // Looks after writes and every second: a few more would claim the
+        // rest, were the handed workspace counted against the invited user.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let most = hog.most_open.load(Ordering::SeqCst);
+        assert_eq!(most, SHARE, "{}: the handed workspace's deliveries are outside its creator's share", b.name);
+
+        hog.release.send(true).unwrap();
+        until("every subscription's delivery", || hog.attempts.lock().unwrap().len() == paths.len()).await;
+        let most = hog.most_open.load(Ordering::SeqCst);
+        assert!(most <= SHARE, "{}: {most} deliveries of one account were in flight at once (share {SHARE})", b.name);
+        let attempts = hog.attempts.lock().unwrap().clone();
+        for path in &paths {
+            assert_eq!(attempts.get(path), Some(&vec!["1".to_string()]), "{}: {path}: {attempts:?}", b.name);
+        }
+    }
+}

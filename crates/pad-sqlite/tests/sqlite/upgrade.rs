@@ -1,7 +1,9 @@
 //! A store made by the previous release (every migration but 0007, which
 //! came later with a lower number) opens with this one: migration 0007
 //! rebuilds the event log without AUTOINCREMENT and keeps every event, its
-//! id, and the webhook outbox rows that point at it.
+//! id, and the webhook outbox rows that point at it. A store from before
+//! migration 0016 opens with its workspaces charged to their first-added
+//! members.
 
 use std::path::Path;
 
@@ -77,4 +79,41 @@ async fn a_store_of_the_previous_release_upgrades_and_keeps_its_events() {
         .await
         .unwrap();
     assert_eq!(index, 1);
+}
+
+/// A store from before workspaces recorded the account their creation was
+/// charged to (migration 0016) opens with each charged to its first-added
+/// member, the account pad counted its webhook deliveries against until then
+/// (docs/webhooks.md, "Isolation"): the creator while it is still a member,
+/// else the member added after it; ties by the lower user id. A workspace
+/// without members is charged to no one, an account of its own.
+#[tokio::test]
+async fn workspaces_from_before_are_charged_to_their_first_added_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("pad.db");
+    let opts = SqliteConnectOptions::new().filename(&db).create_if_missing(true).foreign_keys(true);
+    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(opts).await.unwrap();
+    // The schema of the release before: every migration up to 0015.
+    sqlx::migrate::Migrator::new(Path::new(MIGRATIONS)).await.unwrap().run_to(15, &pool).await.unwrap();
+    for sql in [
+        "INSERT INTO users (id, email, created_at) VALUES
+             (1, 'a@example.com', 0), (2, 'b@example.com', 0), (3, 'c@example.com', 0)",
+        "INSERT INTO workspaces (id, slug, name, created_at) VALUES
+             (1, 'kept', 'K', 0), (2, 'left', 'L', 0), (3, 'tie', 'T', 0), (4, 'empty', 'E', 0)",
+        // kept: its creator (1) and a member added later; left: the creator
+        // left, the member it added remains; tie: two added at once.
+        "INSERT INTO members (workspace_id, user_id, role, added_at) VALUES
+             (1, 2, 'owner', 5), (1, 1, 'owner', 0), (2, 2, 'owner', 3), (3, 3, 'owner', 0), (3, 2, 'owner', 0)",
+    ] {
+        pool.execute(sql).await.unwrap();
+    }
+    pool.close().await;
+
+    let store = SqliteStore::open(&db).await.expect("the old store opens and upgrades");
+    store.close().await;
+    let pool = SqlitePoolOptions::new().connect_with(SqliteConnectOptions::new().filename(&db)).await.unwrap();
+    let charged: Vec<(String, Option<i64>)> =
+        sqlx::query_as("SELECT slug, charged_to FROM workspaces ORDER BY id").fetch_all(&pool).await.unwrap();
+    let expected = [("kept", Some(1)), ("left", Some(2)), ("tie", Some(2)), ("empty", None)];
+    assert_eq!(charged, expected.map(|(s, c)| (s.to_string(), c)));
 }

@@ -17,10 +17,13 @@ pub async fn ensure_user<S: Begin>(s: &S, email: &str) -> StoreResult<User> {
     Ok(user)
 }
 
-/// A workspace with its owner and the default kinds.
-async fn new_workspace<T: WriteTx>(tx: &mut T, slug: &str, name: &str, owner: i64) -> StoreResult<Workspace> {
+/// A workspace with its owner and the default kinds, its creation charged
+/// to `charged_to` (docs/webhooks.md, "Isolation").
+async fn new_workspace<T: WriteTx>(
+    tx: &mut T, slug: &str, name: &str, owner: i64, charged_to: i64,
+) -> StoreResult<Workspace> {
     let ws = tx
-        .insert_workspace(slug, name)
+        .insert_workspace(slug, name, charged_to)
         .await?
         .ok_or_else(|| StoreError::invalid("slug", format!("workspace {slug:?} already exists")))?;
     tx.put_member(ws.id, owner, Role::Owner).await?;
@@ -30,11 +33,13 @@ async fn new_workspace<T: WriteTx>(tx: &mut T, slug: &str, name: &str, owner: i6
     Ok(ws)
 }
 
-pub async fn create_workspace<S: Begin>(s: &S, slug: &str, name: &str, owner: Actor) -> StoreResult<Workspace> {
+pub async fn create_workspace<S: Begin>(
+    s: &S, slug: &str, name: &str, owner: Actor, charged_to: Actor,
+) -> StoreResult<Workspace> {
     validate_slug("slug", slug)?;
     validate::text("name", name, 1, 200, Lines::Single)?;
     let mut tx = s.begin().await?;
-    let ws = new_workspace(&mut tx, slug, name, owner.user_id).await?;
+    let ws = new_workspace(&mut tx, slug, name, owner.user_id, charged_to.user_id).await?;
     tx.commit().await?;
     Ok(ws)
 }
@@ -52,7 +57,8 @@ pub async fn bootstrap<S: Begin>(s: &S, email: &str, slug: &str, name: &str, has
     }
     let user = tx.ensure_user(email).await?;
     shared::failpoint("bootstrap-user");
-    new_workspace(&mut tx, slug, name, user.id).await?;
+    // Charged to the first user, as its token is.
+    new_workspace(&mut tx, slug, name, user.id, user.id).await?;
     shared::failpoint("bootstrap-workspace");
     tx.insert_token(user.id, "bootstrap", hash, None, user.id, user.id).await?;
     shared::failpoint("bootstrap-token");

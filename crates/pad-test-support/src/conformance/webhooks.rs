@@ -150,3 +150,55 @@ pub async fn webhooks_a_full_queue_drops_its_oldest_and_counts_them(store: Arc<d
     let next = f.store.claim_webhook_deliveries(10, 30).await.unwrap();
     assert_eq!(next[0].event.item_ref.as_deref(), Some("TASK-4"), "the oldest kept is next");
 }
+
+/// docs/webhooks.md, "Isolation": a workspace's deliveries count against the
+/// account its creation was charged to, whoever its members are later. The
+/// creator hands a workspace to a user it invited and leaves it: that
+/// workspace still shares the creator's cap with the one it kept, so the
+/// invited user's name buys the creator no more deliveries in flight. A
+/// workspace one user creates on another account's charge counts against
+/// that account; one another user creates on its own, against that user.
+pub async fn webhooks_a_workspace_counts_against_the_account_charged_for_its_creation(store: Arc<dyn Store>) {
+    use pad_core::webhook::{CreateWebhook, WEBHOOKS_PER_WORKSPACE_MAX};
+    use pad_core::{NewItem, Role};
+    use pad_store::{Actor, DueDelivery};
+    let cap = DueDelivery::IN_FLIGHT_PER_ACCOUNT as usize;
+    let each = WEBHOOKS_PER_WORKSPACE_MAX as usize;
+    assert!(2 * each > cap && each <= cap, "two full workspaces are past one account's cap");
+    let s = store;
+    let user = |email: &'static str| {
+        let s = s.clone();
+        async move { Actor { user_id: s.ensure_user(email).await.unwrap().id } }
+    };
+    let (creator, minted, other) =
+        (user("creator@example.com").await, user("minted@example.com").await, user("other@example.com").await);
+    let hook = CreateWebhook { url: "http://127.0.0.1:9/".into(), events: vec![] };
+    let kept = s.create_workspace("kept", "Kept", creator).await.unwrap();
+    let handed = s.create_workspace("handed", "Handed", creator).await.unwrap();
+    for ws in [&kept, &handed] {
+        for _ in 0..each {
+            s.create_webhook(ws, creator, &hook, "s").await.unwrap();
+        }
+    }
+    s.set_member(&handed, "invited@example.com", Role::Owner).await.unwrap();
+    let invited = user("invited@example.com").await;
+    s.remove_member(&handed, "creator@example.com").await.unwrap();
+    let members = s.list_members(&handed).await.unwrap();
+    assert_eq!(members.iter().map(|m| m.email.as_str()).collect::<Vec<_>>(), ["invited@example.com"]);
+    // Created by another user, on the creator's charge; and by a user on
+    // its own.
+    let charged = s.create_workspace_charged_to("charged", "Charged", minted, creator).await.unwrap();
+    s.create_webhook(&charged, minted, &hook, "s").await.unwrap();
+    let own = s.create_workspace_charged_to("own", "Own", other, other).await.unwrap();
+    s.create_webhook(&own, other, &hook, "s").await.unwrap();
+
+    let flood = |title: &str| NewItem { title: title.into(), ..Default::default() };
+    s.create_item(&kept, creator, &flood("kept")).await.unwrap();
+    s.create_item(&handed, invited, &flood("handed")).await.unwrap();
+    s.create_item(&charged, minted, &flood("charged")).await.unwrap();
+    s.create_item(&own, other, &flood("own")).await.unwrap();
+    let first = s.claim_webhook_deliveries(100, 30).await.unwrap();
+    let of_own = first.iter().filter(|d| d.workspace == "own").count();
+    assert_eq!((first.len() - of_own, of_own), (cap, 1), "kept, handed and charged share their creator's cap");
+    assert!(s.claim_webhook_deliveries(100, 30).await.unwrap().is_empty(), "the creator is at its cap");
+}
