@@ -185,17 +185,17 @@ impl PadApi for InProcess {
 
     async fn release(&self, ws: &str, item_ref: &str, body: &ReleaseBody) -> Result<ReleaseResponse, ClientError> {
         let (ctx, r) = self.item_ctx(ws, item_ref).await?;
-        answer(leases::release(self.state(), ctx, r, Json(body.clone())).await)
+        answer(leases::release(self.state(), ctx, None, r, Json(body.clone())).await)
     }
 
     async fn complete(&self, ws: &str, item_ref: &str, body: &CompleteBody) -> Result<CompleteResponse, ClientError> {
         let (ctx, r) = self.item_ctx(ws, item_ref).await?;
-        answer(leases::complete(self.state(), ctx, r, Json(body.clone())).await)
+        answer(leases::complete(self.state(), ctx, None, r, Json(body.clone())).await)
     }
 
     async fn fail(&self, ws: &str, item_ref: &str, body: &FailBody) -> Result<FailResponse, ClientError> {
         let (ctx, r) = self.item_ctx(ws, item_ref).await?;
-        answer(leases::fail(self.state(), ctx, r, Json(body.clone())).await)
+        answer(leases::fail(self.state(), ctx, None, r, Json(body.clone())).await)
     }
 
     async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse, ClientError> {

@@ -1,5 +1,6 @@
 //! The lease protocol over HTTP (docs/leases.md, L1-L8).
 
+use axum::Extension;
 use axum::extract::State;
 use pad_core::Action;
 use pad_core::ItemRef;
@@ -11,7 +12,7 @@ use pad_core::api::{
     ReleaseResponse, RenewBody, RenewLeasesBody, RenewLeasesResponse, RenewResponse, RenewResult,
 };
 use pad_core::lease::LeaseHandle;
-use pad_store::{ClaimRequest, CompleteRequest, FailRequest, ReleaseRequest, RenewRequest};
+use pad_store::{ClaimRequest, CompleteRequest, Deadline, FailRequest, ReleaseRequest, RenewRequest};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -100,7 +101,8 @@ pub async fn renew(
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = ReleaseBody,
     responses((status = 200, body = ReleaseResponse), (status = 409, body = ErrorEnvelope), (status = "default", body = ErrorEnvelope)))]
 pub async fn release(
-    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<ReleaseBody>,
+    State(s): State<AppState>, ctx: Ctx, deadline: Option<Extension<Deadline>>, ItemPath(r): ItemPath,
+    Json(body): Json<ReleaseBody>,
 ) -> ApiResult<axum::Json<ReleaseResponse>> {
     ctx.require(Action::Lease)?;
     if body.force {
@@ -123,7 +125,7 @@ pub async fn release(
     if let Some(held) = out.held {
         s.metrics.held(&ctx.ws.slug, held);
     }
-    let (next, next_error) = NextClaim::make(next, &s, &ctx).await;
+    let (next, next_error) = NextClaim::make(next, &s, &ctx, deadline).await;
     Ok(axum::Json(ReleaseResponse {
         item_ref: r.to_string(),
         released: out.released(),
@@ -138,7 +140,8 @@ pub async fn release(
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = CompleteBody,
     responses((status = 200, body = CompleteResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: the lease named is not the live one (expired, released, re-granted, or another item's); lease_held: another worker's"), (status = "default", body = ErrorEnvelope)))]
 pub async fn complete(
-    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<CompleteBody>,
+    State(s): State<AppState>, ctx: Ctx, deadline: Option<Extension<Deadline>>, ItemPath(r): ItemPath,
+    Json(body): Json<CompleteBody>,
 ) -> ApiResult<axum::Json<CompleteResponse>> {
     // A status change is an item write as well as a lease end.
     ctx.require(Action::Write)?;
@@ -154,7 +157,7 @@ pub async fn complete(
     s.metrics.count(&ctx.ws.slug, LeaseCount::Completion);
     s.event_committed();
     held(&s, &ctx, item.last_lease.as_ref());
-    let (next, next_error) = NextClaim::make(next, &s, &ctx).await;
+    let (next, next_error) = NextClaim::make(next, &s, &ctx, deadline).await;
     Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item, next, next_error }))
 }
 
@@ -164,7 +167,8 @@ pub async fn complete(
     params(("ws" = String, Path), ("ref" = String, Path)), request_body = FailBody,
     responses((status = 200, body = FailResponse), (status = 409, body = ErrorEnvelope, description = "lease_lost: the lease named is not the live one; lease_held: another worker's"), (status = "default", body = ErrorEnvelope)))]
 pub async fn fail(
-    State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath, Json(body): Json<FailBody>,
+    State(s): State<AppState>, ctx: Ctx, deadline: Option<Extension<Deadline>>, ItemPath(r): ItemPath,
+    Json(body): Json<FailBody>,
 ) -> ApiResult<axum::Json<FailResponse>> {
     ctx.require(Action::Lease)?;
     let next = NextClaim::of(&ctx, body.next)?;
@@ -182,7 +186,7 @@ pub async fn fail(
         s.metrics.count(&ctx.ws.slug, LeaseCount::Quarantine);
     }
     held(&s, &ctx, out.item.last_lease.as_ref());
-    let (next, next_error) = NextClaim::make(next, &s, &ctx).await;
+    let (next, next_error) = NextClaim::make(next, &s, &ctx, deadline).await;
     Ok(axum::Json(FailResponse {
         item_ref: out.item.item_ref.to_string(),
         item: out.item,
@@ -318,11 +322,22 @@ impl NextClaim {
     }
 
     /// Made once the end committed: its answer, or why it could not be made
-    /// (the end stands either way).
+    /// (the end stands either way). The end's answer must reach its caller
+    /// even if the claim runs past the request's deadline, so the claim is
+    /// made only after the answer is claimed as this handler's; with the
+    /// deadline already passed, it is not made (docs/api.md, "The next item
+    /// in the same call").
     async fn make(
-        next: Option<NextClaim>, s: &AppState, ctx: &Ctx,
+        next: Option<NextClaim>, s: &AppState, ctx: &Ctx, deadline: Option<Extension<Deadline>>,
     ) -> (Option<ClaimNextResponse>, Option<pad_core::api::ErrorBody>) {
         let Some(n) = next else { return (None, None) };
+        if deadline.is_some_and(|Extension(d)| !d.claim_commit()) {
+            let late = ApiError::new(
+                ErrorCode::Unavailable,
+                "the end was recorded, but the request's time was up before the next item could be claimed; claim it with claim-next",
+            );
+            return (None, Some(late.body()));
+        }
         match grant(s, ctx, &n.filter, &n.req, n.count).await {
             Ok(answer) => (Some(answer), None),
             Err(e) => (None, Some(e.body())),

@@ -78,6 +78,8 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
     };
 
     let mut running = FuturesUnordered::new();
+    // Leases of grants this drain will not run, being given back.
+    let mut giving_back = FuturesUnordered::new();
     // The one claim-next in flight, how many items it asked for, and
     // whether it is a long poll.
     let mut claiming = None;
@@ -95,9 +97,11 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
         // Grants that came with jobs' ends take the slots those jobs left.
         let refilled = refill.granted.take();
         if failed.is_some() {
-            // A job failed the drain meanwhile: run nothing new.
-            for (g, _) in refilled.iter().filter(|(_, lost)| lost.is_none()) {
-                release(&worker, g).await;
+            // A job failed the drain meanwhile: run nothing new. The leases
+            // are given back beside the running jobs, never holding them up.
+            for (g, _) in refilled.into_iter().filter(|(_, lost)| lost.is_none()) {
+                let worker = &worker;
+                giving_back.push(async move { release(worker, &g).await });
             }
         } else {
             for (g, lost) in refilled {
@@ -119,9 +123,10 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             // just as this is dropped, its lease expires within its TTL.
             claiming = None;
             long_poll = false;
+            refill.unreserve(asked);
         }
-        let room =
-            (jobs - running.len()).min(max.map_or(usize::MAX, |m| usize::try_from(m - started).unwrap_or(usize::MAX)));
+        let room = (jobs - running.len())
+            .min(max.map_or(usize::MAX, |m| usize::try_from(m.saturating_sub(started)).unwrap_or(usize::MAX)));
         let wants = !stopping && room > 0 && (ready || a.follow);
         if claiming.is_none() && pause.is_none() && wants {
             let wait = if ready { 0 } else { FOLLOW_WAIT_SECONDS };
@@ -130,10 +135,13 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             }
             long_poll = wait > 0;
             asked = room;
+            // What a claim asks for counts against `--max` until it answers,
+            // so a job's end cannot take the same budget meanwhile.
+            refill.started.set(started + room as u64);
             claiming = Some(Box::pin(claim(&worker, &refill.body, &report, &heartbeat, room, wait)));
         }
         // A pause before the next claim keeps a drain that still wants work alive.
-        if claiming.is_none() && running.is_empty() && !wants {
+        if claiming.is_none() && running.is_empty() && giving_back.is_empty() && !wants {
             break;
         }
         tokio::select! {
@@ -157,13 +165,16 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
             got = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
                 claiming = None;
                 long_poll = false;
+                if got.is_err() {
+                    refill.unreserve(asked);
+                }
                 if got.is_ok() && backoff.recovered() {
                     report.claims_recovered();
                 }
                 match got {
                     Ok(grants) => {
                         ready = grants.len() >= asked;
-                        refill.started.set(refill.started.get() + grants.len() as u64);
+                        refill.unreserve(asked - grants.len());
                         refill.granted.borrow_mut().extend(grants);
                     }
                     // The server is down, restarting or busy: a service waits
@@ -182,6 +193,7 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
                     }
                 }
             }
+            Some(_) = giving_back.next(), if !giving_back.is_empty() => {}
             () = async { pause.as_mut().expect("guarded").await }, if pause.is_some() => {
                 pause = None;
             }
@@ -236,6 +248,11 @@ impl<'a> Refill<'a> {
         Some(self.body.clone())
     }
 
+    /// Gives back `n` items of the budget asked for and not granted.
+    fn unreserve(&self, n: usize) {
+        self.started.set(self.started.get().saturating_sub(n as u64));
+    }
+
     /// What a job's end that carried [`Refill::ask`]'s claim got back
     /// (`None` when the end or the claim failed), the end sent at `at`.
     pub(super) async fn answered(&self, next: Option<ClaimNextResponse>, at: Instant) {
@@ -246,7 +263,7 @@ impl<'a> Refill<'a> {
             None => Vec::new(),
         };
         if grants.is_empty() {
-            self.started.set(self.started.get() - 1);
+            self.unreserve(1);
         }
         self.granted.borrow_mut().extend(grants);
     }

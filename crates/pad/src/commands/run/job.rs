@@ -12,7 +12,9 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use pad_client::ClientError;
-use pad_core::api::{ClaimNextResponse, CompleteBody, FailBody, ReleaseBody};
+use pad_core::api::{
+    ClaimNextBody, ClaimNextResponse, CompleteBody, CompleteResponse, FailBody, FailResponse, ReleaseBody,
+};
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
@@ -208,13 +210,34 @@ impl Unrecorded {
 }
 
 impl Ending<'_, '_> {
-    /// Hands what an end that `asked` for the next item got back (`next`,
-    /// none when the end or its claim failed) to the drain, the end sent at
-    /// `at` (docs/api.md, "The next item in the same call").
-    async fn refilled(&self, asked: bool, next: Option<ClaimNextResponse>, at: Instant) {
-        if let Some(refill) = self.refill.filter(|_| asked) {
-            refill.answered(next, at).await;
+    /// The end's body for its first try, carrying the drain's claim of the
+    /// item for this slot when it wants one, and for any later try, without:
+    /// a try that got no answer may still have been recorded with its
+    /// grant, and a slot takes one item (docs/leases.md, "Draining").
+    fn bodies<B: End>(&self, body: B) -> (B, B) {
+        (body.clone().with_next(self.refill.and_then(Refill::ask)), body)
+    }
+
+    /// [`Ending::record`] of the end `send` makes, `first` on the first try
+    /// and `again` on the others; what came back for the next item goes to
+    /// the drain, S2 counting from when the try it came with was sent
+    /// (docs/api.md, "The next item in the same call").
+    async fn end<'b, B: End, T: End, F: Future<Output = Result<T, ClientError>>>(
+        &mut self, first: &'b B, again: &'b B, send: impl Fn(&'b B) -> F,
+    ) -> Result<Result<T, ClientError>, Unrecorded> {
+        let (sent, tries) = (Cell::new(Instant::now()), Cell::new(0u32));
+        let answer = self
+            .record(|| {
+                sent.set(Instant::now());
+                tries.set(tries.get() + 1);
+                send(if tries.get() == 1 { first } else { again })
+            })
+            .await;
+        if let Some(refill) = self.refill.filter(|_| first.next().is_some()) {
+            let got = answer.as_ref().ok().and_then(|a| a.as_ref().ok()).filter(|_| tries.get() == 1);
+            refill.answered(got.and_then(|a| a.answer()).cloned(), sent.get()).await;
         }
+        answer
     }
 
     /// Sends the request that records how the job ended (`send` makes it)
@@ -287,12 +310,8 @@ impl Ending<'_, '_> {
             // The release says the work succeeded: the item's news is a
             // success now, not the last failure (docs/leases.md, "News that
             // is true").
-            let next = self.refill.and_then(Refill::ask);
-            let body = &ReleaseBody { next, ..release_body(g, true) };
-            let sent = &Cell::new(Instant::now());
-            let answer = self.record(move || sent_at(sent, client.release(ws, r, body))).await;
-            let next = answer.as_ref().ok().and_then(|a| a.as_ref().ok()).and_then(|a| a.next.clone());
-            self.refilled(body.next.is_some(), next, sent.get()).await;
+            let (first, again) = self.bodies(release_body(g, true));
+            let answer = self.end(&first, &again, |b| client.release(ws, r, b)).await;
             return Ok(match answer {
                 Ok(answer) => {
                     ran.recorded = released(g, answer);
@@ -301,18 +320,13 @@ impl Ending<'_, '_> {
                 Err(not) => not.report(ran, what),
             });
         }
-        let body = &CompleteBody {
+        let (first, again) = self.bodies(CompleteBody {
             epoch: Some(g.lease.epoch),
             lease_id: Some(g.lease.lease_id),
             holder: Some(g.lease.holder.clone()),
-            next: self.refill.and_then(Refill::ask),
             ..CompleteBody::default()
-        };
-        let sent = &Cell::new(Instant::now());
-        let answer = self.record(move || sent_at(sent, client.complete(ws, r, body))).await;
-        let next = answer.as_ref().ok().and_then(|a| a.as_ref().ok()).and_then(|a| a.next.clone());
-        self.refilled(body.next.is_some(), next, sent.get()).await;
-        match answer {
+        });
+        match self.end(&first, &again, |b| client.complete(ws, r, b)).await {
             Ok(Ok(done)) => {
                 ran.status = Some(done.item.status);
                 ran.recorded = true;
@@ -338,19 +352,15 @@ impl Ending<'_, '_> {
     async fn failed(&mut self, ran: &mut Ran, outcome: Outcome) -> Result<Outcome, CliError> {
         let (w, g) = (self.w, self.g);
         let (client, ws, r) = (&w.client, w.ws, &g.item_ref.to_string());
-        let body = &FailBody {
+        let (first, again) = self.bodies(FailBody {
             epoch: Some(g.lease.epoch),
             lease_id: Some(g.lease.lease_id),
             holder: Some(g.lease.holder.clone()),
             note: ran.message.clone(),
             max_failures: w.max_attempts,
-            next: self.refill.and_then(Refill::ask),
-        };
-        let sent = &Cell::new(Instant::now());
-        let answer = self.record(move || sent_at(sent, client.fail(ws, r, body))).await;
-        let next = answer.as_ref().ok().and_then(|a| a.as_ref().ok()).and_then(|a| a.next.clone());
-        self.refilled(body.next.is_some(), next, sent.get()).await;
-        match answer {
+            next: None,
+        });
+        match self.end(&first, &again, |b| client.fail(ws, r, b)).await {
             Ok(Ok(answer)) => {
                 let item = &answer.item;
                 let mut message = ran.message.take().unwrap_or_default();
@@ -455,9 +465,43 @@ fn released(g: &Granted, answer: Result<pad_core::api::ReleaseResponse, ClientEr
     }
 }
 
-/// `send`, noting in `sent` when it was made: S2 counts a grant that comes
-/// with the answer from the send (docs/leases.md, S2).
-fn sent_at<F>(sent: &Cell<Instant>, send: F) -> F {
-    sent.set(Instant::now());
-    send
+/// A lease end's body or answer, as far as the next item is concerned
+/// (docs/api.md, "The next item in the same call").
+trait End: Clone {
+    /// The body with `next` set.
+    fn with_next(self, next: Option<ClaimNextBody>) -> Self;
+    /// The claim a body carries.
+    fn next(&self) -> Option<&ClaimNextBody>;
+    /// The claim's answer an answer carries.
+    fn answer(&self) -> Option<&ClaimNextResponse>;
 }
+
+macro_rules! end {
+    ($body:ty, $answer:ty) => {
+        impl End for $body {
+            fn with_next(self, next: Option<ClaimNextBody>) -> Self {
+                Self { next, ..self }
+            }
+            fn next(&self) -> Option<&ClaimNextBody> {
+                self.next.as_ref()
+            }
+            fn answer(&self) -> Option<&ClaimNextResponse> {
+                None
+            }
+        }
+        impl End for $answer {
+            fn with_next(self, _: Option<ClaimNextBody>) -> Self {
+                self
+            }
+            fn next(&self) -> Option<&ClaimNextBody> {
+                None
+            }
+            fn answer(&self) -> Option<&ClaimNextResponse> {
+                self.next.as_ref()
+            }
+        }
+    };
+}
+end!(CompleteBody, CompleteResponse);
+end!(FailBody, FailResponse);
+end!(ReleaseBody, pad_core::api::ReleaseResponse);
