@@ -18,7 +18,8 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::error::{CliError, Code, Exit};
+use crate::commands::outage::passes;
+use crate::error::{CliError, Exit};
 
 /// The pause before another try when a renewal could not reach the server,
 /// unless the server asked for a longer one.
@@ -406,7 +407,7 @@ async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)
     };
     let answer = match client.renew_leases(ws, &body).await {
         Ok(answer) => answer,
-        Err(e) if Code::of(&e).exit() == Exit::Unavailable => {
+        Err(e) if passes(&e) => {
             let retry_after = e.retry_after();
             return batch.iter().map(|_| Renewed::Unreachable { why: e.to_string(), retry_after }).collect();
         }
@@ -432,7 +433,7 @@ async fn renew_all(client: &Client, ws: &str, batch: &[(u64, ItemRef, RenewBody)
                     details: e.details,
                     retry_after: None,
                 };
-                if Code::of(&e).exit() == Exit::Unavailable {
+                if passes(&e) {
                     Renewed::Unreachable { why: e.to_string(), retry_after: None }
                 } else {
                     Renewed::Refused(CliError::for_item(r, e))

@@ -12,6 +12,7 @@ pub mod item;
 pub mod lease;
 pub mod mcp;
 pub mod member;
+mod outage;
 pub mod prime;
 pub mod run;
 pub mod serve;

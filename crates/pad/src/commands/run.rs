@@ -29,7 +29,6 @@ use tokio::time::Instant;
 mod args;
 mod drain;
 mod job;
-mod outage;
 mod report;
 mod signals;
 

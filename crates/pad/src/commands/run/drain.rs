@@ -22,7 +22,6 @@ use pad_core::api::{CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimNext
 use tokio::time::{Instant, sleep};
 
 use super::job::{not_run, release, supervise};
-use super::outage::{Backoff, passes};
 use super::report::Report;
 use super::signals::Stop;
 use super::{DrainArgs, JOBS_MAX};
@@ -30,6 +29,7 @@ use super::{Granted, Ran, Worker, new_session_id};
 use crate::commands::Ctx;
 use crate::commands::heartbeat::{Fresh, Heartbeat};
 use crate::commands::lease::filter;
+use crate::commands::outage::{Backoff, passes};
 use crate::error::{CliError, Exit};
 
 /// How long one idle `--follow` claim waits on the server for work: as

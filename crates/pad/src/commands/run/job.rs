@@ -19,12 +19,12 @@ use tokio::process::Command;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use super::drain::Refill;
-use super::outage::{Backoff, passes};
 use super::report::Report;
 use super::signals::Stop;
 use super::{Granted, Outcome, Ran, Worker, exit_code};
 use crate::commands::group::Group;
 use crate::commands::heartbeat::{Heartbeat, Holding, check_room};
+use crate::commands::outage::{Backoff, passes};
 use crate::error::{CliError, Exit};
 use crate::output;
 

@@ -1,7 +1,8 @@
 //! A server that goes away for a while (docs/leases.md, "`--follow`: as
 //! work arrives" and "Draining"): which failures pass by waiting, and the
 //! pauses between tries. A `--follow` drain's claims and every job's record
-//! of how it ended are tried again by these rules.
+//! of how it ended are tried again by these rules; the heartbeat tells a
+//! renewal that got no answer from one refused by the same [`passes`].
 
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use crate::error::{Code, Exit};
 /// reset, timed out, a gateway with nothing behind it), `unavailable` or
 /// `rate_limited` — README's exit 8. Anything else (a bad token, a workspace
 /// gone, a refused filter, a lease no longer ours) will not pass by waiting.
-pub(super) fn passes(e: &ClientError) -> bool {
+pub(crate) fn passes(e: &ClientError) -> bool {
     Code::of(e).exit() == Exit::Unavailable
 }
 
@@ -22,7 +23,7 @@ pub(super) fn passes(e: &ClientError) -> bool {
 /// [`Backoff::MAX`], or what the server's `Retry-After` asks if longer. No
 /// clock: the caller sleeps the pause it is given.
 #[derive(Debug, Default)]
-pub(super) struct Backoff {
+pub(crate) struct Backoff {
     /// The failures in a row so far.
     failures: u32,
 }
@@ -32,19 +33,19 @@ impl Backoff {
     /// A server back up is found within this long, however long it was down.
     const MAX: Duration = Duration::from_secs(30);
 
-    pub(super) fn failing(&self) -> bool {
+    pub(crate) fn failing(&self) -> bool {
         self.failures > 0
     }
 
     /// One more failure: how long to pause before the next try.
-    pub(super) fn failed(&mut self, retry_after: Option<Duration>) -> Duration {
+    pub(crate) fn failed(&mut self, retry_after: Option<Duration>) -> Duration {
         let doubled = Self::FIRST.saturating_mul(1 << self.failures.min(16));
         self.failures = self.failures.saturating_add(1);
         doubled.min(Self::MAX).max(retry_after.unwrap_or_default())
     }
 
     /// A try got through: whether it had been failing until now.
-    pub(super) fn recovered(&mut self) -> bool {
+    pub(crate) fn recovered(&mut self) -> bool {
         std::mem::take(&mut self.failures) > 0
     }
 }
