@@ -271,6 +271,8 @@ pub struct CompleteArgs {
     /// The final status: done (default) or cancelled.
     #[schemars(schema_with = "status_schema")]
     pub status: Option<Status>,
+    /// Also claim the next ready item in this same call, once this lease has ended: see NextArgs.
+    pub next: Option<NextArgs>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -285,6 +287,22 @@ pub struct FailArgs {
     pub holder: Option<String>,
     /// What went wrong and what is left, for the next worker.
     pub note: Option<String>,
+    /// Also claim the next ready item in this same call, once this lease has ended: see NextArgs.
+    pub next: Option<NextArgs>,
+}
+
+/// The next item to claim in the same call as a lease's end, as
+/// pad_claim_next picks it (never waiting); the answer's next holds it and
+/// its lease, under the same holder. Give {} for any ready item.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NextArgs {
+    #[serde(flatten)]
+    pub filter: FilterArgs,
+    /// Lease length in whole seconds, 1-86400 (default 900).
+    pub ttl_seconds: Option<i64>,
+    /// The longest you may hold it, renewals included (seconds; default: the workspace's cap, if any).
+    pub max_hold_seconds: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

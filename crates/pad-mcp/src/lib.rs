@@ -17,7 +17,7 @@ mod tools;
 use std::sync::Arc;
 
 use pad_client::{Client, ClientError};
-use pad_core::api::ErrorCode;
+use pad_core::api::{ClaimNextBody, ErrorCode};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
@@ -90,6 +90,20 @@ impl PadTools {
     fn claimant(&self, holder: &Option<String>, session_id: &Option<String>) -> (String, String) {
         let identity = self.identity.clone().unwrap_or_else(|| SessionIdentity::new(None, "mcp", &hostname()));
         (holder.clone().unwrap_or(identity.holder), session_id.clone().unwrap_or(identity.session_id))
+    }
+
+    /// The claim a lease's end carries in `next` (docs/api.md, "The next item
+    /// in the same call"): under the end's holder, with this session's id
+    /// when it has one.
+    fn next_claim(&self, next: &Option<args::NextArgs>, holder: &Option<String>) -> Option<ClaimNextBody> {
+        next.as_ref().map(|n| ClaimNextBody {
+            filter: n.filter.filter(),
+            holder: holder.clone(),
+            session_id: self.identity.as_ref().map(|i| i.session_id.clone()),
+            ttl_seconds: n.ttl_seconds.map(Into::into),
+            max_hold_seconds: n.max_hold_seconds,
+            ..ClaimNextBody::default()
+        })
     }
 
     /// The holder for renew, release and complete: as given, else the

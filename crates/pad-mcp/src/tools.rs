@@ -243,7 +243,7 @@ impl PadTools {
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        description = "Finish an item you hold: sets its status (default done) and ends your lease in one step, fenced by the lease's epoch. lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item."
+        description = "Finish an item you hold: sets its status (default done) and ends your lease in one step, fenced by the lease's epoch. lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item. With next ({} or a filter as pad_claim_next's), the same call then claims the next ready item for you: the answer's next holds it and its lease (item: null when none is ready)."
     )]
     async fn pad_item_complete(
         &self, Parameters(a): Parameters<CompleteArgs>, ctx: RequestContext<RoleServer>,
@@ -252,13 +252,14 @@ impl PadTools {
             Ok(h) => h,
             Err(refusal) => return Ok(refusal),
         };
-        let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status, next: None };
+        let next = self.next_claim(&a.next, &holder);
+        let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status, next };
         with_client!(self, ctx, |c| c.complete(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        description = "Give up on an item you hold: ends your lease and counts a failed attempt, fenced by the lease's epoch. Say in note what went wrong and what is left: the next worker reads it. The item is retried later (backoff); after repeated failures it is quarantined (labelled needs-human, quarantined: true). Use it instead of pad_item_release when the attempt failed."
+        description = "Give up on an item you hold: ends your lease and counts a failed attempt, fenced by the lease's epoch. Say in note what went wrong and what is left: the next worker reads it. The item is retried later (backoff); after repeated failures it is quarantined (labelled needs-human, quarantined: true). Use it instead of pad_item_release when the attempt failed. With next, the same call then claims the next ready item, as pad_item_complete does."
     )]
     async fn pad_item_fail(
         &self, Parameters(a): Parameters<FailArgs>, ctx: RequestContext<RoleServer>,
@@ -267,14 +268,9 @@ impl PadTools {
             Ok(h) => h,
             Err(refusal) => return Ok(refusal),
         };
-        let body = FailBody {
-            epoch: Some(a.epoch),
-            lease_id: None,
-            holder,
-            note: a.note.clone(),
-            max_failures: None,
-            next: None,
-        };
+        let next = self.next_claim(&a.next, &holder);
+        let body =
+            FailBody { epoch: Some(a.epoch), lease_id: None, holder, note: a.note.clone(), max_failures: None, next };
         with_client!(self, ctx, |c| c.fail(self.ws(&a.workspace), &a.item_ref, &body))
     }
 

@@ -155,3 +155,44 @@ async fn mcp_transport_errors_are_the_error_envelope() {
         assert!(v["error"]["code"].is_string() && v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
     }
 }
+
+/// `next` on pad_item_complete and pad_item_fail claims the next item in
+/// the same tool call (docs/api.md, "The next item in the same call"): an
+/// agent saves a call, and a turn, per item.
+#[tokio::test]
+async fn an_end_with_next_hands_the_agent_its_next_item() {
+    let s = TestServer::start().await;
+    let first = s.create_item(&s.owner, "default", "first").await;
+    let second = s.create_item(&s.owner, "default", "second").await;
+    let third = s.create_item(&s.owner, "default", "third").await;
+    let a = tool(&s, &s.owner, "pad_claim_next", json!({"holder": "agent"})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["item"]["ref"], first.as_str());
+    let epoch = out["lease"]["epoch"].clone();
+
+    // A bad next is refused whole: the lease is still held.
+    let bad = json!({"ref": first, "epoch": epoch, "holder": "agent", "next": {"ttl_seconds": 0}});
+    let a = tool(&s, &s.owner, "pad_item_complete", bad).await;
+    let (out, is_error) = result(&a);
+    assert!(is_error, "{out}");
+    assert_eq!(out["error"]["details"]["field"], "next.ttl_seconds", "{out}");
+    let held = s.get(&s.owner, &format!("/api/v1/workspaces/default/items/{first}")).await.body;
+    assert_eq!(held["lease"]["holder"], "agent", "nothing changed: {held}");
+
+    let done = json!({"ref": first, "epoch": epoch, "holder": "agent", "next": {}});
+    let a = tool(&s, &s.owner, "pad_item_complete", done).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["item"]["status"], "done", "{out}");
+    assert_eq!(out["next"]["item"]["ref"], second.as_str(), "{out}");
+    assert_eq!(out["next"]["lease"]["holder"], "agent", "under the same holder: {out}");
+
+    let epoch = out["next"]["lease"]["epoch"].clone();
+    let failed = json!({"ref": second, "epoch": epoch, "holder": "agent", "note": "stuck", "next": {}});
+    let a = tool(&s, &s.owner, "pad_item_fail", failed).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["item"]["failures"], 1, "{out}");
+    assert_eq!(out["next"]["item"]["ref"], third.as_str(), "{out}");
+}
