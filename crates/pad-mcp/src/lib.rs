@@ -41,7 +41,8 @@ this session has its own, so no other agent session can share your lease. You th
 lease expires (default 15 minutes). While you work, call pad_item_renew with the lease's epoch at least every third of \
 the TTL, or the lease expires and someone else may take the item. When done, call pad_item_complete with the epoch \
 (status done and the lease ended, in one fenced step). If the attempt failed, call pad_item_fail with the epoch and a \
-note saying what went wrong: the item is retried later and quarantined after repeated failures. \
+note saying what went wrong: the item is retried later and quarantined after repeated failures. To go on with more \
+work, give either of them next: {autonomous: true}, and the same call claims your next item (answer: next). \
 A lease_held error means another worker holds the item: its details name the holder and when the lease expires; pick \
 other work (pad_claim_next) instead of waiting. A lease_lost error means your lease expired or was taken over: stop \
 working on that item and write nothing more to it. Never work on an item without a live lease. \
