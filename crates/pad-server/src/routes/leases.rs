@@ -304,20 +304,19 @@ struct NextClaim {
 impl NextClaim {
     fn of(ctx: &Ctx, body: Option<ClaimNextBody>) -> ApiResult<Option<NextClaim>> {
         let Some(body) = body else { return Ok(None) };
-        let within = |e: ApiError| within_next(e);
-        let batch = Batch::of(&body).map_err(|e| within(e.into()))?;
+        let batch = Batch::of(&body).map_err(|e| within_next(e.into()))?;
         if !batch.wait.is_zero() {
             let field = if body.wait_seconds.is_some() { "wait_seconds" } else { "wait" };
             let message = format!(
-                "{field}: an end's next claim does not wait (got {}); wait for work with claim-next's {field}",
+                "an end's next claim does not wait (got {}); wait for work with claim-next's {field}",
                 body.wait_asked().unwrap_or_default()
             );
-            return Err(within(ApiError::from(pad_core::ValidationError::new(field, message))));
+            return Err(within_next(pad_core::ValidationError::new(field, message).into()));
         }
-        body.filter.validate().map_err(|e| within(e.into()))?;
+        body.filter.validate().map_err(|e| within_next(e.into()))?;
         let req =
             claim_request(ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
-        req.validate(&ctx.ws.settings).map_err(|e| within(e.into()))?;
+        req.validate(&ctx.ws.settings).map_err(|e| within_next(e.into()))?;
         Ok(Some(NextClaim { filter: body.filter, req, count: batch.count }))
     }
 
