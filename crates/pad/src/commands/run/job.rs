@@ -210,6 +210,22 @@ impl Unrecorded {
 }
 
 impl Ending<'_, '_> {
+    /// An end the server refused: a lost lease is the job's outcome (`not`
+    /// says what was not recorded); anything else stops the drain, the
+    /// lease given back first (docs/leases.md, "Draining").
+    async fn refused(&self, ran: &mut Ran, e: ClientError, not: &str) -> Result<Outcome, CliError> {
+        match CliError::for_item(&self.g.item_ref, e) {
+            e if e.exits_with(Exit::Conflict) => {
+                ran.message = Some(format!("{e}; {not}"));
+                Ok(Outcome::LeaseLost)
+            }
+            e => {
+                release(self.w, self.g).await;
+                Err(e)
+            }
+        }
+    }
+
     /// The end's body for its first try, carrying the drain's claim of the
     /// item for this slot when it wants one, and for any later try, without:
     /// a try that got no answer may still have been recorded with its
@@ -332,16 +348,7 @@ impl Ending<'_, '_> {
                 ran.recorded = true;
                 Ok(Outcome::Succeeded)
             }
-            Ok(Err(e)) => match CliError::for_item(&g.item_ref, e) {
-                e if e.exits_with(Exit::Conflict) => {
-                    ran.message = Some(format!("{e}; the item was not marked done"));
-                    Ok(Outcome::LeaseLost)
-                }
-                e => {
-                    release(w, g).await;
-                    Err(e)
-                }
-            },
+            Ok(Err(e)) => self.refused(ran, e, "the item was not marked done").await,
             Err(not) => Ok(not.report(ran, what)),
         }
     }
@@ -376,16 +383,7 @@ impl Ending<'_, '_> {
                 ran.recorded = true;
                 Ok(outcome)
             }
-            Ok(Err(e)) => match CliError::for_item(&g.item_ref, e) {
-                e if e.exits_with(Exit::Conflict) => {
-                    ran.message = Some(format!("{e}; the failure was not recorded"));
-                    Ok(Outcome::LeaseLost)
-                }
-                e => {
-                    release(w, g).await;
-                    Err(e)
-                }
-            },
+            Ok(Err(e)) => self.refused(ran, e, "the failure was not recorded").await,
             Err(not) => {
                 let what = ran.message.take().unwrap_or_default();
                 Ok(not.report(ran, what))
