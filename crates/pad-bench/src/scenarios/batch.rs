@@ -10,9 +10,9 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use pad_core::api::{ClaimNextBody, CompleteBody};
+use pad_core::api::ClaimNextBody;
 
-use super::TTL_SECONDS;
+use super::{claim_next_body, done_and_next};
 use crate::cpu::Cpu;
 use crate::fixture::Fixture;
 use crate::{Result, Row, Samples, Sizes, on_load};
@@ -51,29 +51,19 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
 /// The latencies, the refs handed out and the requests made.
 async fn supervise(client: Client, slug: String, jobs: u32) -> Result<(Samples, Vec<String>, u64)> {
     let holder = "supervisor".to_string();
-    let claim = ClaimNextBody {
-        holder: Some(holder.clone()),
-        ttl_seconds: Some(TTL_SECONDS.into()),
-        ..ClaimNextBody::default()
-    };
+    let claim = claim_next_body(&holder);
     let first = ClaimNextBody { count: Some(i64::from(jobs)), ..claim.clone() };
     let grants = client.claim_next(&slug, &first).await?.grants;
     let mut running = tokio::task::JoinSet::new();
     for g in grants {
-        let (client, slug, holder, claim) = (client.clone(), slug.clone(), holder.clone(), claim.clone());
+        let (client, slug, claim) = (client.clone(), slug.clone(), claim.clone());
         running.spawn(async move {
             let (mut samples, mut got, mut requests) = (Samples::default(), Vec::new(), 0u64);
             let mut grant = Some((g.item.item_ref.to_string(), g.lease));
             while let Some((r, lease)) = grant.take() {
                 let t = Instant::now();
-                let done = CompleteBody {
-                    epoch: Some(lease.epoch),
-                    lease_id: Some(lease.lease_id),
-                    holder: Some(holder.clone()),
-                    status: None,
-                    next: Some(claim.clone()),
-                };
-                let answer = client.complete(&slug, &r, &done).await.map_err(|e| e.to_string())?;
+                let answer =
+                    client.complete(&slug, &r, &done_and_next(&lease, &claim)).await.map_err(|e| e.to_string())?;
                 requests += 1;
                 samples.record(t.elapsed());
                 got.push(r);

@@ -9,9 +9,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use pad_core::api::{ClaimNextBody, CompleteBody};
-
-use super::TTL_SECONDS;
+use super::{claim_next_body, done_and_next};
 use crate::cpu::Cpu;
 use crate::fixture::Fixture;
 use crate::{Result, Row, Samples, Sizes, workers};
@@ -29,24 +27,13 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
             async move {
                 let holder = format!("drainer-{i}");
                 let (mut samples, mut got, mut requests) = (Samples::default(), Vec::new(), 0u64);
-                let claim = ClaimNextBody {
-                    holder: Some(holder.clone()),
-                    ttl_seconds: Some(TTL_SECONDS.into()),
-                    ..ClaimNextBody::default()
-                };
+                let claim = claim_next_body(&holder);
                 let mut t = Instant::now();
                 let mut next = client.claim_next(&slug, &claim).await?;
                 requests += 1;
                 while let (Some(item), Some(lease)) = (next.item, next.lease) {
                     let r = item.item_ref.to_string();
-                    let done = CompleteBody {
-                        epoch: Some(lease.epoch),
-                        lease_id: Some(lease.lease_id),
-                        holder: Some(holder.clone()),
-                        status: None,
-                        next: Some(claim.clone()),
-                    };
-                    let answer = client.complete(&slug, &r, &done).await?;
+                    let answer = client.complete(&slug, &r, &done_and_next(&lease, &claim)).await?;
                     requests += 1;
                     samples.record(t.elapsed());
                     t = Instant::now();

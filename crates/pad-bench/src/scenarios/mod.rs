@@ -13,7 +13,8 @@ pub mod pickup;
 pub mod scale;
 pub mod webhooks;
 
-use pad_core::api::{ClaimBody, ReleaseBody};
+use pad_core::Lease;
+use pad_core::api::{ClaimBody, ClaimNextBody, CompleteBody, ReleaseBody};
 use pad_store::{Actor, ClaimRequest, ReleaseRequest};
 
 /// Long enough that nothing expires during a measurement.
@@ -21,6 +22,23 @@ pub const TTL_SECONDS: i64 = 3600;
 
 pub fn claim_body(holder: &str) -> ClaimBody {
     ClaimBody { holder: Some(holder.into()), ttl_seconds: Some(TTL_SECONDS.into()), ..ClaimBody::default() }
+}
+
+/// `holder`'s claim-next for one item, as a drain sends it.
+pub fn claim_next_body(holder: &str) -> ClaimNextBody {
+    ClaimNextBody { holder: Some(holder.into()), ttl_seconds: Some(TTL_SECONDS.into()), ..ClaimNextBody::default() }
+}
+
+/// The complete of `lease` that claims the next item with `claim` in the
+/// same request (docs/api.md, "The next item in the same call").
+pub fn done_and_next(lease: &Lease, claim: &ClaimNextBody) -> CompleteBody {
+    CompleteBody {
+        epoch: Some(lease.epoch),
+        lease_id: Some(lease.lease_id),
+        holder: Some(lease.holder.clone()),
+        status: None,
+        next: Some(claim.clone()),
+    }
 }
 
 pub fn release_body(holder: &str) -> ReleaseBody {
