@@ -30,7 +30,8 @@ pub struct BodyHtml {
 pub async fn body_html(State(s): State<AppState>, ctx: Ctx, ItemPath(r): ItemPath) -> ApiResult<axum::Json<BodyHtml>> {
     ctx.require(Action::Read)?;
     let item = s.store.get_item(&ctx.ws, &r).await?;
-    Ok(axum::Json(BodyHtml { html: s.render.render(item.body).await?.to_string() }))
+    let account = ctx.caller.charged_account().user_id;
+    Ok(axum::Json(BodyHtml { html: s.render.render(account, item.body).await?.to_string() }))
 }
 
 /// Markdown to preview, as an item body would be rendered.
@@ -59,17 +60,24 @@ pub async fn render(
     ctx.require(Action::Read)?;
     pad_core::validate::body("markdown", &req.markdown, pad_core::BODY_MAX_BYTES)
         .map_err(pad_store::StoreError::from)?;
-    Ok(axum::Json(BodyHtml { html: s.render.render(req.markdown).await?.to_string() }))
+    let account = ctx.caller.charged_account().user_id;
+    Ok(axum::Json(BodyHtml { html: s.render.render(account, req.markdown).await?.to_string() }))
 }
 
 /// Renders off the async workers, a few at a time, and remembers recent
 /// answers (docs/api.md, "Markdown"): a render runs on the blocking pool, so
 /// `/healthz` and other requests keep being answered while bodies render;
 /// at most one render per core runs at once, the rest wait their turn
-/// inside their request deadline; and a body rendered lately is answered
-/// from memory, keyed by the SHA-256 of its markdown.
+/// inside their request deadline; one account has at most one render
+/// running or waiting for a core at a time, so an account that sends many
+/// bodies at once waits behind itself, not everyone else; and a body
+/// rendered lately is answered from memory, keyed by the SHA-256 of its
+/// markdown.
 pub struct Renderer {
     running: tokio::sync::Semaphore,
+    /// Each account's turn (one render at a time); an entry lives while
+    /// someone holds or waits for it.
+    accounts: std::sync::Mutex<std::collections::HashMap<i64, Arc<tokio::sync::Semaphore>>>,
     recent: std::sync::Mutex<std::collections::HashMap<[u8; 32], Arc<str>>>,
 }
 
@@ -78,23 +86,32 @@ const RECENT_RENDERS: usize = 64;
 
 impl Default for Renderer {
     fn default() -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Renderer { running: tokio::sync::Semaphore::new(cores), recent: Default::default() }
+        Renderer::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 }
 
 impl Renderer {
-    pub async fn render(&self, markdown: String) -> Result<Arc<str>, ApiError> {
+    /// A renderer running at most `cores` renders at once.
+    pub fn new(cores: usize) -> Self {
+        Renderer {
+            running: tokio::sync::Semaphore::new(cores),
+            accounts: Default::default(),
+            recent: Default::default(),
+        }
+    }
+
+    /// `markdown` rendered for a caller charged to `account` (docs/api.md,
+    /// "Markdown").
+    pub async fn render(&self, account: i64, markdown: String) -> Result<Arc<str>, ApiError> {
         use sha2::Digest;
         let key: [u8; 32] = sha2::Sha256::digest(markdown.as_bytes()).into();
         if let Some(html) = self.recent().get(&key) {
             return Ok(html.clone());
         }
-        let _turn = self
-            .running
-            .acquire()
-            .await
-            .map_err(|_| ApiError::new(ErrorCode::InternalError, "the renderer has stopped"))?;
+        let stopped = |_| ApiError::new(ErrorCode::InternalError, "the renderer has stopped");
+        let mine = AccountTurn::take(self, account);
+        let _mine = mine.turn.acquire().await.map_err(stopped)?;
+        let _turn = self.running.acquire().await.map_err(stopped)?;
         let html: Arc<str> = tokio::task::spawn_blocking(move || render_markdown(&markdown))
             .await
             .map_err(|_| ApiError::new(ErrorCode::InternalError, "rendering the markdown failed"))?
@@ -109,6 +126,37 @@ impl Renderer {
 
     fn recent(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<[u8; 32], Arc<str>>> {
         self.recent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn accounts(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<i64, Arc<tokio::sync::Semaphore>>> {
+        self.accounts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One account's turn to render, as a render holds or waits for it: the
+/// account's entry goes once no render of it holds or waits for the turn,
+/// so the map holds only accounts rendering now.
+struct AccountTurn<'a> {
+    renderer: &'a Renderer,
+    account: i64,
+    turn: Arc<tokio::sync::Semaphore>,
+}
+
+impl<'a> AccountTurn<'a> {
+    fn take(renderer: &'a Renderer, account: i64) -> Self {
+        let turn =
+            renderer.accounts().entry(account).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(1))).clone();
+        AccountTurn { renderer, account, turn }
+    }
+}
+
+impl Drop for AccountTurn<'_> {
+    fn drop(&mut self) {
+        let mut accounts = self.renderer.accounts();
+        // The map's reference and ours: nobody else holds or waits for it.
+        if Arc::strong_count(&self.turn) == 2 {
+            accounts.remove(&self.account);
+        }
     }
 }
 
@@ -318,7 +366,37 @@ impl<'a, I: Iterator<Item = pulldown_cmark::Event<'a>>> Iterator for Flatten<'a,
 
 #[cfg(test)]
 mod tests {
-    use super::render_markdown;
+    use super::{Renderer, render_markdown};
+
+    /// docs/api.md, "Markdown": an account waits behind its own renders, not
+    /// everyone else behind it. One core; a render is under way (its permit
+    /// held here); account 1 asks for two bodies, then account 2 for one.
+    /// Account 2's comes second, before account 1's other: first come, first
+    /// served would have made it last.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_account_waits_behind_its_own_renders_not_others() {
+        let r = std::sync::Arc::new(Renderer::new(1));
+        let busy = r.running.try_acquire().expect("the one core is free");
+        let (done, mut order) = tokio::sync::mpsc::unbounded_channel();
+        for (account, body) in [(1, "one a"), (1, "one b"), (2, "two")] {
+            let (r, done) = (r.clone(), done.clone());
+            tokio::spawn(async move {
+                r.render(account, body.to_string()).await.unwrap();
+                done.send(body).unwrap();
+            });
+            // Let it reach its wait before the next one asks.
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(busy);
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(order.recv().await.unwrap());
+        }
+        assert_eq!(got, ["one a", "two", "one b"]);
+        assert!(r.accounts().is_empty(), "no account's turn outlives its renders");
+    }
 
     #[test]
     fn renders_markdown() {
