@@ -248,21 +248,25 @@ pub async fn claim_next(
     // plain claim-next subscribes to nothing (and starts no listener).
     let mut wake = (!batch.wait.is_zero()).then(|| s.ready_signals());
     let deadline = tokio::time::Instant::now() + s.wait_bound(batch.wait);
-    loop {
+    let answer = loop {
         let answer = grant(&s, &ctx, &body.filter, &req, batch.count).await?;
         if answer.item.is_some() {
-            return Ok(axum::Json(answer));
+            break answer;
         }
-        let Some(wake) = wake.as_mut() else { return Ok(axum::Json(answer)) };
+        let Some(wake) = wake.as_mut() else { break answer };
         let _waiting = s.metrics.waiting();
         if !wake.wait_until(deadline).await {
-            return Ok(axum::Json(answer));
+            break answer;
         }
-    }
+    };
+    missed(&s, &ctx, &answer);
+    Ok(axum::Json(answer))
 }
 
 /// One look for ready items: claims up to `count` of them (L11), counts the
-/// hits or the miss, and wakes this instance's streams for the grants.
+/// grants, and wakes this instance's streams for them. A call that found
+/// nothing is counted once by its caller ([`missed`]), however many looks
+/// it made.
 async fn grant(
     s: &AppState, ctx: &Ctx, filter: &pad_core::FrontierFilter, req: &ClaimRequest, count: u32,
 ) -> ApiResult<ClaimNextResponse> {
@@ -270,9 +274,7 @@ async fn grant(
     let answer = s.store.claim_next_many(&ctx.ws, filter, req, count).await;
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
     let grants = answer?;
-    if grants.is_empty() {
-        s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextMiss);
-    } else {
+    if !grants.is_empty() {
         for _ in &grants {
             s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextHit);
             s.metrics.count(&ctx.ws.slug, LeaseCount::Claim);
@@ -289,6 +291,13 @@ async fn grant(
         })
         .collect();
     Ok(ClaimNextResponse::new(grants))
+}
+
+/// Counts a claim-next call that found nothing ready.
+fn missed(s: &AppState, ctx: &Ctx, answer: &ClaimNextResponse) {
+    if answer.item.is_none() {
+        s.metrics.count(&ctx.ws.slug, LeaseCount::ClaimNextMiss);
+    }
 }
 
 /// The claim-next a lease end carries in `next` (docs/api.md, "The next
@@ -338,7 +347,10 @@ impl NextClaim {
             return (None, Some(late.body()));
         }
         match grant(s, ctx, &n.filter, &n.req, n.count).await {
-            Ok(answer) => (Some(answer), None),
+            Ok(answer) => {
+                missed(s, ctx, &answer);
+                (Some(answer), None)
+            }
             Err(e) => (None, Some(e.body())),
         }
     }

@@ -324,3 +324,17 @@ async fn a_bad_next_or_a_refused_end_changes_nothing() {
         assert_eq!(kinds_of(&s, &other).await, ["item.created"], "{}", b.name);
     }
 }
+
+/// `pad_claim_next_misses_total` counts claim-next calls that found nothing
+/// (docs/operations.md, "Metrics"), not the looks a long poll makes.
+#[tokio::test]
+async fn a_long_poll_that_finds_nothing_is_one_miss() {
+    let s = TestServer::start_with(|st| st.relook = Duration::from_millis(50)).await;
+    let a = s.post(&s.owner, &format!("{WS}/claim-next"), json!({"holder": "w", "wait_seconds": 1})).await;
+    assert_eq!((a.status.as_u16(), a.body["item"].clone()), (200, Value::Null), "{:?}", a.body);
+    let misses = |text: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with("pad_claim_next_misses_total{workspace=\"default\"}"));
+        line.map_or(0, |l| l.rsplit(' ').next().unwrap().parse().unwrap())
+    };
+    assert_eq!(misses(&s.scrape().await), 1, "one call, one miss, however many looks it made");
+}
