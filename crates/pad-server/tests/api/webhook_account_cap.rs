@@ -143,13 +143,7 @@ async fn one_accounts_hanging_receivers_take_at_most_its_share() {
         }
         // Another account, with a workspace of its own and a receiver that
         // answers.
-        s.store.ensure_user("other@example.com").await.unwrap();
-        let other = s.unscoped_token("other@example.com").await;
-        assert_eq!(s.post(&other, "/api/v1/workspaces", json!({ "slug": "other" })).await.status, 201);
-        let good = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", good.local_addr().unwrap());
-        let a = s.post(&other, "/api/v1/workspaces/other/webhooks", json!({ "url": url })).await;
-        assert_eq!(a.status, 201, "{:?}", a.body);
+        let (other, good) = s.other_account_with_receiver().await;
 
         // The flood: one event in each hogging workspace, one delivery per
         // subscription.

@@ -68,13 +68,7 @@ async fn hanging_receivers_hold_back_only_their_own_queues() {
         // Another account's workspace and receiver, which answers at once
         // (the hostile account's own other workspaces share its cap of
         // deliveries in flight: docs/webhooks.md, "Isolation").
-        s.store.ensure_user("other@example.com").await.unwrap();
-        let other = s.unscoped_token("other@example.com").await;
-        assert_eq!(s.post(&other, "/api/v1/workspaces", json!({ "slug": "other" })).await.status, 201);
-        let good = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", good.local_addr().unwrap());
-        let a = s.post(&other, "/api/v1/workspaces/other/webhooks", json!({ "url": url })).await;
-        assert_eq!(a.status, 201, "{:?}", a.body);
+        let (other, good) = s.other_account_with_receiver().await;
 
         // Everything is set up before the flood: from its first event the
         // hanging sends' 10 s bound runs, and only the wanted item's few

@@ -162,6 +162,20 @@ impl TestServer {
         r.header("x-csrf-token", csrf).send().await.unwrap().status()
     }
 
+    /// Another account (`other@example.com`) with a workspace of its own,
+    /// `other`, subscribed to a receiver on loopback: its token, and the
+    /// receiver's listener, which the test answers from.
+    pub async fn other_account_with_receiver(&self) -> (String, tokio::net::TcpListener) {
+        self.store.ensure_user("other@example.com").await.unwrap();
+        let other = self.unscoped_token("other@example.com").await;
+        assert_eq!(self.post(&other, "/api/v1/workspaces", json!({ "slug": "other" })).await.status, 201);
+        let good = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", good.local_addr().unwrap());
+        let a = self.post(&other, "/api/v1/workspaces/other/webhooks", json!({ "url": url })).await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        (other, good)
+    }
+
     pub async fn create_item(&self, token: &str, ws: &str, title: &str) -> String {
         let a = self.post(token, &format!("/api/v1/workspaces/{ws}/items"), json!({"title": title})).await;
         assert_eq!(a.status, 201, "{:?}", a.body);
