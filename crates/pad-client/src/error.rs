@@ -49,6 +49,15 @@ impl ClientError {
         }
     }
 
+    /// Whether the refusal is of an end's `next` alone (a field inside it,
+    /// or `next` itself on a server without it): the end was not made, and
+    /// made without `next` it may be taken (docs/api.md, "The next item in
+    /// the same call").
+    pub fn refuses_next(&self) -> bool {
+        let ClientError::Api { status: 400..=499, details, .. } = self else { return false };
+        details.get("field").and_then(|f| f.as_str()).is_some_and(|f| f == "next" || f.starts_with("next."))
+    }
+
     /// The holder of the lease that refused a claim, renew or release.
     pub fn held_lease(&self) -> Option<HeldLease> {
         match self {

@@ -113,6 +113,17 @@ impl ApiError {
 }
 
 impl ApiError {
+    /// A refusal of a field inside the body's object `parent` (an end's
+    /// `next`): the field is named `parent.FIELD` and the message starts
+    /// with `parent: ` (docs/api.md, "The next item in the same call").
+    pub fn within(mut self, parent: &str) -> Self {
+        if let Some(field) = self.details.get("field").and_then(|f| f.as_str()).map(str::to_string) {
+            self.details["field"] = Value::String(format!("{parent}.{field}"));
+        }
+        self.message = format!("{parent}: {}", self.message);
+        self
+    }
+
     /// The envelope's `error` part, for answers that carry one error per
     /// entry (`POST …/leases/renew`).
     pub fn body(self) -> ErrorBody {

@@ -95,17 +95,28 @@ fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) 
     // `validation_failed` as when out of range (docs/api.md, "Batches and
     // long polls"). A body broken inside or after the value is not JSON:
     // `bad_request` below.
+    // An end's `next` is a claim-next body and is refused as one, its field
+    // named inside it (docs/api.md, "The next item in the same call").
     if inner.is_data()
-        && let Some(f) = field.as_deref()
+        && let Some(path) = field.as_deref()
         && let Ok(body) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
-        && let Some(given) = body.get(f)
     {
-        if f == TTL_FIELD {
-            let requested = RequestedTtl::NotWhole(given.to_string());
-            return crate::error::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS });
-        }
-        if let Some(refusal) = Batch::unreadable(f, given) {
-            return refusal.into();
+        let (f, given, within) = match path.strip_prefix("next.") {
+            Some(f) => (f, body.get("next").and_then(|next| next.get(f)), Some("next")),
+            None => (path, body.get(path), None),
+        };
+        let refusal = given.and_then(|given| {
+            if f == TTL_FIELD {
+                let requested = RequestedTtl::NotWhole(given.to_string());
+                return Some(crate::error::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS }));
+            }
+            Batch::unreadable(f, given).map(ApiError::from)
+        });
+        if let Some(refusal) = refusal {
+            return match within {
+                Some(parent) => refusal.within(parent),
+                None => refusal,
+            };
         }
     }
     let message = match &field {

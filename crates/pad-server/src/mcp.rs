@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use axum::Extension;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -19,6 +20,7 @@ use pad_core::api::{
 };
 use pad_core::{Comment, Item, ItemPatch, NewItem};
 use pad_mcp::{CallerApi, PadApi};
+use pad_store::Deadline;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -44,7 +46,10 @@ pub async fn authenticated(State(s): State<AppState>, req: Request, next: Next) 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
-    parts.extensions.insert(CallerApi(Arc::new(InProcess { state: s, caller, server })));
+    // The request's deadline, for the tools that honour it as their routes do
+    // (an end's `next`: docs/api.md, "The next item in the same call").
+    let deadline = parts.extensions.get::<Deadline>().cloned();
+    parts.extensions.insert(CallerApi(Arc::new(InProcess { state: s, caller, server, deadline })));
     enveloped(next.run(Request::from_parts(parts, body)).await, json_body).await
 }
 
@@ -97,6 +102,7 @@ struct InProcess {
     state: AppState,
     caller: Caller,
     server: String,
+    deadline: Option<Deadline>,
 }
 
 impl InProcess {
@@ -115,6 +121,10 @@ impl InProcess {
 
     fn state(&self) -> State<AppState> {
         State(self.state.clone())
+    }
+
+    fn deadline(&self) -> Option<Extension<Deadline>> {
+        self.deadline.clone().map(Extension)
     }
 }
 
@@ -185,17 +195,17 @@ impl PadApi for InProcess {
 
     async fn release(&self, ws: &str, item_ref: &str, body: &ReleaseBody) -> Result<ReleaseResponse, ClientError> {
         let (ctx, r) = self.item_ctx(ws, item_ref).await?;
-        answer(leases::release(self.state(), ctx, None, r, Json(body.clone())).await)
+        answer(leases::release(self.state(), ctx, self.deadline(), r, Json(body.clone())).await)
     }
 
     async fn complete(&self, ws: &str, item_ref: &str, body: &CompleteBody) -> Result<CompleteResponse, ClientError> {
         let (ctx, r) = self.item_ctx(ws, item_ref).await?;
-        answer(leases::complete(self.state(), ctx, None, r, Json(body.clone())).await)
+        answer(leases::complete(self.state(), ctx, self.deadline(), r, Json(body.clone())).await)
     }
 
     async fn fail(&self, ws: &str, item_ref: &str, body: &FailBody) -> Result<FailResponse, ClientError> {
         let (ctx, r) = self.item_ctx(ws, item_ref).await?;
-        answer(leases::fail(self.state(), ctx, None, r, Json(body.clone())).await)
+        answer(leases::fail(self.state(), ctx, self.deadline(), r, Json(body.clone())).await)
     }
 
     async fn claim_next(&self, ws: &str, body: &ClaimNextBody) -> Result<ClaimNextResponse, ClientError> {

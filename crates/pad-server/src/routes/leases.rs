@@ -313,19 +313,19 @@ struct NextClaim {
 impl NextClaim {
     fn of(ctx: &Ctx, body: Option<ClaimNextBody>) -> ApiResult<Option<NextClaim>> {
         let Some(body) = body else { return Ok(None) };
-        let batch = Batch::of(&body).map_err(|e| within_next(e.into()))?;
+        let batch = Batch::of(&body).map_err(|e| ApiError::from(e).within("next"))?;
         if !batch.wait.is_zero() {
             let field = if body.wait_seconds.is_some() { "wait_seconds" } else { "wait" };
             let message = format!(
                 "an end's next claim does not wait (got {}); wait for work with claim-next's {field}",
                 body.wait_asked().unwrap_or_default()
             );
-            return Err(within_next(pad_core::ValidationError::new(field, message).into()));
+            return Err(ApiError::from(pad_core::ValidationError::new(field, message)).within("next"));
         }
-        body.filter.validate().map_err(|e| within_next(e.into()))?;
+        body.filter.validate().map_err(|e| ApiError::from(e).within("next"))?;
         let req =
             claim_request(ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
-        req.validate(&ctx.ws.settings).map_err(|e| within_next(e.into()))?;
+        req.validate(&ctx.ws.settings).map_err(|e| ApiError::from(e).within("next"))?;
         Ok(Some(NextClaim { filter: body.filter, req, count: batch.count }))
     }
 
@@ -354,15 +354,6 @@ impl NextClaim {
             Err(e) => (None, Some(e.body())),
         }
     }
-}
-
-/// A refusal of a field inside `next`: the field is named as `next.FIELD`.
-fn within_next(mut e: ApiError) -> ApiError {
-    if let Some(field) = e.details.get("field").and_then(|f| f.as_str()).map(str::to_string) {
-        e.details["field"] = serde_json::Value::String(format!("next.{field}"));
-    }
-    e.message = format!("next: {}", e.message);
-    e
 }
 
 /// One heartbeat for many leases (L4): each renewed or refused on its own,

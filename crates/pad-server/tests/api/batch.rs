@@ -298,6 +298,10 @@ async fn a_bad_next_or_a_refused_end_changes_nothing() {
                 (json!({"ttl_seconds": 0}), "invalid_ttl", "next.ttl_seconds"),
                 (json!({"holder": ""}), "validation_failed", "next.holder"),
                 (json!({"filter": {"exclude": too_many}}), "validation_failed", "next.exclude"),
+                // Values no number field can hold are refused as claim-next refuses them.
+                (json!({"count": 1.5}), "validation_failed", "next.count"),
+                (json!({"wait_seconds": "soon"}), "validation_failed", "next.wait_seconds"),
+                (json!({"ttl_seconds": "x"}), "invalid_ttl", "next.ttl_seconds"),
             ] {
                 let body = json!({"holder": "w", "lease_id": lease_id, "next": next});
                 let a = s.post(&s.owner, &format!("{WS}/items/{r}/{verb}"), body).await;

@@ -6,8 +6,8 @@ use chrono::Utc;
 use clap::Args;
 use pad_client::{Client, ClientError};
 use pad_core::api::{
-    CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimBody, ClaimNextBody, CompleteBody, FailBody, FrontierQuery,
-    ReleaseBody, RenewBody, TtlSeconds,
+    CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, ClaimBody, ClaimNextBody, ClaimNextResponse, CompleteBody,
+    ErrorBody, FailBody, FrontierQuery, ReleaseBody, RenewBody, TtlSeconds,
 };
 use pad_core::{FrontierFilter, ItemRef, Lease, Priority, Status};
 
@@ -41,6 +41,9 @@ pub struct CompleteArgs {
     /// The status to set: done, cancelled, open, in-progress [default: done]
     #[arg(long)]
     pub status: Option<Status>,
+    // Last: its filters' help heading would cover the options after it.
+    #[command(flatten)]
+    pub next: NextArgs,
 }
 
 #[derive(Debug, Args)]
@@ -57,6 +60,9 @@ pub struct FailArgs {
     /// Quarantine at this many failures instead of the workspace's setting
     #[arg(long, value_name = "N")]
     pub max_failures: Option<u32>,
+    // Last: its filters' help heading would cover the options after it.
+    #[command(flatten)]
+    pub next: NextArgs,
 }
 
 /// The lease duration: one of three spellings (docs/leases.md L8).
@@ -164,6 +170,49 @@ pub struct ReleaseArgs {
     /// Why the lease is broken, recorded in the event
     #[arg(long, requires = "force")]
     pub reason: Option<String>,
+    // Last: its filters' help heading would cover the options after it.
+    #[command(flatten)]
+    pub next: NextArgs,
+}
+
+/// `--next` on `complete`, `fail` and `release`: once the lease has ended,
+/// the same request claims the next ready item for the same holder
+/// (docs/api.md, "The next item in the same call").
+#[derive(Debug, Default, Args)]
+pub struct NextArgs {
+    /// Once the lease has ended, claim the next ready item in the same request, for the same
+    /// holder; the filters below choose it
+    #[arg(long)]
+    pub next: bool,
+    /// The next lease's duration, like 10m [default: the workspace's default TTL]
+    #[arg(long, value_name = "DURATION", value_parser = ttl::parse, allow_hyphen_values = true, requires = "next")]
+    pub next_ttl: Option<u64>,
+    /// Names one run of the holder, for the next lease (no effect without --next)
+    #[arg(long, env = "PAD_SESSION_ID", hide_env_values = true, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+impl NextArgs {
+    /// The end's `next`: a claim-next of one item that does not wait, or
+    /// none without `--next`; filters without `--next` are a usage error,
+    /// since they would be ignored.
+    fn body(self, holder: Option<&String>) -> Result<Option<ClaimNextBody>, CliError> {
+        if !self.next {
+            if self.filter.is_set() {
+                return Err(CliError::usage("the filters (--kind, --label, …) choose the next item: add --next"));
+            }
+            return Ok(None);
+        }
+        Ok(Some(ClaimNextBody {
+            filter: filter(self.filter),
+            holder: holder.cloned(),
+            session_id: self.session,
+            ttl_seconds: self.next_ttl.map(TtlSeconds::from),
+            ..ClaimNextBody::default()
+        }))
+    }
 }
 
 /// Which ready items qualify (docs/leases.md L11); shared by `frontier`, `claim-next`
@@ -192,6 +241,20 @@ pub struct FilterArgs {
     /// Skip these items (repeatable or comma-separated)
     #[arg(long = "exclude", value_name = "REF", value_delimiter = ',')]
     pub exclude: Vec<ItemRef>,
+}
+
+impl FilterArgs {
+    /// Whether any filter was given.
+    fn is_set(&self) -> bool {
+        let FilterArgs { kinds, labels, without_labels, min_priority, parent, autonomous, exclude } = self;
+        !kinds.is_empty()
+            || !labels.is_empty()
+            || !without_labels.is_empty()
+            || min_priority.is_some()
+            || parent.is_some()
+            || *autonomous
+            || !exclude.is_empty()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -288,6 +351,7 @@ pub async fn renew(ctx: &Ctx, client: &Client, a: RenewArgs) -> Result<(), CliEr
 
 pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
+    let next = a.next.body(a.holder.holder.as_ref())?;
     let body = ReleaseBody {
         holder: a.holder.holder,
         epoch: a.epoch,
@@ -295,7 +359,7 @@ pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), C
         force: a.force,
         reason: a.reason,
         succeeded: false,
-        next: None,
+        next,
     };
     let released = client.release(ctx.ws(), &r.to_string(), &body).await.map_err(|e| {
         // Someone else's lease: say the two ways on (docs/leases.md, "Renew,
@@ -308,7 +372,10 @@ pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), C
         }
     })?;
     // Nothing to release is not a failure (L6): exit 0 either way.
-    ctx.emit(&released, |rel| release_line(r, rel.released, &rel.reason, body.force, body.reason.as_deref()))
+    ctx.emit(&released, |rel| {
+        release_line(r, rel.released, &rel.reason, body.force, body.reason.as_deref()) + &next_text(&rel.next)
+    })?;
+    next_refused(&released.next_error)
 }
 
 /// What a release says. `--force` on your own lease is a plain release
@@ -337,15 +404,19 @@ fn release_hint(holder: &str) -> String {
 /// L15: `Completed TASK-1 (done); lease 7 ended`.
 pub async fn complete(ctx: &Ctx, client: &Client, a: CompleteArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
+    let next = a.next.body(a.holder.holder.as_ref())?;
     let body = CompleteBody {
         epoch: a.handle.epoch,
         lease_id: a.handle.lease_id,
         holder: a.holder.holder,
         status: a.status,
-        next: None,
+        next,
     };
     let done = client.complete(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
-    ctx.emit(&done, |d| format!("Completed {} ({}); lease released\n", d.item_ref, d.item.status))
+    ctx.emit(&done, |d| {
+        format!("Completed {} ({}); lease released\n", d.item_ref, d.item.status) + &next_text(&d.next)
+    })?;
+    next_refused(&done.next_error)
 }
 
 /// `about`, for a call that named its lease: a handle that is not the live
@@ -357,13 +428,14 @@ fn named(r: &ItemRef, epoch: Option<i64>, lease_id: Option<i64>) -> impl FnOnce(
 /// L14: `Failed TASK-1 (failure 2); retry after … (in 1m)`.
 pub async fn fail(ctx: &Ctx, client: &Client, a: FailArgs) -> Result<(), CliError> {
     let r = &a.item.item_ref;
+    let next = a.next.body(a.holder.holder.as_ref())?;
     let body = FailBody {
         epoch: a.handle.epoch,
         lease_id: a.handle.lease_id,
         holder: a.holder.holder,
         note: a.note,
         max_failures: a.max_failures,
-        next: None,
+        next,
     };
     let failed = client.fail(ctx.ws(), &r.to_string(), &body).await.map_err(named(r, body.epoch, body.lease_id))?;
     ctx.emit(&failed, |f| {
@@ -375,8 +447,32 @@ pub async fn fail(ctx: &Ctx, client: &Client, a: FailArgs) -> Result<(), CliErro
         if f.quarantined {
             out.push_str(&format!("Quarantined {}: labelled needs-human\n", f.item_ref));
         }
-        out
-    })
+        out + &next_text(&f.next)
+    })?;
+    next_refused(&failed.next_error)
+}
+
+/// What `--next` claimed, in `claim-next`'s words; nothing without `--next`.
+fn next_text(next: &Option<ClaimNextResponse>) -> String {
+    match next {
+        Some(n) if n.grants.is_empty() => "No ready item\n".to_string(),
+        Some(n) => grants_text(n),
+        None => String::new(),
+    }
+}
+
+/// `--next` whose claim failed once the end was recorded: the end stands
+/// (exit 0), and the worker is told to claim with `claim-next`
+/// (docs/api.md, "The next item in the same call").
+fn next_refused(error: &Option<ErrorBody>) -> Result<(), CliError> {
+    if let Some(e) = error {
+        eprintln!(
+            "The next item was not claimed ({}): {}; claim it with `pad item claim-next`",
+            e.code.as_str(),
+            e.message
+        );
+    }
+    Ok(())
 }
 
 pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<(), CliError> {
@@ -394,21 +490,24 @@ pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<
     let next = client.claim_next(ctx.ws(), &body).await?;
     // JSON readers get the answer either way (`item: null` when nothing is
     // ready); the exit code tells scripts apart without parsing it.
-    ctx.emit(&next, |n| {
-        let mut out = String::new();
-        for g in &n.grants {
-            out.push_str(&lease_line("Claimed", &g.item.item_ref, &g.lease));
-            if let Some(line) = handoff_line(g.previous_holder.as_deref(), g.previous_note.as_deref()) {
-                out.push_str(&line);
-            }
-        }
-        out
-    })?;
+    ctx.emit(&next, grants_text)?;
     if next.item.is_none() {
         eprintln!("No ready item");
         return Err(CliError::Exit(Exit::NotFound.code()));
     }
     Ok(())
+}
+
+/// One `Claimed …` line per grant, each with its handoff note if any.
+fn grants_text(n: &ClaimNextResponse) -> String {
+    let mut out = String::new();
+    for g in &n.grants {
+        out.push_str(&lease_line("Claimed", &g.item.item_ref, &g.lease));
+        if let Some(line) = handoff_line(g.previous_holder.as_deref(), g.previous_note.as_deref()) {
+            out.push_str(&line);
+        }
+    }
+    out
 }
 
 /// `Handoff from runner-a: migrated 3 of 7 tables` (L12), if there is a note.

@@ -410,6 +410,86 @@ fn drain_moves_past_failures_and_runs_each_item_once() {
     assert!(stderr(&out).contains("No ready item"), "{}", stderr(&out));
 }
 
+/// A settings change under a running drain makes its claim of the next item
+/// invalid (a maximum TTL below `--ttl`): the server refuses the end with
+/// it, having written nothing, so the drain makes the end again without it
+/// and the job's success is still recorded (docs/leases.md, "Draining").
+#[test]
+fn an_end_refused_for_its_next_claim_alone_is_made_again_without_it() {
+    let s = TestServer::start();
+    let refs = block_on(create_items(&client(&s), 2));
+    let pad = env!("CARGO_BIN_EXE_pad");
+    let script = format!("{pad} workspace set --default-ttl 20s --max-ttl 30s");
+    let out = s.pad_output(["drain", "--ttl", "60s", "--done-on-success", "--", "sh", "-c", &script]);
+    let first = show(&s, &refs[0]);
+    assert_eq!(first["status"], "done", "the job's success was recorded: {first}\n{}", stderr(&out));
+    assert!(first.get("lease").is_none(), "{first}");
+    // Its own claim-next is now refused too: the drain stops and says why.
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("ttl"), "{}", stderr(&out));
+    let second = show(&s, &refs[1]);
+    assert_eq!((second["status"].as_str(), second.get("lease")), (Some("open"), None), "{second}");
+}
+
+/// `--next` on `pad item complete`, `fail` and `release`: the end, then
+/// the next item claimed for the same holder in the same request, chosen
+/// by the filters (docs/api.md, "The next item in the same call").
+#[test]
+fn item_complete_fail_and_release_take_next() {
+    let s = TestServer::start();
+    let refs = block_on(create_items(&client(&s), 3));
+    let other = create(&s, "a bug");
+    let o = s.pad_output(["item", "update", &other, "--kind", "bug"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let json = |o: &std::process::Output| -> Value { serde_json::from_slice(&o.stdout).expect("JSON on stdout") };
+
+    let a = s.pad_output(["--format", "json", "item", "claim-next", "--holder", "w"]);
+    let epoch = json(&a)["lease"]["epoch"].to_string();
+    let o = s.pad_output([
+        "--format",
+        "json",
+        "item",
+        "complete",
+        &refs[0],
+        "--epoch",
+        &epoch,
+        "--holder",
+        "w",
+        "--next",
+        "--next-ttl",
+        "90s",
+        "--exclude",
+        &refs[1],
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["item"]["status"], "done", "{v}");
+    assert_eq!(v["next"]["item"]["ref"], refs[2].as_str(), "the filter chose it: {v}");
+    assert_eq!(
+        (v["next"]["lease"]["holder"].as_str(), v["next"]["lease"]["ttl_seconds"].as_i64()),
+        (Some("w"), Some(90))
+    );
+
+    let epoch = v["next"]["lease"]["epoch"].to_string();
+    let o = s.pad_output(["item", "fail", &refs[2], "--epoch", &epoch, "--holder", "w", "--next", "--kind", "bug"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with(&format!("Failed {} (failure 1)", refs[2])), "{text}");
+    assert!(text.contains(&format!("Claimed {other}: w, epoch 1")), "{text}");
+
+    let o = s.pad_output(["item", "release", &other, "--holder", "w", "--next", "--kind", "bug", "--exclude", &other]);
+    assert_eq!(code(&o), 0, "the end is what the command reports: {}", stderr(&o));
+    assert_eq!(stdout(&o), "Lease released\nNo ready item\n");
+
+    // Filters without --next would be ignored: refused, nothing changed.
+    let b = s.pad_output(["--format", "json", "item", "claim-next", "--holder", "w"]);
+    let (held, epoch) = (json(&b)["item"]["ref"].as_str().unwrap().to_string(), json(&b)["lease"]["epoch"].to_string());
+    let o = s.pad_output(["item", "complete", &held, "--epoch", &epoch, "--holder", "w", "--label", "x"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("add --next"), "{}", stderr(&o));
+    assert_eq!(show(&s, &held)["lease"]["epoch"].to_string(), epoch, "the lease is still held");
+}
+
 /// No churn: a drain hands out each epoch only to run it. Two items the
 /// drain already ran (it left them open) are excluded, not claimed and given
 /// back: each item's epoch is 1 after the drain.
