@@ -97,6 +97,29 @@ fn jobs_4_runs_four_commands_at_once_each_item_once() {
     }
 }
 
+/// `--max` counts what is claimed, not only what has run: with four jobs
+/// ending at once and each end able to claim the next item in the same
+/// request, a drain of at most 6 claims exactly 6 items, runs them, and
+/// never claims one to give it back (docs/leases.md, "Draining").
+#[test]
+fn jobs_4_with_max_6_claims_exactly_six_items() {
+    let s = TestServer::start();
+    let refs: Vec<String> = (0..12).map(|i| create(&s, &format!("item {i}"))).collect();
+    for round in 0..2 {
+        let out = s.pad_output(["drain", "--jobs", "4", "--max", "6", "--done-on-success", "--", "true"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let items: Vec<Value> = refs.iter().map(|r| show(&s, r)).collect();
+        let done = items.iter().filter(|i| i["status"] == "done").count();
+        assert_eq!(done, 6 * (round + 1), "round {round}: {}", stderr(&out));
+        for i in &items {
+            assert!(i.get("lease").is_none(), "nothing left held: {i}");
+            if i["status"] == "open" {
+                assert!(i["last_lease"].is_null(), "an open item was never claimed: {i}");
+            }
+        }
+    }
+}
+
 #[test]
 fn jobs_out_of_bounds_is_a_usage_error_and_claims_nothing() {
     let s = TestServer::start();
