@@ -54,8 +54,13 @@ impl ClientError {
     /// made without `next` it may be taken (docs/api.md, "The next item in
     /// the same call").
     pub fn refuses_next(&self) -> bool {
-        let ClientError::Api { status: 400..=499, details, .. } = self else { return false };
-        details.get("field").and_then(|f| f.as_str()).is_some_and(|f| f == "next" || f.starts_with("next."))
+        self.refused_field().is_some_and(|f| f == "next" || f.starts_with("next."))
+    }
+
+    /// The field a refusal of the request (a 4xx) names, if it names one.
+    pub fn refused_field(&self) -> Option<&str> {
+        let ClientError::Api { status: 400..=499, details, .. } = self else { return None };
+        details.get("field").and_then(|f| f.as_str())
     }
 
     /// The holder of the lease that refused a claim, renew or release.

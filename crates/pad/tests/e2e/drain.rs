@@ -426,7 +426,7 @@ fn an_end_refused_for_its_next_claim_alone_is_made_again_without_it() {
     assert!(first.get("lease").is_none(), "{first}");
     // Its own claim-next is now refused too: the drain stops and says why.
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("ttl"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`--ttl` must be between 1s and 30s"), "{}", stderr(&out));
     let second = show(&s, &refs[1]);
     assert_eq!((second["status"].as_str(), second.get("lease")), (Some("open"), None), "{second}");
 }

@@ -75,6 +75,7 @@ pub async fn drain(ctx: &Ctx, a: DrainArgs) -> Result<(), CliError> {
         stopping: Cell::new(false),
         granted: RefCell::new(Vec::new()),
         found_none: Cell::new(false),
+        unsupported: Cell::new(false),
     };
 
     let mut running = FuturesUnordered::new();
@@ -235,17 +236,29 @@ pub(super) struct Refill<'a> {
     granted: RefCell<Vec<(Granted, Option<CliError>)>>,
     /// A job's end found nothing ready.
     found_none: Cell<bool>,
+    /// The server refused `next` as a field it does not know (a server
+    /// older than it): ends carry no claim for the rest of the drain.
+    unsupported: Cell<bool>,
 }
 
 impl<'a> Refill<'a> {
     /// The claim a job's end carries, or none when the drain wants no
     /// more work; asking takes one item of the budget.
     pub(super) fn ask(&self) -> Option<ClaimNextBody> {
-        if self.stopping.get() || self.max.is_some_and(|m| self.started.get() >= m) {
+        if self.stopping.get() || self.unsupported.get() || self.max.is_some_and(|m| self.started.get() >= m) {
             return None;
         }
         self.started.set(self.started.get() + 1);
         Some(self.body.clone())
+    }
+
+    /// A job's end was refused for its claim alone and is made again
+    /// without it; a server that does not know `next` at all is not asked
+    /// again (docs/leases.md, "Draining").
+    pub(super) fn refused(&self, e: &ClientError) {
+        if e.refused_field() == Some("next") {
+            self.unsupported.set(true);
+        }
     }
 
     /// Gives back `n` items of the budget asked for and not granted.

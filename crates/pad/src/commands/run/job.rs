@@ -252,7 +252,13 @@ impl Ending<'_, '_> {
         // under the drain, a server without `next`): nothing was written,
         // so the end is made again without it and the drain asks with
         // claim-next (docs/leases.md, "Draining").
-        if tries.get() == 1 && matches!(&answer, Ok(Err(e)) if e.refuses_next()) {
+        if tries.get() == 1
+            && let Ok(Err(e)) = &answer
+            && e.refuses_next()
+        {
+            if let Some(refill) = self.refill {
+                refill.refused(e);
+            }
             answer = self.record(try_end).await;
         }
         if let Some(refill) = self.refill.filter(|_| first.next().is_some()) {
