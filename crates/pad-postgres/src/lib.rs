@@ -65,6 +65,11 @@ macro_rules! locked_item {
 /// the whole item row through one more plan node per table, and building
 /// those wide nodes is a large share of what a lease statement costs
 /// PostgreSQL (docs/benchmarks.md, "An answer's joined columns as subqueries").
+/// A blocker's ref is looked up by its key for each `item_blockers` row, not
+/// joined: a join's method is chosen from the statistics, and a plan made
+/// while `items` looked empty (a new database, before autovacuum's first
+/// analyze) scanned every item on every read (docs/operations.md, "Plans
+/// on a new database").
 macro_rules! item_joined_columns {
     ($i:literal) => {
         concat!(
@@ -83,14 +88,15 @@ macro_rules! item_joined_columns {
         (SELECT COUNT(*) FROM comments cm WHERE cm.item_id = ",
             $i,
             ".id) AS comments_count,
-        ARRAY(SELECT b.prefix || '-' || b.number FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
-          WHERE ib.item_id = ",
+        ARRAY(SELECT (SELECT b.prefix || '-' || b.number FROM items b WHERE b.id = ib.blocker_id)
+          FROM item_blockers ib WHERE ib.item_id = ",
             $i,
-            ".id) AS blocked_by,
-        ARRAY(SELECT b.prefix || '-' || b.number FROM item_blockers ib JOIN items b ON b.id = ib.blocker_id
-          WHERE ib.item_id = ",
+            ".id ORDER BY ib.blocker_id) AS blocked_by,
+        ARRAY(SELECT o.r FROM (SELECT (SELECT b.prefix || '-' || b.number FROM items b WHERE b.id = ib.blocker_id
+                AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled')) AS r
+            FROM item_blockers ib WHERE ib.item_id = ",
             $i,
-            ".id AND b.deleted_at IS NULL AND b.status NOT IN ('done', 'cancelled')) AS blocked_by_open"
+            ".id ORDER BY ib.blocker_id) o WHERE o.r IS NOT NULL) AS blocked_by_open"
         )
     };
 }

@@ -182,3 +182,37 @@ pub async fn ensure_user(conn: &mut PgConnection, email: &str) -> StoreResult<Us
         .map_err(db)?;
     Ok(User { id, email })
 }
+
+#[cfg(test)]
+mod tests {
+    use pad_test_support::pg::{ENV, ScratchDb};
+    use sqlx::{Connection, Row};
+
+    /// docs/operations.md, "Plans on a new database": an item read, planned
+    /// as a connection caches it (a generic plan) on a database whose tables
+    /// were never analyzed, finds every row by a key: no step reads all of
+    /// `items`, so the read costs the same at the 10th item and the
+    /// 100 000th, before autovacuum's first analyze as after.
+    #[tokio::test]
+    async fn an_item_read_never_scans_the_items_on_a_new_database() {
+        let Some(db) = ScratchDb::create().await else {
+            return eprintln!("SKIPPED an_item_read_never_scans_the_items_on_a_new_database: {ENV} is not set");
+        };
+        // Opening the store migrates the scratch database.
+        drop(crate::PgStore::open_with(&db.url, 2).await.unwrap());
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        sqlx::raw_sql("SET plan_cache_mode = force_generic_plan").execute(&mut conn).await.unwrap();
+        let prepare = format!("PREPARE item_read(bigint) AS {} WHERE i.id = $1", super::ITEM_SELECT);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut conn).await.unwrap();
+        let plan: Vec<String> = sqlx::query("EXPLAIN EXECUTE item_read(1)")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>(0))
+            .collect();
+        let text = plan.join("\n");
+        assert!(!text.contains("Seq Scan on items"), "{text}");
+        assert!(text.contains("Index Scan using items_pkey on items b"), "blockers looked up by key:\n{text}");
+    }
+}
