@@ -22,9 +22,11 @@ pub async fn create_item<S: Begin>(s: &S, ws: &Workspace, actor: Actor, new: &Ne
 pub(super) async fn create_in<T: WriteTx>(
     tx: &mut T, ws: &Workspace, actor: Actor, v: &ValidNewItem,
 ) -> StoreResult<Item> {
-    // The kind's counter stays held until commit, so numbers are distinct;
-    // a refused create rolls its number back.
-    let (prefix, number, now) = tx.next_number(ws, &v.kind).await?.ok_or_else(|| shared::unknown_kind(&v.kind))?;
+    // What the new row names is looked up before its number is taken: the
+    // kind's counter stays held until commit, so numbers are distinct and a
+    // refused create rolls its number back, and creations of one kind queue
+    // on it; it is held for the writes alone (docs/operations.md, "Item
+    // numbers are taken one at a time").
     let parent = match &v.parent {
         Some(p) => Some(tx.item_id(ws, "parent", p).await?),
         None => None,
@@ -33,9 +35,14 @@ pub(super) async fn create_in<T: WriteTx>(
         Some(a) => Some(tx.member_id(ws, "assignee", a).await?),
         None => None,
     };
+    let blockers = blocker_ids(tx, ws, &v.blocked_by).await?;
+    let (prefix, number, now) = tx.next_number(ws, &v.kind).await?.ok_or_else(|| shared::unknown_kind(&v.kind))?;
     let row = NewRow { v, prefix: &prefix, number, parent, assignee, actor, now };
     let id = tx.insert_item(ws, &row).await?;
-    set_blockers(tx, ws, id, &v.blocked_by).await?;
+    // A new item has no blockers to replace.
+    if !blockers.is_empty() {
+        tx.replace_blockers(id, &blockers).await?;
+    }
     let item = tx.load_item(id, now).await?;
     tx.add_version(id, actor, item.changes_since(None), now).await?;
     tx.event(ws.id, EventKind::ItemCreated, &item.item_ref, Some(actor), now, event::created(&item)).await?;
@@ -43,11 +50,17 @@ pub(super) async fn create_in<T: WriteTx>(
 }
 
 async fn set_blockers<T: WriteTx>(tx: &mut T, ws: &Workspace, item: i64, blockers: &[ItemRef]) -> StoreResult<()> {
+    let ids = blocker_ids(tx, ws, blockers).await?;
+    tx.replace_blockers(item, &ids).await
+}
+
+/// The ids of the items `blockers` names, each refused by its place in the list.
+async fn blocker_ids<T: WriteTx>(tx: &mut T, ws: &Workspace, blockers: &[ItemRef]) -> StoreResult<Vec<i64>> {
     let mut ids = Vec::with_capacity(blockers.len());
     for (i, b) in blockers.iter().enumerate() {
         ids.push(tx.item_id(ws, &format!("blocked_by[{i}]"), b).await?);
     }
-    tx.replace_blockers(item, &ids).await
+    Ok(ids)
 }
 
 /// A content change: the fence (L10), optimistic concurrency, links and
