@@ -375,7 +375,8 @@ pub async fn release(ctx: &Ctx, client: &Client, a: ReleaseArgs) -> Result<(), C
     ctx.emit(&released, |rel| {
         release_line(r, rel.released, &rel.reason, body.force, body.reason.as_deref()) + &next_text(&rel.next)
     })?;
-    next_refused(&released.next_error)
+    say_next_error(&released.next_error);
+    Ok(())
 }
 
 /// What a release says. `--force` on your own lease is a plain release
@@ -416,7 +417,8 @@ pub async fn complete(ctx: &Ctx, client: &Client, a: CompleteArgs) -> Result<(),
     ctx.emit(&done, |d| {
         format!("Completed {} ({}); lease released\n", d.item_ref, d.item.status) + &next_text(&d.next)
     })?;
-    next_refused(&done.next_error)
+    say_next_error(&done.next_error);
+    Ok(())
 }
 
 /// `about`, for a call that named its lease: a handle that is not the live
@@ -449,7 +451,8 @@ pub async fn fail(ctx: &Ctx, client: &Client, a: FailArgs) -> Result<(), CliErro
         }
         out + &next_text(&f.next)
     })?;
-    next_refused(&failed.next_error)
+    say_next_error(&failed.next_error);
+    Ok(())
 }
 
 /// What `--next` claimed, in `claim-next`'s words; nothing without `--next`.
@@ -461,10 +464,10 @@ fn next_text(next: &Option<ClaimNextResponse>) -> String {
     }
 }
 
-/// `--next` whose claim failed once the end was recorded: the end stands
-/// (exit 0), and the worker is told to claim with `claim-next`
-/// (docs/api.md, "The next item in the same call").
-fn next_refused(error: &Option<ErrorBody>) -> Result<(), CliError> {
+/// `--next` whose claim failed once the end was recorded: said on stderr;
+/// the end stands, so the command still exits 0 (docs/api.md, "The next
+/// item in the same call").
+fn say_next_error(error: &Option<ErrorBody>) {
     if let Some(e) = error {
         eprintln!(
             "The next item was not claimed ({}): {}; claim it with `pad item claim-next`",
@@ -472,7 +475,6 @@ fn next_refused(error: &Option<ErrorBody>) -> Result<(), CliError> {
             e.message
         );
     }
-    Ok(())
 }
 
 pub async fn claim_next(ctx: &Ctx, client: &Client, a: ClaimNextArgs) -> Result<(), CliError> {

@@ -255,7 +255,7 @@ impl<'a> Refill<'a> {
     /// A job's end was refused for its claim alone and is made again
     /// without it; a server that does not know `next` at all is not asked
     /// again (docs/leases.md, "Draining").
-    pub(super) fn refused(&self, e: &ClientError) {
+    pub(super) fn refused_next(&self, e: &ClientError) {
         if e.refused_field() == Some("next") {
             self.unsupported.set(true);
         }

@@ -257,7 +257,7 @@ impl Ending<'_, '_> {
             && e.refuses_next()
         {
             if let Some(refill) = self.refill {
-                refill.refused(e);
+                refill.refused_next(e);
             }
             answer = self.record(try_end).await;
         }
