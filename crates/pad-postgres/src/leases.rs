@@ -812,6 +812,15 @@ struct CompleteWrites<'a> {
     released: Vec<Value>,
 }
 
+impl PgStore {
+    /// A lease call, made with others (`group.rs`) and counted toward the
+    /// next vacuum (`vacuum.rs`).
+    async fn lease_call<T>(&self, make: impl FnOnce(crate::group::Reply<T>) -> Call) -> StoreResult<T> {
+        self.vacuum.count();
+        self.group.call(make).await
+    }
+}
+
 #[async_trait]
 impl LeaseOps for PgStore {
     /// A claim that the row as last committed refuses is answered before
@@ -821,6 +830,7 @@ impl LeaseOps for PgStore {
     /// share their read", "A claim in one statement").
     async fn claim(&self, ws: &Workspace, r: &ItemRef, req: &ClaimRequest) -> StoreResult<ClaimOutcome> {
         let terms = req.validate(&ws.settings)?;
+        self.vacuum.count();
         loop {
             if let Some(refused) = self.refused_unlocked(ws, r, req, terms).await? {
                 return Err(refused);
@@ -838,29 +848,29 @@ impl LeaseOps for PgStore {
 
     async fn renew(&self, ws: &Workspace, r: &ItemRef, req: &RenewRequest) -> StoreResult<Lease> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-        self.group.call(|reply| Call::Renew { ws, r, req, reply }).await
+        self.lease_call(|reply| Call::Renew { ws, r, req, reply }).await
     }
 
     async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-        self.group.call(|reply| Call::Release { ws, r, req, reply }).await
+        self.lease_call(|reply| Call::Release { ws, r, req, reply }).await
     }
 
     async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-        self.group.call(|reply| Call::Complete { ws, r, req, reply }).await
+        self.lease_call(|reply| Call::Complete { ws, r, req, reply }).await
     }
 
     async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-        self.group.call(|reply| Call::Fail { ws, r, req, reply }).await
+        self.lease_call(|reply| Call::Fail { ws, r, req, reply }).await
     }
 
     async fn claim_next_many(
         &self, ws: &Workspace, filter: &FrontierFilter, req: &ClaimRequest, count: u32,
     ) -> StoreResult<Vec<(Item, ClaimOutcome)>> {
         let (ws, filter, req) = (ws.clone(), filter.clone(), req.clone());
-        self.group.call(|reply| Call::ClaimNext { ws, filter, req, count, reply }).await
+        self.lease_call(|reply| Call::ClaimNext { ws, filter, req, count, reply }).await
     }
     async fn frontier(&self, ws: &Workspace, filter: &FrontierFilter, limit: u32) -> StoreResult<Vec<Item>> {
         let f = filter.validate()?;

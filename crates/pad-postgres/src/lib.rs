@@ -171,6 +171,7 @@ mod leases;
 mod peek;
 mod ready;
 mod rows;
+mod vacuum;
 mod webhooks;
 
 use std::str::FromStr;
@@ -185,6 +186,7 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 pub use group::GroupStats;
+pub use vacuum::DEFAULT_VACUUM_EVERY;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -232,6 +234,8 @@ pub struct PgStore {
     ready: Arc<ready::Ready>,
     /// Claims' unlocked reads, shared per item (`peek.rs`).
     peeks: Arc<peek::Peeks>,
+    /// The drain's dead index entries, cleared as it goes (`vacuum.rs`).
+    vacuum: Arc<vacuum::Vacuum>,
 }
 
 /// Maps a driver error once, at this crate's boundary. Anything that says
@@ -352,6 +356,7 @@ impl PgStore {
 
     pub async fn open_with(url: &str, max_connections: u32) -> StoreResult<Self> {
         let lanes = count_from_env("PAD_PG_LEASE_LANES", DEFAULT_LEASE_LANES)?;
+        let vacuum_every = vacuum::every_from_env()?;
         let opts = connect_options(url).await?;
         Self::migrate(&opts).await?;
         let (others, lanes) = split_pool(max_connections, lanes);
@@ -365,6 +370,7 @@ impl PgStore {
             group: group::Group::new(lease_pool, usize::try_from(lanes).unwrap_or(1)),
             peeks: peek::Peeks::new(pool.clone()),
             pool,
+            vacuum: vacuum::Vacuum::new(opts.clone(), vacuum_every),
             ready: ready::Ready::new(opts),
         })
     }
@@ -410,6 +416,19 @@ impl PgStore {
     #[doc(hidden)]
     pub fn unhold_group(&self) {
         self.group.unhold();
+    }
+
+    /// For tests: vacuum `items` every `every` lease calls from now on
+    /// (0: never), instead of `PAD_PG_VACUUM_EVERY` (`vacuum.rs`).
+    #[doc(hidden)]
+    pub fn set_vacuum_every(&self, every: u64) {
+        self.vacuum.set_every(every);
+    }
+
+    /// For tests: waits until this instance has finished `n` vacuums.
+    #[doc(hidden)]
+    pub async fn vacuums_finished(&self, n: u64) {
+        self.vacuum.finished(n).await;
     }
 
     /// For tests: how many unlocked reads claims have made (`peek.rs`).

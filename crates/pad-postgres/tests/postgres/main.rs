@@ -13,3 +13,4 @@ mod instances;
 mod ready;
 mod tls;
 mod upgrade;
+mod vacuum;

@@ -1,0 +1,104 @@
+//! Long drains and VACUUM (docs/operations.md): the entries drained items
+//! leave at the front of the frontier's index are cleared as the drain goes,
+//! so claim-next's walk stays as short at the 10 000th item as at the first.
+
+use std::time::Duration;
+
+use pad_core::FrontierFilter;
+use pad_core::lease::LeaseHandle;
+use pad_store::Store;
+use sqlx::{Connection, Row};
+
+use crate::common::{self, ENV, ScratchDb, done, setup};
+
+/// Items drained before the look: their old entries are what a walk from the
+/// front of the index would step over.
+const DRAINED: i64 = 5000;
+
+/// The pages (index and table) the frontier's first ready item costs to find.
+async fn frontier_walk(conn: &mut sqlx::PgConnection, ws: i64) -> i64 {
+    let plan: serde_json::Value = sqlx::query(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+         SELECT id FROM items WHERE workspace_id = $1 AND deleted_at IS NULL AND status = 'open'
+         ORDER BY priority DESC, created_at, id LIMIT 1",
+    )
+    .bind(ws)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+    .get(0);
+    let root = &plan[0]["Plan"];
+    assert!(root.to_string().contains("items_frontier"), "the walk is the frontier's index: {root}");
+    root["Shared Hit Blocks"].as_i64().unwrap() + root["Shared Read Blocks"].as_i64().unwrap()
+}
+
+#[tokio::test]
+async fn a_drain_clears_the_entries_it_leaves_at_the_front_of_the_frontier() {
+    let Some(db) = ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED a_drain_clears_the_entries_it_leaves_at_the_front_of_the_frontier: {ENV} is not set"
+        );
+    };
+    let (store, owner, ws, _) = setup(&db, 0).await;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    // Only pad's vacuum runs: autovacuum could otherwise clear the entries
+    // first on a slow machine, and the test would prove nothing.
+    sqlx::query("ALTER TABLE items SET (autovacuum_enabled = false)").execute(&mut conn).await.unwrap();
+    // A backlog seeded in one statement (creating it call by call would take
+    // minutes), then drained as a drain leaves items: claimed, then done,
+    // two row versions each, in frontier order.
+    sqlx::query(
+        "INSERT INTO items (workspace_id, prefix, number, kind, title, body, status, priority, created_by,
+                            created_at, updated_at)
+         SELECT $1, 'TASK', x, 'task', 'item ' || x, '', 'open', 1, $2, now() + x * interval '1 microsecond', now()
+         FROM generate_series(1, $3::bigint + 100) AS x",
+    )
+    .bind(ws.id)
+    .bind(owner.user_id)
+    .bind(DRAINED)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE kinds SET next_number = $2::bigint + 101 WHERE workspace_id = $1 AND prefix = 'TASK'")
+        .bind(ws.id)
+        .bind(DRAINED)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    for status in ["open", "done"] {
+        sqlx::query(
+            "UPDATE items SET status = $3, updated_at = now() WHERE workspace_id = $1 AND number <= $2::bigint",
+        )
+        .bind(ws.id)
+        .bind(DRAINED)
+        .bind(status)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    sqlx::query("ANALYZE items").execute(&mut conn).await.unwrap();
+
+    // The drain goes on through the store: 10 items, 20 lease calls, and the
+    // 20th starts a vacuum.
+    store.set_vacuum_every(20);
+    for _ in 0..10 {
+        let (item, granted) = store
+            .claim_next(&ws, &FrontierFilter::default(), &common::claim(owner, "drainer", false))
+            .await
+            .unwrap()
+            .expect("a ready item");
+        assert!(item.item_ref.number > DRAINED, "drained items stay drained: {}", item.item_ref);
+        let mut req = done(owner, "drainer", granted.lease.epoch);
+        req.handle = LeaseHandle { epoch: Some(granted.lease.epoch), lease_id: Some(granted.lease.lease_id) };
+        store.complete(&ws, &item.item_ref, &req).await.unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(120), store.vacuums_finished(1))
+        .await
+        .expect("the 20th lease call started a vacuum, and it ended");
+
+    // A vacuumed index finds the first ready item in a few pages; before
+    // the vacuum the same walk stepped over 10 000 dead entries, some
+    // fifty pages of them.
+    let walk = frontier_walk(&mut conn, ws.id).await;
+    assert!(walk <= 10, "the walk to the first ready item read {walk} pages");
+}
