@@ -54,7 +54,10 @@ async def main():
         for prop in ("holder", "session_id", "ttl_seconds", "note"):
             assert prop in claim["properties"], (prop, claim)
         assert "lease_held" in tools["pad_item_claim"].description
-        assert "epoch" in tools["pad_item_renew"].input_schema["required"]
+        # A lease is named by epoch, lease_id or both (docs/leases.md, L17): neither is required alone.
+        renew = tools["pad_item_renew"].input_schema
+        assert "ref" in renew["required"] and {"epoch", "lease_id"} <= set(renew["properties"]), renew
+        assert not {"epoch", "lease_id"} & set(renew.get("required", [])), renew
         assert set(tools["pad_item_update"].input_schema["properties"]["status"]["enum"]) >= {"open", "done"}
         http_tools = {t.name for t in (await b.list_tools()).tools}
         assert http_tools == TOOLS, sorted(http_tools)
@@ -73,6 +76,8 @@ async def main():
 
         renewed = ok(await a.call_tool("pad_item_renew", {"ref": ref, "epoch": 1, "holder": "agent-a", "ttl_seconds": 300}))
         assert renewed["lease"]["ttl_seconds"] == 300, renewed
+        by_id = {"ref": ref, "lease_id": won["lease"]["lease_id"], "holder": "agent-a", "ttl_seconds": 300}
+        assert ok(await a.call_tool("pad_item_renew", by_id))["lease"]["epoch"] == 1
         lost = err(await a.call_tool("pad_item_renew", {"ref": ref, "epoch": 7, "holder": "agent-a"}))
         assert lost["code"] == "lease_lost", lost
         # One heartbeat for many leases: each answered on its own.
@@ -111,6 +116,10 @@ async def main():
         for bad in ({"count": 0}, {"count": 33}, {"count": -1}, {"wait_seconds": 31}, {"wait_seconds": -1}):
             refused = err(await a.call_tool("pad_claim_next", {"holder": "agent-c", **bad}))
             assert refused["code"] == "validation_failed", (bad, refused)
+        # Not a whole number: the API's refusal too, naming the field, not the SDK's or the library's.
+        for bad in ({"count": 1.5}, {"wait": "30s"}):
+            refused = err(await a.call_tool("pad_claim_next", {"holder": "agent-c", **bad}))
+            assert (refused["code"], refused["details"]["field"]) == ("validation_failed", *bad), (bad, refused)
         listed = ok(await a.call_tool("pad_item_list", {"leased": True}))
         assert [i["ref"] for i in listed["items"]] == ["TASK-2"], ("a refused batch claimed", listed)
         two = ok(await a.call_tool("pad_claim_next", {"holder": "agent-c", "count": 2}))

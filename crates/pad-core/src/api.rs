@@ -11,8 +11,8 @@ pub use accounts::{
 };
 mod batch;
 pub use batch::{
-    Batch, CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, Grant, RENEW_LEASES_MAX, RenewEntry, RenewLeasesBody,
-    RenewLeasesResponse, RenewResult,
+    Batch, CLAIM_NEXT_COUNT_MAX, CLAIM_NEXT_WAIT_MAX_SECONDS, COUNT_FIELD, Grant, RENEW_LEASES_MAX, RenewEntry,
+    RenewLeasesBody, RenewLeasesResponse, RenewResult, WAIT_ALIAS, WAIT_FIELD,
 };
 mod errors;
 pub use errors::{ErrorBody, ErrorCode, ErrorEnvelope, LeaseHeldDetails};

@@ -1,10 +1,11 @@
 //! The tools' arguments. Their doc comments become the JSON schemas'
 //! descriptions that agents read, so they say what to pass and why.
 
-use pad_core::api::FrontierQuery;
-use pad_core::{FrontierFilter, Priority, Status};
+use pad_core::api::{ErrorBody, FrontierQuery, TTL_FIELD, TtlSeconds};
+use pad_core::{FrontierFilter, Priority, Status, ValidationError};
 use rmcp::schemars;
 use serde::Deserialize;
+use serde_json::Value;
 
 /// The core enums' values as JSON-schema enums, from their one definition.
 fn one_of(values: Vec<&'static str>) -> schemars::Schema {
@@ -19,6 +20,26 @@ fn priority_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 fn status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     one_of(Status::ALL.iter().map(|s| s.as_str()).collect())
+}
+
+/// A whole-number argument (`count`, `wait_seconds`, `ttl_seconds`), read
+/// as the API reads it from a body. The arguments keep it as JSON, their
+/// schema saying integer, so that anything else (`1.5`, `"2"`, `1e20`) is
+/// refused as the API refuses it, with the same code, message and
+/// `details.field` (`ErrorBody::unreadable_number`; docs/api.md, "Batches
+/// and long polls"), rather than by the MCP library, which names neither.
+pub(crate) fn whole(field: &str, given: &Option<Value>) -> Result<Option<i64>, ErrorBody> {
+    let Some(given) = given else { return Ok(None) };
+    given.as_i64().map(Some).ok_or_else(|| {
+        ErrorBody::unreadable_number(field, given).unwrap_or_else(|| {
+            ErrorBody::validation(&ValidationError::new(field, format!("must be a whole number (got {given})")))
+        })
+    })
+}
+
+/// A `ttl_seconds` argument: [`whole`], refused as `invalid_ttl` (L8).
+pub(crate) fn ttl(given: &Option<Value>) -> Result<Option<TtlSeconds>, ErrorBody> {
+    Ok(whole(TTL_FIELD, given)?.map(TtlSeconds))
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -179,7 +200,8 @@ pub struct ClaimArgs {
     /// Leave out: this session's id is used. A claim with another session id counts as another worker.
     pub session_id: Option<String>,
     /// Lease length in whole seconds, 1-86400 (default 900).
-    pub ttl_seconds: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub ttl_seconds: Option<Value>,
     /// The longest you may hold it, renewals included (seconds; default: the workspace's cap, if any).
     pub max_hold_seconds: Option<i64>,
     /// A short progress note for whoever holds the item next.
@@ -192,12 +214,15 @@ pub struct RenewArgs {
     pub workspace: Option<String>,
     #[serde(rename = "ref")]
     pub item_ref: String,
-    /// The epoch of your lease, from the claim's answer.
-    pub epoch: i64,
+    /// The epoch of your lease, from the claim's answer. Give it, its lease_id, or both.
+    pub epoch: Option<i64>,
+    /// The lease_id of your lease, from the claim's answer: names that one grant (L17).
+    pub lease_id: Option<i64>,
     /// Defaults to this session's holder (over HTTP: pass the lease.holder your claim returned).
     pub holder: Option<String>,
     /// New lease length from now; defaults to the lease's own.
-    pub ttl_seconds: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub ttl_seconds: Option<Value>,
     pub note: Option<String>,
 }
 
@@ -224,16 +249,20 @@ pub struct ClaimNextArgs {
     /// Leave out: this session's id is used.
     pub session_id: Option<String>,
     /// Lease length in whole seconds, 1-86400 (default 900).
-    pub ttl_seconds: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub ttl_seconds: Option<Value>,
     /// The longest you may hold it, renewals included (seconds; default: the workspace's cap, if any).
     pub max_hold_seconds: Option<i64>,
     pub note: Option<String>,
     /// Claim up to this many items at once (1-32, default 1), each under its own lease: see grants.
-    pub count: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub count: Option<Value>,
     /// When nothing is ready, wait up to this many seconds (0-30, default 0) for an item to become ready.
-    pub wait_seconds: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub wait_seconds: Option<Value>,
     /// wait_seconds by its other name: give one or the other.
-    pub wait: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub wait: Option<Value>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -251,10 +280,13 @@ pub struct RenewLeasesArgs {
 pub struct RenewLeaseArg {
     #[serde(rename = "ref")]
     pub item_ref: String,
-    /// The epoch of this lease, from its claim's answer.
-    pub epoch: i64,
+    /// The epoch of this lease, from its claim's answer. Give it, its lease_id, or both.
+    pub epoch: Option<i64>,
+    /// The lease_id of this lease, from its claim's answer: names that one grant (L17).
+    pub lease_id: Option<i64>,
     /// New lease length from now; defaults to the lease's own.
-    pub ttl_seconds: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub ttl_seconds: Option<Value>,
     pub note: Option<String>,
 }
 
@@ -300,7 +332,8 @@ pub struct NextArgs {
     #[serde(flatten)]
     pub filter: FilterArgs,
     /// Lease length in whole seconds, 1-86400 (default 900).
-    pub ttl_seconds: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub ttl_seconds: Option<Value>,
     /// The longest you may hold it, renewals included (seconds; default: the workspace's cap, if any).
     pub max_hold_seconds: Option<i64>,
 }

@@ -27,6 +27,12 @@ pub(crate) fn error_envelope(e: &ClientError) -> serde_json::Value {
     }
 }
 
+/// A refusal the tool makes itself, before any call (an argument the API
+/// would refuse in a body), in the API's words: the same envelope.
+pub(crate) fn refused(e: ErrorBody) -> CallToolResult {
+    CallToolResult::structured_error(envelope(e.code, &e.message, e.details))
+}
+
 /// `{"error": {code, message, details}}`, as the API writes it.
 pub(crate) fn envelope(code: ErrorCode, message: &str, details: serde_json::Value) -> serde_json::Value {
     let message = match next_step(code) {

@@ -17,7 +17,7 @@ mod tools;
 use std::sync::Arc;
 
 use pad_client::{Client, ClientError};
-use pad_core::api::{ClaimNextBody, ErrorCode};
+use pad_core::api::{ClaimNextBody, ErrorBody, ErrorCode};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
@@ -31,7 +31,7 @@ use serde_json::json;
 
 pub use api::{CallerApi, PadApi};
 pub use args::*;
-use errors::{envelope, unauthorized};
+use errors::unauthorized;
 pub use identity::{SessionIdentity, default_holder, hostname, new_session_id};
 
 const INSTRUCTIONS: &str = "pad is a work tracker whose items are claimed with expiring leases. \
@@ -96,30 +96,37 @@ impl PadTools {
     /// The claim a lease's end carries in `next` (docs/api.md, "The next item
     /// in the same call"): under the end's holder, with this session's id
     /// when it has one.
-    fn next_claim(&self, next: &Option<args::NextArgs>, holder: &Option<String>) -> Option<ClaimNextBody> {
-        next.as_ref().map(|n| ClaimNextBody {
+    ///
+    /// A TTL inside it that is not a whole number is refused as the API
+    /// refuses it, named `next.ttl_seconds`.
+    fn next_claim(
+        &self, next: &Option<args::NextArgs>, holder: &Option<String>,
+    ) -> Result<Option<ClaimNextBody>, ErrorBody> {
+        let Some(n) = next else { return Ok(None) };
+        Ok(Some(ClaimNextBody {
             filter: n.filter.filter(),
             holder: holder.clone(),
             session_id: self.identity.as_ref().map(|i| i.session_id.clone()),
-            ttl_seconds: n.ttl_seconds.map(Into::into),
+            ttl_seconds: args::ttl(&n.ttl_seconds).map_err(|e| e.within("next"))?,
             max_hold_seconds: n.max_hold_seconds,
             ..ClaimNextBody::default()
-        })
+        }))
     }
 
     /// The holder for renew, release and complete: as given, else the
     /// session's. Over HTTP the caller must say, or the server would take
     /// its email and refuse with a puzzling lease_held.
-    fn holder_for(&self, given: &Option<String>) -> Result<Option<String>, CallToolResult> {
+    fn holder_for(&self, given: &Option<String>) -> Result<Option<String>, ErrorBody> {
         match (given, &self.identity) {
             (Some(h), _) => Ok(Some(h.clone())),
             (None, Some(identity)) => Ok(Some(identity.holder.clone())),
-            (None, None) => Err(CallToolResult::structured_error(envelope(
-                ErrorCode::ValidationFailed,
-                "holder is required over HTTP, which keeps no session. Next: pass the holder your claim returned \
-                 (lease.holder), with its epoch",
-                json!({ "field": "holder" }),
-            ))),
+            (None, None) => Err(ErrorBody {
+                code: ErrorCode::ValidationFailed,
+                message: "holder is required over HTTP, which keeps no session. Next: pass the holder your claim \
+                          returned (lease.holder), with its epoch"
+                    .to_string(),
+                details: json!({ "field": "holder" }),
+            }),
         }
     }
 

@@ -2,8 +2,8 @@
 //! `args.rs` and its answer mapped by `errors.rs`.
 
 use pad_core::api::{
-    ClaimBody, ClaimNextBody, CompleteBody, FailBody, ListQuery, NewComment, ReleaseBody, RenewBody, RenewEntry,
-    RenewLeasesBody,
+    COUNT_FIELD, ClaimBody, ClaimNextBody, CompleteBody, ErrorBody, FailBody, ListQuery, NewComment, ReleaseBody,
+    RenewBody, RenewEntry, RenewLeasesBody, WAIT_ALIAS, WAIT_FIELD,
 };
 use pad_core::{ItemPatch, NewItem};
 use rmcp::handler::server::wrapper::Parameters;
@@ -13,7 +13,18 @@ use rmcp::{ErrorData, RoleServer, tool, tool_router};
 
 use crate::PadTools;
 use crate::args::*;
-use crate::errors::{answer, error_envelope};
+use crate::errors::{answer, error_envelope, refused};
+
+/// The value, or the tool's refusal (an [`ErrorBody`] in the API's
+/// envelope) as its answer.
+macro_rules! or_refuse {
+    ($result:expr) => {
+        match $result {
+            Ok(value) => value,
+            Err(refusal) => return Ok(refused(refusal)),
+        }
+    };
+}
 
 /// Runs a tool body with the call's client, turning a missing token into a tool error.
 macro_rules! with_client {
@@ -142,7 +153,7 @@ impl PadTools {
         let body = ClaimBody {
             holder: Some(holder),
             session_id: Some(session_id),
-            ttl_seconds: a.ttl_seconds.map(Into::into),
+            ttl_seconds: or_refuse!(ttl(&a.ttl_seconds)),
             note: a.note.clone(),
             refresh: None,
             max_hold_seconds: a.max_hold_seconds,
@@ -152,20 +163,17 @@ impl PadTools {
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        description = "Extend your live lease (heartbeat). Call it before a third of the TTL is left. Needs the epoch from your claim. lease_lost means the lease already expired or another worker took over: stop working on the item. A note records progress for whoever claims next."
+        description = "Extend your live lease (heartbeat). Call it before a third of the TTL is left. Needs the epoch (or lease_id) from your claim. lease_lost means the lease already expired or another worker took over: stop working on the item. A note records progress for whoever claims next."
     )]
     async fn pad_item_renew(
         &self, Parameters(a): Parameters<RenewArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let holder = match self.holder_for(&a.holder) {
-            Ok(h) => h,
-            Err(refusal) => return Ok(refusal),
-        };
+        let holder = or_refuse!(self.holder_for(&a.holder));
         let body = RenewBody {
-            epoch: Some(a.epoch),
-            lease_id: None,
+            epoch: a.epoch,
+            lease_id: a.lease_id,
             holder,
-            ttl_seconds: a.ttl_seconds.map(Into::into),
+            ttl_seconds: or_refuse!(ttl(&a.ttl_seconds)),
             note: a.note.clone(),
         };
         with_client!(self, ctx, |c| c.renew(self.ws(&a.workspace), &a.item_ref, &body))
@@ -178,10 +186,7 @@ impl PadTools {
     async fn pad_item_release(
         &self, Parameters(a): Parameters<ReleaseArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let holder = match self.holder_for(&a.holder) {
-            Ok(h) => h,
-            Err(refusal) => return Ok(refusal),
-        };
+        let holder = or_refuse!(self.holder_for(&a.holder));
         let body = ReleaseBody { holder, epoch: a.epoch, ..Default::default() };
         with_client!(self, ctx, |c| c.release(self.ws(&a.workspace), &a.item_ref, &body))
     }
@@ -203,41 +208,36 @@ impl PadTools {
             filter: a.filter.filter(),
             holder: Some(holder),
             session_id: Some(session_id),
-            ttl_seconds: a.ttl_seconds.map(Into::into),
+            ttl_seconds: or_refuse!(ttl(&a.ttl_seconds)),
             note: a.note.clone(),
             max_hold_seconds: a.max_hold_seconds,
-            count: a.count,
+            count: or_refuse!(whole(COUNT_FIELD, &a.count)),
             // Both passed on as given: the server refuses both at once.
-            wait_seconds: a.wait_seconds,
-            wait: a.wait,
+            wait_seconds: or_refuse!(whole(WAIT_FIELD, &a.wait_seconds)),
+            wait: or_refuse!(whole(WAIT_ALIAS, &a.wait)),
         };
         with_client!(self, ctx, |c| c.claim_next(self.ws(&a.workspace), &body))
     }
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        description = "Heartbeat for many leases at once: extends each live lease you hold (by ref and epoch, at most 100). Each answer stands alone, in the order asked: lease when renewed, error (e.g. lease_lost: stop working on that item) when not."
+        description = "Heartbeat for many leases at once: extends each live lease you hold (by ref and epoch or lease_id, at most 100). Each answer stands alone, in the order asked: lease when renewed, error (e.g. lease_lost: stop working on that item) when not."
     )]
     async fn pad_leases_renew(
         &self, Parameters(a): Parameters<RenewLeasesArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let holder = match self.holder_for(&a.holder) {
-            Ok(h) => h,
-            Err(refusal) => return Ok(refusal),
-        };
-        let leases = a
-            .leases
-            .iter()
-            .map(|l| RenewEntry {
+        let holder = or_refuse!(self.holder_for(&a.holder));
+        let leases = a.leases.iter().enumerate().map(|(i, l)| {
+            Ok(RenewEntry {
                 item_ref: l.item_ref.clone(),
-                epoch: Some(l.epoch),
-                lease_id: None,
+                epoch: l.epoch,
+                lease_id: l.lease_id,
                 holder: holder.clone(),
-                ttl_seconds: l.ttl_seconds.map(Into::into),
+                ttl_seconds: ttl(&l.ttl_seconds).map_err(|e| e.within(&format!("leases[{i}]")))?,
                 note: l.note.clone(),
             })
-            .collect();
-        let body = RenewLeasesBody { leases };
+        });
+        let body = RenewLeasesBody { leases: or_refuse!(leases.collect::<Result<_, ErrorBody>>()) };
         with_client!(self, ctx, |c| c.renew_leases(self.ws(&a.workspace), &body))
     }
 
@@ -248,11 +248,8 @@ impl PadTools {
     async fn pad_item_complete(
         &self, Parameters(a): Parameters<CompleteArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let holder = match self.holder_for(&a.holder) {
-            Ok(h) => h,
-            Err(refusal) => return Ok(refusal),
-        };
-        let next = self.next_claim(&a.next, &holder);
+        let holder = or_refuse!(self.holder_for(&a.holder));
+        let next = or_refuse!(self.next_claim(&a.next, &holder));
         let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status, next };
         with_client!(self, ctx, |c| c.complete(self.ws(&a.workspace), &a.item_ref, &body))
     }
@@ -264,11 +261,8 @@ impl PadTools {
     async fn pad_item_fail(
         &self, Parameters(a): Parameters<FailArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let holder = match self.holder_for(&a.holder) {
-            Ok(h) => h,
-            Err(refusal) => return Ok(refusal),
-        };
-        let next = self.next_claim(&a.next, &holder);
+        let holder = or_refuse!(self.holder_for(&a.holder));
+        let next = or_refuse!(self.next_claim(&a.next, &holder));
         let body =
             FailBody { epoch: Some(a.epoch), lease_id: None, holder, note: a.note.clone(), max_failures: None, next };
         with_client!(self, ctx, |c| c.fail(self.ws(&a.workspace), &a.item_ref, &body))

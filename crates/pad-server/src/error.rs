@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use pad_core::Lease;
-use pad_core::api::{ErrorBody, ErrorCode, ErrorEnvelope, LeaseHeldDetails, TTL_FIELD};
+use pad_core::api::{ErrorBody, ErrorCode, ErrorEnvelope, LeaseHeldDetails};
 use pad_core::lease::InvalidTtl;
 use pad_store::StoreError;
 use serde_json::{Value, json};
@@ -48,16 +48,19 @@ fn lease_details(l: &Lease, now: pad_core::Timestamp) -> Value {
     serde_json::to_value(LeaseHeldDetails::new(l, now)).unwrap_or_default()
 }
 
-/// `invalid_ttl` (L8), from the refusal's fields: the bound, and the number
-/// asked for when there was one, so a client can word the refusal in its own
-/// units. Both the store's range check and a body whose `ttl_seconds` is not
+/// `invalid_ttl` (L8): `ErrorBody::invalid_ttl`'s bound and number asked
+/// for. Both the store's range check and a body whose `ttl_seconds` is not
 /// an integer (`extract::parse_json`) end here.
 pub fn invalid_ttl(e: &InvalidTtl) -> ApiError {
-    ApiError::new(ErrorCode::InvalidTtl, e.to_string()).with_details(json!({
-        "field": TTL_FIELD,
-        "max_seconds": e.max,
-        "requested_seconds": e.requested.seconds(),
-    }))
+    ErrorBody::invalid_ttl(e).into()
+}
+
+/// A refusal worded by the wire types (`ErrorBody`'s constructors), which
+/// the MCP tools share.
+impl From<ErrorBody> for ApiError {
+    fn from(e: ErrorBody) -> Self {
+        ApiError::new(e.code, e.message).with_details(e.details)
+    }
 }
 
 /// A query or body the domain refused (`ListQuery::filter`, …): the same
@@ -72,9 +75,7 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let message = e.to_string();
         match e {
-            StoreError::Validation(v) => {
-                ApiError::new(ErrorCode::ValidationFailed, message).with_details(json!({ "field": v.field }))
-            }
+            StoreError::Validation(v) => ErrorBody::validation(&v).into(),
             StoreError::InvalidTtl(e) => invalid_ttl(&e),
             StoreError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
             StoreError::Forbidden(_) => ApiError::forbidden(message),
@@ -114,14 +115,11 @@ impl ApiError {
 
 impl ApiError {
     /// A refusal of a field inside the body's object `parent` (an end's
-    /// `next`): the field is named `parent.FIELD` and the message starts
-    /// with `parent: ` (docs/api.md, "The next item in the same call").
-    pub fn within(mut self, parent: &str) -> Self {
-        if let Some(field) = self.details.get("field").and_then(|f| f.as_str()).map(str::to_string) {
-            self.details["field"] = Value::String(format!("{parent}.{field}"));
-        }
-        self.message = format!("{parent}: {}", self.message);
-        self
+    /// `next`, a renewal's `leases[1]`): `ErrorBody::within`, keeping
+    /// `Retry-After`.
+    pub fn within(self, parent: &str) -> Self {
+        let retry_after = self.retry_after;
+        ApiError { retry_after, ..self.body().within(parent).into() }
     }
 
     /// The envelope's `error` part, for answers that carry one error per

@@ -9,8 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
-use pad_core::api::{Batch, ErrorCode, TTL_FIELD};
-use pad_core::lease::{InvalidTtl, RequestedTtl, TTL_MAX_SECONDS};
+use pad_core::api::{ErrorBody, ErrorCode};
 use pad_core::{Action, Principal, Role, TokenScope, User, Workspace, authz, permits};
 use pad_store::Actor;
 use serde::de::DeserializeOwned;
@@ -88,42 +87,46 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// followed to it: an unknown field is the last step of that path.
 fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) -> ApiError {
     let field = field_named(e.path());
+    let given = serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    let given = given.as_ref().and_then(|body| value_at(body, e.path()));
+    let last = e.path().iter().next_back().cloned();
     let inner = e.into_inner();
     // A number field given something that is not a whole number is refused
-    // as its rule words it, from the value given: a TTL is the lease rule's
-    // `invalid_ttl` (L8); claim-next's `count` and `wait_seconds` are
-    // `validation_failed` as when out of range (docs/api.md, "Batches and
-    // long polls"). A body broken inside or after the value is not JSON:
-    // `bad_request` below.
-    // An end's `next` is a claim-next body and is refused as one, its field
-    // named inside it (docs/api.md, "The next item in the same call").
+    // as its rule words it, from the value given (`ErrorBody::unreadable_number`:
+    // a TTL's `invalid_ttl`, claim-next's `count` and `wait_seconds` as when
+    // out of range; docs/api.md, "Batches and long polls"), wherever the
+    // field is: inside an end's `next` (a claim-next body, refused as one,
+    // docs/api.md, "The next item in the same call") or a renewal's
+    // `leases[1]`, it is named there. A field the body does not have is
+    // unknown whatever its name, and a body broken inside or after the
+    // value is not JSON: `bad_request` below.
+    // serde's own words are the only mark of an unknown field.
+    let unknown = inner.to_string().starts_with("unknown field");
     if inner.is_data()
-        && let Some(path) = field.as_deref()
-        && let Ok(body) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
+        && !unknown
+        && let (Some(path), Some(given), Some(Segment::Map { key })) = (field.as_deref(), given, &last)
+        && let Some(refusal) = ErrorBody::unreadable_number(key, given)
     {
-        let (f, given, within) = match path.strip_prefix("next.") {
-            Some(f) => (f, body.get("next").and_then(|next| next.get(f)), Some("next")),
-            None => (path, body.get(path), None),
+        let refusal = ApiError::from(refusal);
+        return match path.strip_suffix(key.as_str()).and_then(|p| p.strip_suffix('.')) {
+            Some(parent) => refusal.within(parent),
+            None => refusal,
         };
-        let refusal = given.and_then(|given| {
-            if f == TTL_FIELD {
-                let requested = RequestedTtl::NotWhole(given.to_string());
-                return Some(crate::error::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS }));
-            }
-            Batch::unreadable(f, given).map(ApiError::from)
-        });
-        if let Some(refusal) = refusal {
-            return match within {
-                Some(parent) => refusal.within(parent),
-                None => refusal,
-            };
-        }
     }
     let message = match &field {
         Some(f) => format!("invalid JSON body at {f}: {inner}"),
         None => format!("invalid JSON body: {inner}"),
     };
     ApiError::bad_request(message, field.as_deref())
+}
+
+/// The value a deserializer's path leads to in `body`, when it is there.
+fn value_at<'a>(body: &'a serde_json::Value, path: &serde_path_to_error::Path) -> Option<&'a serde_json::Value> {
+    path.iter().try_fold(body, |v, segment| match segment {
+        Segment::Seq { index } => v.get(index),
+        Segment::Map { key } => v.get(key),
+        Segment::Enum { .. } | Segment::Unknown => None,
+    })
 }
 
 /// The field a deserializer's path leads to (`labels[2]`, `leases[1].ref`),

@@ -3,9 +3,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use utoipa::ToSchema;
 
+use super::{Batch, TTL_FIELD};
 use crate::Lease;
+use crate::lease::{InvalidTtl, RequestedTtl, TTL_MAX_SECONDS};
+use crate::validate::ValidationError;
 
 /// The stable error codes of docs/api.md, with their HTTP status and CLI exit
 /// code: the one table both ends read.
@@ -101,6 +105,57 @@ pub struct ErrorBody {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub details: serde_json::Value,
+}
+
+impl ErrorBody {
+    /// `validation_failed`, the field named in `details.field` and at the
+    /// start of the message (docs/api.md, "Errors").
+    pub fn validation(e: &ValidationError) -> Self {
+        ErrorBody { code: ErrorCode::ValidationFailed, message: e.to_string(), details: json!({ "field": e.field }) }
+    }
+
+    /// `invalid_ttl` (L8), from the refusal's fields: the bound, and the
+    /// number asked for when there was one, so a client can word the
+    /// refusal in its own units.
+    pub fn invalid_ttl(e: &InvalidTtl) -> Self {
+        ErrorBody {
+            code: ErrorCode::InvalidTtl,
+            message: e.to_string(),
+            details: json!({
+                "field": TTL_FIELD,
+                "max_seconds": e.max,
+                "requested_seconds": e.requested.seconds(),
+            }),
+        }
+    }
+
+    /// The refusal of a number field given something that is not a whole
+    /// number (a fraction, a string, one past 64 bits), as its rule words
+    /// it, from the value given: a TTL is the lease rule's `invalid_ttl`
+    /// (L8); claim-next's `count` and `wait_seconds` (or `wait`) are
+    /// `validation_failed` as when out of range (docs/api.md, "Batches and
+    /// long polls"). `None` for any other field. The server answers a body
+    /// that fails to parse there with it; the MCP tools refuse such an
+    /// argument with it too.
+    pub fn unreadable_number(field: &str, given: &serde_json::Value) -> Option<Self> {
+        if field == TTL_FIELD {
+            let requested = RequestedTtl::NotWhole(given.to_string());
+            return Some(Self::invalid_ttl(&InvalidTtl { requested, max: TTL_MAX_SECONDS }));
+        }
+        Batch::unreadable(field, given).map(|e| Self::validation(&e))
+    }
+
+    /// A refusal of a field inside the body's object `parent` (an end's
+    /// `next`, a renewal's `leases[1]`): the field is named `parent.FIELD`
+    /// and the message starts with `parent: ` (docs/api.md, "The next item
+    /// in the same call").
+    pub fn within(mut self, parent: &str) -> Self {
+        if let Some(field) = self.details.get("field").and_then(|f| f.as_str()).map(str::to_string) {
+            self.details["field"] = serde_json::Value::String(format!("{parent}.{field}"));
+        }
+        self.message = format!("{parent}: {}", self.message);
+        self
+    }
 }
 
 /// The `details` of a `lease_held` refusal (and the `current` lease of a

@@ -145,6 +145,82 @@ async fn renewing_many_leases_answers_each_alone() {
     }
 }
 
+/// An entry's `ttl_seconds` that is not a whole number makes the body
+/// unreadable, as an unparsable `ref` does: the call is refused whole and
+/// renews nothing, but with the TTL's own `invalid_ttl` naming the entry's
+/// field, as a single renew answers it (docs/api.md, "Batches and long
+/// polls"). Before, it was a `bad_request` with serde's words. A whole
+/// number out of range is that entry's own refusal.
+#[tokio::test]
+async fn an_unreadable_ttl_in_one_renewal_is_invalid_ttl_naming_the_entry() {
+    for b in backends().await {
+        let s = TestServer::start_on(&b.url).await;
+        let r = s.create_item(&s.owner, "default", "held").await;
+        let a = s.post(&s.owner, &format!("{WS}/items/{r}/claim"), json!({"holder": "w", "ttl_seconds": 600})).await;
+        let epoch = a.body["lease"]["epoch"].clone();
+        let single = s
+            .post(
+                &s.owner,
+                &format!("{WS}/items/{r}/renew"),
+                json!({"epoch": epoch, "holder": "w", "ttl_seconds": 1.5}),
+            )
+            .await;
+        assert_eq!(single.code(), "invalid_ttl", "{:?}", single.body);
+        for bad in [json!(1.5), json!("60"), json!(1e20)] {
+            let body = json!({"leases": [
+                {"ref": r, "epoch": epoch, "holder": "w", "ttl_seconds": 60},
+                {"ref": r, "epoch": epoch, "holder": "w", "ttl_seconds": bad},
+            ]});
+            let refused = s.post(&s.owner, &format!("{WS}/leases/renew"), body).await;
+            assert_eq!(
+                (refused.status.as_u16(), refused.code()),
+                (400, "invalid_ttl"),
+                "{}: {:?}",
+                b.name,
+                refused.body
+            );
+            let (error, one) = (&refused.body["error"], &single.body["error"]);
+            assert_eq!(error["details"]["field"], "leases[1].ttl_seconds", "{error}");
+            assert_eq!(error["details"]["requested_seconds"], Value::Null, "{error}");
+            assert_eq!(error["details"]["max_seconds"], one["details"]["max_seconds"], "{error}");
+            let message = error["message"].as_str().unwrap();
+            assert!(message.starts_with("leases[1]: ttl_seconds must be a whole number"), "{message}");
+            assert!(message.ends_with(&format!("(got {bad})")), "{message}");
+        }
+        let item = s.get(&s.owner, &format!("{WS}/items/{r}")).await.body;
+        assert_eq!(item["lease"]["ttl_seconds"], 600, "{}: the refused calls renewed nothing", b.name);
+
+        // A whole number out of range: that entry's own refusal, in a 200.
+        let body = json!({"leases": [{"ref": r, "epoch": epoch, "holder": "w", "ttl_seconds": 0}]});
+        let answered = s.post(&s.owner, &format!("{WS}/leases/renew"), body).await;
+        assert_eq!(answered.status, 200, "{:?}", answered.body);
+        let error = &answered.body["results"][0]["error"];
+        assert_eq!(
+            (&error["code"], &error["details"]["requested_seconds"]),
+            (&json!("invalid_ttl"), &json!(0)),
+            "{error}"
+        );
+    }
+}
+
+/// A field a body does not have is unknown (`bad_request`), whatever its
+/// name: a `count` or `wait` where no claim-next is, is not refused as
+/// claim-next's (`validation_failed`, "must be a whole number between …").
+#[tokio::test]
+async fn a_field_a_body_lacks_is_unknown_whatever_its_name() {
+    let s = TestServer::start().await;
+    let r = s.create_item(&s.owner, "default", "held").await;
+    let unknown = [
+        (format!("{WS}/items/{r}/release"), json!({"holder": "w", "wait": 1.5}), "wait"),
+        (format!("{WS}/items/{r}/claim"), json!({"holder": "w", "count": 2}), "count"),
+        (format!("{WS}/leases/renew"), json!({"leases": [{"ref": r, "epoch": 1, "count": 2}]}), "leases[0].count"),
+    ];
+    for (path, body, field) in unknown {
+        let a = s.post(&s.owner, &path, body).await;
+        assert_eq!((a.code(), &a.body["error"]["details"]["field"]), ("bad_request", &json!(field)), "{:?}", a.body);
+    }
+}
+
 #[tokio::test]
 async fn a_waiting_claim_next_takes_an_item_the_moment_it_is_created() {
     for b in backends().await {

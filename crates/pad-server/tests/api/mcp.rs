@@ -117,12 +117,12 @@ async fn claim_next_takes_wait_as_wait_seconds() {
             "{bad}: {out}"
         );
     }
-    // Not a whole number: the tool's arguments do not parse, under either name alike.
-    let by_alias = tool(&s, &s.owner, "pad_claim_next", json!({"wait": 1.5})).await;
-    let by_name = tool(&s, &s.owner, "pad_claim_next", json!({"wait_seconds": 1.5})).await;
-    assert_eq!(by_alias.status, by_name.status);
-    assert_eq!(by_alias.body["result"], by_name.body["result"]);
-    assert_eq!(by_alias.body["result"]["isError"], true, "{:?}", by_alias.body);
+    // Not a whole number: refused as the API refuses it, the field named as given.
+    for (field, bad) in [("wait", json!(1.5)), ("wait_seconds", json!(1.5)), ("wait", json!("30s"))] {
+        let http = s.post(&s.owner, "/api/v1/workspaces/default/claim-next", json!({ field: bad })).await;
+        let mcp = tool(&s, &s.owner, "pad_claim_next", json!({ field: bad })).await;
+        refused_alike(&http, &mcp, field);
+    }
 
     let a = tool(&s, &s.owner, "pad_claim_next", json!({"wait": 1, "wait_seconds": 1})).await;
     let (out, is_error) = result(&a);
@@ -130,6 +130,160 @@ async fn claim_next_takes_wait_as_wait_seconds() {
     assert_eq!(out["error"]["code"], "validation_failed", "{out}");
     let message = out["error"]["message"].as_str().unwrap();
     assert!(message.contains("`wait`") && message.contains("`wait_seconds`"), "{message}");
+}
+
+/// The MCP refusal `mcp` is the API's `http`: the same code, `details`
+/// (`field` naming `field`) and message, which the tool follows with the
+/// next step.
+fn refused_alike(http: &Answer, mcp: &Answer, field: &str) {
+    assert_eq!(http.status, 400, "{field}: {:?}", http.body);
+    let (out, is_error) = result(mcp);
+    assert!(is_error, "{field}: {out}");
+    let (api, refused) = (&http.body["error"], &out["error"]);
+    assert_eq!(refused["code"], api["code"], "{field}: {refused} vs {api}");
+    assert_eq!(refused["details"], api["details"], "{field}: {refused} vs {api}");
+    assert_eq!(refused["details"]["field"], field, "{refused}");
+    assert!(refused["message"].as_str().unwrap().starts_with(api["message"].as_str().unwrap()), "{refused} vs {api}");
+}
+
+/// A number argument that is not a whole number (a fraction, a string, one
+/// past 64 bits) is refused as the API refuses it in a body: `count` and
+/// `wait_seconds` with `validation_failed` and their range, a TTL with
+/// `invalid_ttl`, the field named where it was given (docs/api.md, "Batches
+/// and long polls"). Before, the MCP library refused the arguments with a
+/// bare "failed to deserialize parameters", no code, no field.
+#[tokio::test]
+async fn unreadable_numbers_are_refused_as_the_api_refuses_them() {
+    let s = TestServer::start().await;
+    let item = s.create_item(&s.owner, "default", "ready").await;
+    let api = "/api/v1/workspaces/default";
+    for (field, bad) in [
+        ("count", json!(1.5)),
+        ("count", json!("2")),
+        ("count", json!(1e20)),
+        ("wait_seconds", json!("30s")),
+        ("wait_seconds", json!(1e20)),
+        ("ttl_seconds", json!(1.5)),
+    ] {
+        let http = s.post(&s.owner, &format!("{api}/claim-next"), json!({ field: bad })).await;
+        let mcp = tool(&s, &s.owner, "pad_claim_next", json!({ field: bad })).await;
+        refused_alike(&http, &mcp, field);
+    }
+    // Nothing was claimed.
+    let shown = s.get(&s.owner, &format!("{api}/items/{item}")).await.body;
+    assert_eq!(shown["lease"], Value::Null, "{shown}");
+
+    let claim = json!({"holder": "a", "ttl_seconds": "600"});
+    let http = s.post(&s.owner, &format!("{api}/items/{item}/claim"), claim.clone()).await;
+    let mcp = tool(&s, &s.owner, "pad_item_claim", json!({"ref": item, "holder": "a", "ttl_seconds": "600"})).await;
+    refused_alike(&http, &mcp, "ttl_seconds");
+
+    let a = tool(&s, &s.owner, "pad_item_claim", json!({"ref": item, "holder": "a"})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    let epoch = out["lease"]["epoch"].clone();
+    let renew = json!({"epoch": epoch, "holder": "a", "ttl_seconds": 1.5});
+    let http = s.post(&s.owner, &format!("{api}/items/{item}/renew"), renew.clone()).await;
+    let mcp =
+        tool(&s, &s.owner, "pad_item_renew", json!({"ref": item, "epoch": epoch, "holder": "a", "ttl_seconds": 1.5}))
+            .await;
+    refused_alike(&http, &mcp, "ttl_seconds");
+
+    let entry = json!({"ref": item, "epoch": epoch, "ttl_seconds": 1.5});
+    let http = s
+        .post(
+            &s.owner,
+            &format!("{api}/leases/renew"),
+            json!({"leases": [{"ref": item, "epoch": epoch, "holder": "a", "ttl_seconds": 1.5}]}),
+        )
+        .await;
+    let mcp = tool(&s, &s.owner, "pad_leases_renew", json!({"holder": "a", "leases": [entry]})).await;
+    refused_alike(&http, &mcp, "leases[0].ttl_seconds");
+
+    for name in ["complete", "fail"] {
+        let next = json!({"ttl_seconds": 2.5});
+        let http = s
+            .post(&s.owner, &format!("{api}/items/{item}/{name}"), json!({"epoch": epoch, "holder": "a", "next": next}))
+            .await;
+        let mcp = tool(
+            &s,
+            &s.owner,
+            &format!("pad_item_{name}"),
+            json!({"ref": item, "epoch": epoch, "holder": "a", "next": next}),
+        )
+        .await;
+        refused_alike(&http, &mcp, "next.ttl_seconds");
+    }
+    // The lease is still held, as it was: nothing was renewed or ended.
+    let shown = s.get(&s.owner, &format!("{api}/items/{item}")).await.body;
+    assert_eq!((&shown["lease"]["holder"], &shown["status"]), (&json!("a"), &json!("open")), "{shown}");
+
+    // The schemas agents read still say integer.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let resp = s.http.post(format!("{}/mcp", s.url)).bearer_auth(&s.owner);
+    let resp = resp.header("accept", "application/json, text/event-stream").json(&list).send().await.unwrap();
+    let tools: Value = resp.json().await.unwrap();
+    let tools = tools["result"]["tools"].as_array().unwrap();
+    let claim_next = tools.iter().find(|t| t["name"] == "pad_claim_next").unwrap();
+    for field in ["count", "wait_seconds", "wait", "ttl_seconds"] {
+        let schema = &claim_next["inputSchema"]["properties"][field];
+        assert!(schema["type"].as_array().is_some_and(|t| t.contains(&json!("integer"))), "{field}: {schema}");
+    }
+}
+
+/// `pad_item_renew` and `pad_leases_renew` name a lease by `epoch` or
+/// `lease_id` (or both), as the API does (docs/leases.md, L17); with
+/// neither, the API's `validation_failed` naming `epoch`.
+#[tokio::test]
+async fn renew_tools_take_a_lease_id_in_place_of_the_epoch() {
+    let s = TestServer::start().await;
+    let item = s.create_item(&s.owner, "default", "held").await;
+    let a = tool(&s, &s.owner, "pad_item_claim", json!({"ref": item, "holder": "a"})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    let (epoch, lease_id) = (out["lease"]["epoch"].clone(), out["lease"]["lease_id"].clone());
+
+    let a = tool(
+        &s,
+        &s.owner,
+        "pad_item_renew",
+        json!({"ref": item, "lease_id": lease_id, "holder": "a", "ttl_seconds": 700}),
+    )
+    .await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!((&out["lease"]["lease_id"], &out["lease"]["ttl_seconds"]), (&lease_id, &json!(700)), "{out}");
+
+    let both = json!({"ref": item, "epoch": epoch, "lease_id": lease_id, "ttl_seconds": 800});
+    let a = tool(&s, &s.owner, "pad_leases_renew", json!({"holder": "a", "leases": [both]})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["results"][0]["lease"]["ttl_seconds"], 800, "{out}");
+    let by_id = json!({"ref": item, "lease_id": lease_id, "ttl_seconds": 900});
+    let a = tool(&s, &s.owner, "pad_leases_renew", json!({"holder": "a", "leases": [by_id]})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["results"][0]["lease"]["ttl_seconds"], 900, "{out}");
+    // Another lease's id is not this one's: lease_lost, as over HTTP.
+    let wrong = json!({"ref": item, "lease_id": lease_id.as_i64().unwrap() + 1});
+    let a = tool(&s, &s.owner, "pad_leases_renew", json!({"holder": "a", "leases": [wrong]})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["results"][0]["error"]["code"], "lease_lost", "{out}");
+
+    // Neither: the API's refusal, for one lease and for many.
+    let http =
+        s.post(&s.owner, &format!("/api/v1/workspaces/default/items/{item}/renew"), json!({"holder": "a"})).await;
+    let mcp = tool(&s, &s.owner, "pad_item_renew", json!({"ref": item, "holder": "a"})).await;
+    refused_alike(&http, &mcp, "epoch");
+    let a = tool(&s, &s.owner, "pad_leases_renew", json!({"holder": "a", "leases": [{"ref": item}]})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    let many = s
+        .post(&s.owner, "/api/v1/workspaces/default/leases/renew", json!({"leases": [{"ref": item, "holder": "a"}]}))
+        .await;
+    assert_eq!(out["results"][0]["error"], many.body["results"][0]["error"], "{out}");
+    assert_eq!(out["results"][0]["error"]["details"]["field"], "epoch", "{out}");
 }
 
 /// Transport errors of `/mcp` (not JSON-RPC, a wrong `Accept`) answer with
