@@ -137,6 +137,31 @@ pub fn missing_separator_tip(e: &clap::Error, args: &[String]) -> Option<String>
     })
 }
 
+/// The refusal of `pad drain --wait 30s`: on drain, `--wait` is `--follow`
+/// by another name, a flag, where `pad item claim-next --wait` takes a
+/// duration; clap's own words ("unexpected argument '30s' found", or
+/// "unexpected value '30s' for '--follow'") say neither. `None` for any
+/// other refusal, and for a word after `--wait` on a line without `--`,
+/// which is more likely the command to run (`missing_separator_tip`).
+pub fn drain_wait_given_a_value(e: &clap::Error, args: &[String]) -> Option<String> {
+    use clap::error::ErrorKind;
+    if !matches!(e.kind(), ErrorKind::UnknownArgument | ErrorKind::TooManyValues) {
+        return None;
+    }
+    let options: Vec<&str> = args.iter().skip(1).map(String::as_str).take_while(|a| *a != "--").collect();
+    let after_drain = &options[options.iter().position(|a| *a == "drain")? + 1..];
+    let separated = options.len() < args.len() - 1;
+    let value = after_drain.iter().find_map(|a| a.strip_prefix("--wait=")).or_else(|| {
+        let given = after_drain.windows(2).find(|w| w[0] == "--wait")?[1];
+        (!given.starts_with('-') && (separated || given.starts_with(|c: char| c.is_ascii_digit()))).then_some(given)
+    })?;
+    Some(format!(
+        "error: drain's `--wait` takes no value (got `{value}`): it is `--follow` by another name, which keeps \
+         draining as work arrives, waiting for it while none is ready, until Ctrl-C\n\
+         tip: `pad drain --wait -- CMD`; to wait for one item, at most 30s, use `pad item claim-next --wait 30s`"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;

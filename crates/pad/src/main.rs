@@ -24,6 +24,10 @@ async fn main() -> ExitCode {
     // clap prints usage errors itself and exits 2.
     let mut cli = cli::Cli::try_parse().unwrap_or_else(|e| {
         let args: Vec<String> = std::env::args().collect();
+        if let Some(said) = cli::drain_wait_given_a_value(&e, &args) {
+            output::say(&said);
+            std::process::exit(e.exit_code());
+        }
         if let Some(tip) = cli::missing_separator_tip(&e, &args) {
             output::say(&format!("{}\n{tip}", e.render()));
             std::process::exit(e.exit_code());

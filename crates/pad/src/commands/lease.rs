@@ -282,7 +282,9 @@ pub struct ClaimNextArgs {
     #[command(flatten)]
     pub max_hold: MaxHoldArg,
     /// Claim up to N items at once, each under its own lease (1-32)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(CLAIM_NEXT_COUNT_MAX)))]
+    // A negative number is a value to refuse with the range, not a flag `-1`.
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(CLAIM_NEXT_COUNT_MAX)))]
     pub count: Option<u32>,
     /// When nothing is ready, wait up to this long for work, answered the moment an item is: 10s (or 10), 30s at most
     #[arg(long, value_name = "DURATION", value_parser = parse_wait, allow_hyphen_values = true)]

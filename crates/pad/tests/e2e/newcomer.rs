@@ -413,7 +413,7 @@ fn numbers_are_refused_in_sentences_naming_the_flag() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
         assert!(err.contains(flag) && err.contains(said), "{args:?}: {err}");
-        for leak in ["invalid digit", "4294967295", "is not in"] {
+        for leak in ["invalid digit", "4294967295", "is not in", "unexpected argument", "tip:"] {
             assert!(!err.contains(leak), "{args:?}: {err}");
         }
     };
@@ -424,6 +424,10 @@ fn numbers_are_refused_in_sentences_naming_the_flag() {
     refused(&["item", "update", &r, "--title", "t", "--lease-id", "abc"], "--lease-id", &whole("abc"));
     refused(&["item", "claim-next", "--count", "many"], "--count", &whole("many"));
     refused(&["item", "claim-next", "--count", "33"], "--count", "must be from 1 to 32");
+    // A negative number is a number, not a flag named `-1`.
+    refused(&["item", "claim-next", "--count", "-1"], "--count", "must be from 1 to 32; got -1");
+    refused(&["drain", "--jobs", "-1", "--", "true"], "--jobs", "must be from 1 to 32; got -1");
+    refused(&["drain", "-j", "-1", "--", "true"], "--jobs", "must be from 1 to 32; got -1");
     refused(&["drain", "--max", "abc", "--", "true"], "--max", &whole("abc"));
     refused(&["item", "claim", &r, "--ttl-minutes", "0"], "--ttl-minutes", "must be at least 1");
     refused(&["item", "list", "--limit", "abc"], "--limit", &whole("abc"));
@@ -434,4 +438,28 @@ fn numbers_are_refused_in_sentences_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("`--ttl-minutes` must be between 1 and 1440") && err.contains("got 2000"), "{err}");
+}
+
+/// `pad drain --wait` is `--follow` by another name: a flag. Given a value
+/// (`--wait 30s`, as `pad item claim-next` takes one), the refusal says so,
+/// and what the flag does, instead of clap's "unexpected argument '30s'".
+#[test]
+fn drain_wait_given_a_value_says_it_takes_none() {
+    let server = TestServer::start();
+    for args in [
+        &["drain", "--wait", "30s", "--", "true"][..],
+        &["drain", "--wait=30s", "--", "true"],
+        &["drain", "--wait", "30", "--max", "1", "--", "true"],
+    ] {
+        let out = server.pad_output(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("`--wait` takes no value"), "{args:?}: {err}");
+        assert!(err.contains("--follow") && err.contains("keeps draining"), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument") && !err.contains("unexpected value"), "{args:?}: {err}");
+    }
+    // As a flag it still means --follow; a bad command line elsewhere is refused as before.
+    let out = server.pad_output(["drain", "--wait", "--once", "--max", "1", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("takes no value"), "{}", stderr(&out));
 }

@@ -142,11 +142,14 @@ pub struct DrainArgs {
     #[arg(long, value_name = "N")]
     pub max: Option<u64>,
     /// Run up to N commands at once, each under its own lease (1 to 32)
-    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+    // A negative number is a value to refuse with the range, not a flag `-1`.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u16).range(1..=i64::from(JOBS_MAX)))]
     pub jobs: u16,
     /// Keep going as work arrives: when nothing is ready, wait for it (one
     /// request per 30 s while idle) instead of exiting; Ctrl-C stops
+    // `--wait` is a flag here, not claim-next's duration: given one
+    // (`--wait 30s`), the refusal says so (`cli::drain_wait_given_a_value`).
     #[arg(long, visible_alias = "wait")]
     pub follow: bool,
     /// Run at most one item and exit with its code, like `pad run`
