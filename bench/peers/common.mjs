@@ -9,6 +9,14 @@ export const env = {
 };
 if (!env.url) throw new Error('PEER_DATABASE_URL is not set');
 
+/**
+ * Marks the timed window on stdout (`started`, then `finished`), where
+ * `pad bench` reads the peer's and PostgreSQL's CPU time as each appears.
+ */
+export function mark(what) {
+  console.log(what);
+}
+
 export function report(version, tuning, jobs, seconds) {
   console.log(JSON.stringify({ jobs, seconds, version, tuning }));
 }

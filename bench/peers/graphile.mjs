@@ -5,7 +5,7 @@
 // instead of 2 s (LISTEN/NOTIFY wakes it anyway).
 import { readFileSync } from 'node:fs';
 import { makeWorkerUtils, run } from 'graphile-worker';
-import { env, report, counter } from './common.mjs';
+import { env, report, counter, mark } from './common.mjs';
 
 const version = 'graphile-worker ' + JSON.parse(readFileSync('node_modules/graphile-worker/package.json')).version;
 const utils = await makeWorkerUtils({ connectionString: env.url, schema: env.schema });
@@ -20,6 +20,7 @@ const localQueue = env.mode === 'local-queue';
 const preset = { worker: { localQueue: localQueue ? { size: 100 } : { size: -1 } } };
 const { Logger } = await import('graphile-worker');
 const logger = new Logger(() => () => {});
+mark('started');
 const started = performance.now();
 const runner = await run({
   connectionString: env.url,
@@ -34,6 +35,7 @@ const runner = await run({
 });
 await done.finished;
 const seconds = (performance.now() - started) / 1000;
+mark('finished');
 await runner.stop();
 report(
   version,

@@ -6,7 +6,7 @@
 // batch: work() with localConcurrency W, batchSize 100, burstWhenBatchFull.
 import { readFileSync } from 'node:fs';
 import { PgBoss } from 'pg-boss';
-import { env, report, counter } from './common.mjs';
+import { env, report, counter, mark } from './common.mjs';
 
 const version = 'pg-boss ' + JSON.parse(readFileSync('node_modules/pg-boss/package.json')).version;
 const boss = new PgBoss({ connectionString: env.url, schema: env.schema, max: env.workers + 4 });
@@ -18,6 +18,7 @@ for (let i = 0; i < env.jobs; i += 1000) {
   await boss.insert('bench', Array.from({ length: n }, (_, k) => ({ data: { i: i + k } })));
 }
 let tuning;
+mark('started');
 const started = performance.now();
 if (env.mode === 'batch') {
   const opts = { localConcurrency: env.workers, batchSize: 100, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 };
@@ -41,5 +42,6 @@ if (env.mode === 'batch') {
   if (done !== env.jobs) throw new Error(`completed ${done} of ${env.jobs}`);
 }
 const seconds = (performance.now() - started) / 1000;
+mark('finished');
 await boss.stop({ graceful: true, wait: true, timeout: 10000 });
 report(version, tuning, env.jobs, seconds);

@@ -44,6 +44,7 @@ async def main() -> None:
 
     from pgqueuer.types import QueueExecutionMode
 
+    print("started", flush=True)
     started = time.perf_counter()
     await qm.run(
         dequeue_timeout=timedelta(milliseconds=100),
@@ -51,6 +52,7 @@ async def main() -> None:
         mode=QueueExecutionMode.drain,
     )
     seconds = time.perf_counter() - started
+    print("finished", flush=True)
     await conn.close()
     tuning = f"concurrency_limit {workers}, batch_size {batch}, dequeue_timeout 100 ms, drain mode"
     print(json.dumps({"jobs": done, "seconds": seconds, "version": f"pgqueuer {version('pgqueuer')}", "tuning": tuning}))

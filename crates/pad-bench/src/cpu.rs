@@ -50,6 +50,30 @@ impl Cpu {
     }
 }
 
+/// CPU time used so far by one process (all its threads) and by PostgreSQL:
+/// a peer queue's script, which runs as a child of `pad bench`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeerCpu {
+    pub peer: Duration,
+    pub postgres: Duration,
+}
+
+impl PeerCpu {
+    pub fn of(pid: u32) -> PeerCpu {
+        PeerCpu { peer: ticks(&read(&format!("/proc/{pid}/stat"))).unwrap_or_default(), postgres: postgres() }
+    }
+
+    /// What was used since `earlier`, per job: `cpu ms/job: peer 0.40, postgres 0.52`.
+    pub fn per_job_since(self, earlier: PeerCpu, jobs: u64) -> String {
+        let per = |now: Duration, then: Duration| now.saturating_sub(then).as_secs_f64() * 1000.0 / jobs.max(1) as f64;
+        format!(
+            "cpu ms/job: peer {:.2}, postgres {:.2}",
+            per(self.peer, earlier.peer),
+            per(self.postgres, earlier.postgres)
+        )
+    }
+}
+
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }

@@ -1,15 +1,20 @@
 //! Peer job queues on the same Postgres, same job and worker counts as pad's
 //! drain: each is a small script under `bench/peers/` that enqueues N jobs
 //! (untimed), starts W workers, times until all N are complete, and prints
-//! one JSON line `{"jobs", "seconds", "version", "tuning"}`. A peer that is
-//! not installed or fails becomes a row saying so, not an error.
+//! one JSON line `{"jobs", "seconds", "version", "tuning"}`. It marks the
+//! timed window with the lines `started` and `finished`, at which the CPU
+//! time of the script and of PostgreSQL is read, as pad's drain reports
+//! its own (docs/benchmarks.md, "CPU per item"). A peer that is not
+//! installed or fails becomes a row saying so, not an error.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
+use crate::cpu::PeerCpu;
 use crate::fixture::Fixture;
 use crate::{Result, Row, Samples, Sizes, progress};
 
@@ -47,6 +52,9 @@ struct Answer {
     seconds: f64,
     version: String,
     tuning: String,
+    /// The CPU note of the timed window, read by `pad bench`.
+    #[serde(skip)]
+    cpu: String,
 }
 
 /// `pad_drain` are this run's drain rows, to put pad's figure beside each peer's.
@@ -76,7 +84,7 @@ pub async fn run(fx: &Fixture, s: &Sizes, dir: &Path, pad_drain: &[Row]) -> Resu
                                 if row.ops_per_sec > 0.0 { p / row.ops_per_sec } else { 0.0 }
                             )
                         });
-                        row.note = format!("{} {mode}: {}{vs}", a.version, a.tuning);
+                        row.note = format!("{} {mode}: {}; {}{vs}", a.version, a.tuning, a.cpu);
                         row
                     }
                     Err(e) => row.note(format!("{mode}: not run: {e}")),
@@ -104,7 +112,7 @@ async fn run_one(dir: &Path, peer: &Peer, mode: &str, url: &str, schema: &str, w
         };
         return Err(format!("{} is missing: {how}", runtime.display()).into());
     }
-    let child = tokio::process::Command::new(&runtime)
+    let mut child = tokio::process::Command::new(&runtime)
         .arg(&script)
         .current_dir(dir)
         .env("PEER_DATABASE_URL", url)
@@ -117,19 +125,42 @@ async fn run_one(dir: &Path, peer: &Peer, mode: &str, url: &str, schema: &str, w
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
-    let out = tokio::time::timeout(PEER_TIMEOUT, child.wait_with_output())
+    let pid = child.id().ok_or("the peer exited at once")?;
+    let (stdout, mut stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let ran = async {
+        // Read while the script runs, so a full stderr pipe never stalls it.
+        let errors = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text).await;
+            text
+        });
+        let (mut json, mut window) = (None, (None, None));
+        let mut lines = BufReader::new(stdout).lines();
+        while let Some(line) = lines.next_line().await? {
+            match line.trim() {
+                "started" => window.0 = Some(PeerCpu::of(pid)),
+                "finished" => window.1 = Some(PeerCpu::of(pid)),
+                l if l.starts_with('{') => json = Some(l.to_string()),
+                _ => {}
+            }
+        }
+        let status = child.wait().await?;
+        Ok::<_, std::io::Error>((status, json, window, errors.await.unwrap_or_default()))
+    };
+    let (status, json, window, errors) = tokio::time::timeout(PEER_TIMEOUT, ran)
         .await
         .map_err(|_| format!("timed out after {}s", PEER_TIMEOUT.as_secs()))??;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-        return Err(format!("{} exited {}: {last}", peer.script, out.status).into());
+    if !status.success() {
+        let last = errors.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        return Err(format!("{} exited {status}: {last}", peer.script).into());
     }
-    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or("no JSON line on stdout")?;
-    let answer: Answer = serde_json::from_str(line)?;
+    let mut answer: Answer = serde_json::from_str(&json.ok_or("no JSON line on stdout")?)?;
     if answer.jobs != n {
         return Err(format!("completed {} of {n} jobs", answer.jobs).into());
     }
+    answer.cpu = match window {
+        (Some(start), Some(end)) => end.per_job_since(start, n),
+        _ => "cpu not measured: the script marked no window".into(),
+    };
     Ok(answer)
 }
