@@ -45,7 +45,7 @@ impl Cpu {
 
     /// Milliseconds per item since `earlier`: the process, its load threads, PostgreSQL.
     fn since(self, earlier: Cpu, items: u64) -> (f64, f64, f64) {
-        let per = |now: Duration, then: Duration| now.saturating_sub(then).as_secs_f64() * 1000.0 / items.max(1) as f64;
+        let per = |now, then| ms_per(now, then, items);
         (per(self.own, earlier.own), per(self.load, earlier.load), per(self.postgres, earlier.postgres))
     }
 }
@@ -65,13 +65,18 @@ impl PeerCpu {
 
     /// What was used since `earlier`, per job: `cpu ms/job: peer 0.40, postgres 0.52`.
     pub fn per_job_since(self, earlier: PeerCpu, jobs: u64) -> String {
-        let per = |now: Duration, then: Duration| now.saturating_sub(then).as_secs_f64() * 1000.0 / jobs.max(1) as f64;
+        let per = |now, then| ms_per(now, then, jobs);
         format!(
             "cpu ms/job: peer {:.2}, postgres {:.2}",
             per(self.peer, earlier.peer),
             per(self.postgres, earlier.postgres)
         )
     }
+}
+
+/// Milliseconds of CPU per item between two readings.
+fn ms_per(now: Duration, then: Duration, items: u64) -> f64 {
+    now.saturating_sub(then).as_secs_f64() * 1000.0 / items.max(1) as f64
 }
 
 fn read(path: &str) -> String {

@@ -314,15 +314,20 @@ fn max_connections_from_env() -> StoreResult<u32> {
 }
 
 /// A positive count from the environment variable `name`, else `default`.
-fn count_from_env<N: FromStr + PartialOrd + From<u8>>(name: &str, default: N) -> StoreResult<N> {
-    std::env::var(name).map_or(Ok(default), |v| parse_count(name, &v))
+fn count_from_env<N: FromStr + PartialOrd + From<u8> + std::fmt::Display>(name: &str, default: N) -> StoreResult<N> {
+    number_from_env(name, default, N::from(1))
 }
 
-fn parse_count<N: FromStr + PartialOrd + From<u8>>(name: &str, v: &str) -> StoreResult<N> {
+/// A whole number of at least `min` from the environment variable `name`, else `default`.
+fn number_from_env<N: FromStr + PartialOrd + std::fmt::Display>(name: &str, default: N, min: N) -> StoreResult<N> {
+    std::env::var(name).map_or(Ok(default), |v| parse_number(name, &v, min))
+}
+
+fn parse_number<N: FromStr + PartialOrd + std::fmt::Display>(name: &str, v: &str, min: N) -> StoreResult<N> {
     v.parse::<N>()
         .ok()
-        .filter(|n| *n > N::from(0))
-        .ok_or_else(|| StoreError::invalid(name, format!("{v:?} is not a positive number")))
+        .filter(|n| *n >= min)
+        .ok_or_else(|| StoreError::invalid(name, format!("{v:?} is not a whole number of at least {min}")))
 }
 
 /// How `PAD_PG_MAX_CONNECTIONS` is shared: the lease calls' shared
@@ -425,10 +430,11 @@ impl PgStore {
         self.vacuum.set_every(every);
     }
 
-    /// For tests: waits until this instance has finished `n` vacuums.
+    /// For tests: waits until this instance has finished `n` vacuums;
+    /// how many of those it finished failed.
     #[doc(hidden)]
-    pub async fn vacuums_finished(&self, n: u64) {
-        self.vacuum.finished(n).await;
+    pub async fn vacuums_finished(&self, n: u64) -> u64 {
+        self.vacuum.finished(n).await
     }
 
     /// For tests: how many unlocked reads claims have made (`peek.rs`).
@@ -508,9 +514,9 @@ mod tests {
 
     #[test]
     fn pool_and_lane_counts_are_positive_numbers() {
-        assert_eq!(super::parse_count::<usize>("PAD_PG_LEASE_LANES", "4").unwrap(), 4);
+        assert_eq!(super::parse_number::<usize>("PAD_PG_LEASE_LANES", "4", 1).unwrap(), 4);
         for bad in ["0", "-1", "four", "", "1.5"] {
-            let e = super::parse_count::<usize>("PAD_PG_LEASE_LANES", bad).unwrap_err();
+            let e = super::parse_number::<usize>("PAD_PG_LEASE_LANES", bad, 1).unwrap_err();
             assert!(e.to_string().contains("PAD_PG_LEASE_LANES"), "{bad}: {e}");
         }
     }

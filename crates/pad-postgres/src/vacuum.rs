@@ -4,15 +4,15 @@
 //! with it; the entries of items already drained sit at the front of the
 //! index, where every claim-next starts its walk. Until a `VACUUM` removes
 //! them, each claim-next steps over all of them, so its cost grows with the
-//! items drained since the last one; autovacuum waits for a fifth of the
-//! table to be dead, and may skip the indexes. So every
-//! `PAD_PG_VACUUM_EVERY` lease calls an instance vacuums `items` itself,
-//! indexes included, on a connection of its own, one at a time.
+//! items drained since the last one, and autovacuum waits for a fifth of the
+//! table to be dead. So an instance vacuums `items` itself every
+//! `PAD_PG_VACUUM_EVERY` lease calls, indexes included, on a connection of
+//! its own, one at a time, pausing longer after a longer one.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
-use pad_store::{StoreError, StoreResult};
+use pad_store::StoreResult;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use tokio::sync::watch;
@@ -21,91 +21,130 @@ use tokio::sync::watch;
 /// otherwise: about 2 000 drained items (a claim and an end each).
 pub const DEFAULT_VACUUM_EVERY: u64 = 4000;
 
+/// After a vacuum that took `t`, the next waits at least `PAUSE × t`: a
+/// vacuum reads the table's indexes whole, which takes longer the larger
+/// the table, so on a large one they come further apart and never take more
+/// than a twentieth of the time.
+const PAUSE: u32 = 19;
+
 /// `INDEX_CLEANUP ON`: a vacuum may otherwise leave the indexes as they are
 /// when few of the table's pages changed, which on a large table is always
-/// the case between two of these. No `SKIP_LOCKED`: a vacuum already running
-/// (another instance's, autovacuum's) is waited for, so when this one ends
-/// the entries are gone.
-const VACUUM: &str = "VACUUM (INDEX_CLEANUP ON) items";
+/// the case between two of these. `TRUNCATE OFF`: giving empty pages at the
+/// table's end back to the system takes a lock that stops every read.
+/// No `SKIP_LOCKED`: a vacuum already running is waited for (PostgreSQL
+/// cancels autovacuum's after a second), so when this one ends the entries
+/// are gone.
+const VACUUM: &str = "VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF) items";
 
 pub(crate) struct Vacuum {
     opts: PgConnectOptions,
+    state: Mutex<State>,
+    /// Vacuums finished, and of those failed, for tests.
+    finished: watch::Sender<(u64, u64)>,
+}
+
+struct State {
     /// 0: never.
-    every: AtomicU64,
-    calls: AtomicU64,
-    running: AtomicBool,
-    /// Vacuums finished (or failed), for tests.
-    finished: watch::Sender<u64>,
+    every: u64,
+    /// Lease calls since the last vacuum started.
+    calls: u64,
+    running: bool,
+    not_before: Option<Instant>,
 }
 
 impl Vacuum {
     pub(crate) fn new(opts: PgConnectOptions, every: u64) -> Arc<Self> {
-        Arc::new(Vacuum {
-            opts,
-            every: AtomicU64::new(every),
-            calls: AtomicU64::new(0),
-            running: AtomicBool::new(false),
-            finished: watch::channel(0).0,
-        })
+        let state = State { every, calls: 0, running: false, not_before: None };
+        Arc::new(Vacuum { opts, state: Mutex::new(state), finished: watch::channel((0, 0)).0 })
     }
 
-    /// Counts a lease call; every `every`th starts a vacuum unless one of
-    /// this instance's still runs (the next `every`th will).
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Nothing panics while the lock is held; recover the data if it ever did.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts a lease call, and starts a vacuum once `every` have been made
+    /// since the last one started, unless that one still runs or its pause
+    /// has not passed (a later call then starts it).
     pub(crate) fn count(self: &Arc<Self>) {
-        let every = self.every.load(Ordering::Relaxed);
-        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        if every > 0 && n.is_multiple_of(every) && !self.running.swap(true, Ordering::AcqRel) {
+        let start = {
+            let mut s = self.state();
+            s.calls += 1;
+            let due = s.every > 0 && s.calls >= s.every && !s.running;
+            let start = due && s.not_before.is_none_or(|t| Instant::now() >= t);
+            if start {
+                (s.calls, s.running) = (0, true);
+            }
+            start
+        };
+        if start {
             tokio::spawn(Arc::clone(self).run());
         }
     }
 
     async fn run(self: Arc<Self>) {
+        // Marks the vacuum ended even if its task is dropped half-way (the
+        // runtime shutting down), so the instance is never left unable to
+        // start another.
+        struct Running(Arc<Vacuum>, Instant, bool);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                let Running(vacuum, started, failed) = self;
+                {
+                    let mut s = vacuum.state();
+                    s.running = false;
+                    s.not_before = Some(Instant::now() + started.elapsed() * PAUSE);
+                }
+                vacuum.finished.send_modify(|(done, failures)| {
+                    *done += 1;
+                    *failures += u64::from(*failed);
+                });
+            }
+        }
+        let mut running = Running(Arc::clone(&self), Instant::now(), true);
         let vacuumed = async {
             let mut conn = PgConnection::connect_with(&self.opts).await?;
             sqlx::raw_sql(VACUUM).execute(&mut conn).await?;
             conn.close().await
         };
-        if let Err(e) = vacuumed.await {
+        match vacuumed.await {
+            Ok(()) => running.2 = false,
             // Nothing is lost: the next one, or autovacuum, clears the entries.
-            tracing::warn!(error = %e, "long drains: cannot vacuum the items table");
+            Err(e) => tracing::warn!(error = %e, "long drains: cannot vacuum the items table"),
         }
-        self.running.store(false, Ordering::Release);
-        self.finished.send_modify(|n| *n += 1);
     }
 
+    /// Vacuums every `every` lease calls from now on (0: never).
     pub(crate) fn set_every(&self, every: u64) {
-        self.every.store(every, Ordering::Relaxed);
+        let mut s = self.state();
+        (s.every, s.calls) = (every, 0);
     }
 
-    /// Waits until `n` vacuums have finished.
-    pub(crate) async fn finished(&self, n: u64) {
+    /// Waits until `n` vacuums have finished; how many of all finished failed.
+    pub(crate) async fn finished(&self, n: u64) -> u64 {
         let mut rx = self.finished.subscribe();
         // The sender lives as long as `self`.
-        let _ = rx.wait_for(|done| *done >= n).await;
+        rx.wait_for(|(done, _)| *done >= n).await.map_or(0, |v| v.1)
     }
 }
 
 /// `PAD_PG_VACUUM_EVERY`: a count of lease calls, 0 to leave vacuuming to
 /// autovacuum.
 pub(crate) fn every_from_env() -> StoreResult<u64> {
-    std::env::var(EVERY).map_or(Ok(DEFAULT_VACUUM_EVERY), |v| parse_every(&v))
+    crate::number_from_env(EVERY, DEFAULT_VACUUM_EVERY, 0)
 }
 
 const EVERY: &str = "PAD_PG_VACUUM_EVERY";
-
-fn parse_every(v: &str) -> StoreResult<u64> {
-    v.parse::<u64>()
-        .map_err(|_| StoreError::invalid(EVERY, format!("{v:?} is not a count of lease calls (0 turns it off)")))
-}
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_vacuum_interval_is_a_count_and_0_turns_it_off() {
-        assert_eq!(super::parse_every("4000").unwrap(), 4000);
-        assert_eq!(super::parse_every("0").unwrap(), 0);
+        let parse = |v| crate::parse_number::<u64>(super::EVERY, v, 0);
+        assert_eq!(parse("4000").unwrap(), 4000);
+        assert_eq!(parse("0").unwrap(), 0);
         for bad in ["-1", "1.5", "often", ""] {
-            let e = super::parse_every(bad).unwrap_err();
+            let e = parse(bad).unwrap_err();
             assert!(e.to_string().contains("PAD_PG_VACUUM_EVERY"), "{bad}: {e}");
         }
     }
