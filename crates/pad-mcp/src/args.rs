@@ -234,8 +234,10 @@ pub struct ReleaseArgs {
     pub item_ref: String,
     /// Defaults to this session's holder (over HTTP: pass the lease.holder your claim returned).
     pub holder: Option<String>,
-    /// Your lease's epoch: refuses with lease_lost if the live lease is another grant.
+    /// Your lease's epoch: refuses with lease_lost if the live lease is another grant. Give it, its lease_id, both, or neither (an unfenced release of your own lease).
     pub epoch: Option<i64>,
+    /// The lease_id of your lease, from the claim's answer: names that one grant (L17).
+    pub lease_id: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -296,8 +298,10 @@ pub struct CompleteArgs {
     pub workspace: Option<String>,
     #[serde(rename = "ref")]
     pub item_ref: String,
-    /// The epoch of your lease, from the claim's answer: the status change is refused (lease_lost) unless you still hold it.
-    pub epoch: i64,
+    /// The epoch of your lease, from the claim's answer: the status change is refused (lease_lost) unless you still hold it. Give it, its lease_id, or both.
+    pub epoch: Option<i64>,
+    /// The lease_id of your lease, from the claim's answer: names that one grant (L17).
+    pub lease_id: Option<i64>,
     /// Defaults to this session's holder.
     pub holder: Option<String>,
     /// The final status: done (default) or cancelled.
@@ -313,8 +317,10 @@ pub struct FailArgs {
     pub workspace: Option<String>,
     #[serde(rename = "ref")]
     pub item_ref: String,
-    /// The epoch of your lease, from the claim's answer.
-    pub epoch: i64,
+    /// The epoch of your lease, from the claim's answer. Give it, its lease_id, or both.
+    pub epoch: Option<i64>,
+    /// The lease_id of your lease, from the claim's answer: names that one grant (L17).
+    pub lease_id: Option<i64>,
     /// Defaults to this session's holder.
     pub holder: Option<String>,
     /// What went wrong and what is left, for the next worker.

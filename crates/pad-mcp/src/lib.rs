@@ -38,11 +38,12 @@ const INSTRUCTIONS: &str = "pad is a work tracker whose items are claimed with e
 Start with pad_prime: it says who you are, the leases you hold and the ready work. \
 To take work call pad_claim_next with autonomous: true (or pad_item_claim for a specific ref); you need not name a holder: \
 this session has its own, so no other agent session can share your lease. You then hold the item exclusively until the \
-lease expires (default 15 minutes). While you work, call pad_item_renew with the lease's epoch at least every third of \
-the TTL, or the lease expires and someone else may take the item. When done, call pad_item_complete with the epoch \
-(status done and the lease ended, in one fenced step). If the attempt failed, call pad_item_fail with the epoch and a \
-note saying what went wrong: the item is retried later and quarantined after repeated failures. To go on with more \
-work, give either of them next: {autonomous: true}, and the same call claims your next item (answer: next). \
+lease expires (default 15 minutes). While you work, call pad_item_renew with the lease's epoch (or its lease_id) at least \
+every third of the TTL, or the lease expires and someone else may take the item. When done, call pad_item_complete with \
+the epoch or lease_id (status done and the lease ended, in one fenced step). If the attempt failed, call pad_item_fail \
+with the epoch or lease_id and a note saying what went wrong: the item is retried later and quarantined after \
+repeated failures. To go on with more work, give either of them next: {autonomous: true}, and the same call claims \
+your next item (answer: next). \
 A lease_held error means another worker holds the item: its details name the holder and when the lease expires; pick \
 other work (pad_claim_next) instead of waiting. A lease_lost error means your lease expired or was taken over: stop \
 working on that item and write nothing more to it. Never work on an item without a live lease. \

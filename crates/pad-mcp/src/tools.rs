@@ -144,7 +144,7 @@ impl PadTools {
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        description = "Claim an item's execution lease: exclusive, expiring ownership for ttl_seconds (default 900). Leave holder and session_id out: this session has its own, distinct from every other agent session. Claiming again in the same session refreshes it (refreshed: true). Fails with lease_held when another worker holds it: details.holder and details.expires_in_seconds say who and for how long; choose other work. Remember the returned lease.epoch for renew, fenced updates and release. previous_note carries the last holder's handoff note."
+        description = "Claim an item's execution lease: exclusive, expiring ownership for ttl_seconds (default 900). Leave holder and session_id out: this session has its own, distinct from every other agent session. Claiming again in the same session refreshes it (refreshed: true). Fails with lease_held when another worker holds it: details.holder and details.expires_in_seconds say who and for how long; choose other work. Remember the returned lease.epoch for renew, fenced updates, complete, fail and release (lease.lease_id may stand in for it in all but fenced updates). previous_note carries the last holder's handoff note."
     )]
     async fn pad_item_claim(
         &self, Parameters(a): Parameters<ClaimArgs>, ctx: RequestContext<RoleServer>,
@@ -187,7 +187,7 @@ impl PadTools {
         &self, Parameters(a): Parameters<ReleaseArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let holder = or_refuse!(self.holder_for(&a.holder));
-        let body = ReleaseBody { holder, epoch: a.epoch, ..Default::default() };
+        let body = ReleaseBody { holder, epoch: a.epoch, lease_id: a.lease_id, ..Default::default() };
         with_client!(self, ctx, |c| c.release(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
@@ -243,20 +243,20 @@ impl PadTools {
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        description = "Finish an item you hold: sets its status (default done) and ends your lease in one step, fenced by the lease's epoch. lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item. With next ({} or a filter as pad_claim_next's), the same call then claims the next ready item for you: the answer's next holds it and its lease (item: null when none is ready)."
+        description = "Finish an item you hold: sets its status (default done) and ends your lease in one step, fenced by the lease's epoch or lease_id (or both). lease_lost means the lease already expired or was taken over: nothing was changed; stop working on the item. With next ({} or a filter as pad_claim_next's), the same call then claims the next ready item for you: the answer's next holds it and its lease (item: null when none is ready)."
     )]
     async fn pad_item_complete(
         &self, Parameters(a): Parameters<CompleteArgs>, ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let holder = or_refuse!(self.holder_for(&a.holder));
         let next = or_refuse!(self.next_claim(&a.next, &holder));
-        let body = CompleteBody { epoch: Some(a.epoch), lease_id: None, holder, status: a.status, next };
+        let body = CompleteBody { epoch: a.epoch, lease_id: a.lease_id, holder, status: a.status, next };
         with_client!(self, ctx, |c| c.complete(self.ws(&a.workspace), &a.item_ref, &body))
     }
 
     #[tool(
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        description = "Give up on an item you hold: ends your lease and counts a failed attempt, fenced by the lease's epoch. Say in note what went wrong and what is left: the next worker reads it. The item is retried later (backoff); after repeated failures it is quarantined (labelled needs-human, quarantined: true). Use it instead of pad_item_release when the attempt failed. With next, the same call then claims the next ready item, as pad_item_complete does."
+        description = "Give up on an item you hold: ends your lease and counts a failed attempt, fenced by the lease's epoch or lease_id (or both). Say in note what went wrong and what is left: the next worker reads it. The item is retried later (backoff); after repeated failures it is quarantined (labelled needs-human, quarantined: true). Use it instead of pad_item_release when the attempt failed. With next, the same call then claims the next ready item, as pad_item_complete does."
     )]
     async fn pad_item_fail(
         &self, Parameters(a): Parameters<FailArgs>, ctx: RequestContext<RoleServer>,
@@ -264,7 +264,7 @@ impl PadTools {
         let holder = or_refuse!(self.holder_for(&a.holder));
         let next = or_refuse!(self.next_claim(&a.next, &holder));
         let body =
-            FailBody { epoch: Some(a.epoch), lease_id: None, holder, note: a.note.clone(), max_failures: None, next };
+            FailBody { epoch: a.epoch, lease_id: a.lease_id, holder, note: a.note.clone(), max_failures: None, next };
         with_client!(self, ctx, |c| c.fail(self.ws(&a.workspace), &a.item_ref, &body))
     }
 

@@ -286,6 +286,95 @@ async fn renew_tools_take_a_lease_id_in_place_of_the_epoch() {
     assert_eq!(out["results"][0]["error"]["details"]["field"], "epoch", "{out}");
 }
 
+/// `pad_item_complete`, `pad_item_fail` and `pad_item_release` name the
+/// lease by `epoch`, `lease_id`, or both, as the API's ends do
+/// (docs/leases.md, L17), and the claims hand the agent its `lease_id`. A
+/// `lease_id` that is not the live lease's, alone or beside the right
+/// epoch, is the API's refusal and changes nothing; complete and fail with
+/// neither are the API's `validation_failed` naming `epoch`. Before, the
+/// three took only `epoch`: the library refused `lease_id` as unknown, and
+/// complete or fail without an epoch with no code at all.
+#[tokio::test]
+async fn end_tools_take_a_lease_id_in_place_of_the_epoch() {
+    let s = TestServer::start().await;
+    let api = "/api/v1/workspaces/default";
+    let done = s.create_item(&s.owner, "default", "to complete").await;
+    let failed = s.create_item(&s.owner, "default", "to fail").await;
+    let released = s.create_item(&s.owner, "default", "to release").await;
+    let mut leases = std::collections::HashMap::new();
+    let a = tool(&s, &s.owner, "pad_item_claim", json!({"ref": done, "holder": "a"})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    leases.insert(done.clone(), out["lease"].clone());
+    let a = tool(&s, &s.owner, "pad_claim_next", json!({"holder": "a", "count": 2})).await;
+    let (out, is_error) = result(&a);
+    assert!(!is_error, "{out}");
+    assert_eq!(out["lease"]["lease_id"], out["grants"][0]["lease"]["lease_id"], "{out}");
+    for grant in out["grants"].as_array().unwrap() {
+        leases.insert(grant["item"]["ref"].as_str().unwrap().to_string(), grant["lease"].clone());
+    }
+    for lease in leases.values() {
+        assert!(lease["lease_id"].is_i64() && lease["epoch"].is_i64(), "{lease}");
+    }
+    assert_eq!(leases.len(), 3, "{leases:?}");
+
+    let ends = [("complete", &done), ("fail", &failed), ("release", &released)];
+    for (name, item) in ends {
+        let (epoch, lease_id) = (&leases[item]["epoch"], &leases[item]["lease_id"]);
+        let path = format!("{api}/items/{item}/{name}");
+        // Another item's lease id: alone, or with this lease's own epoch.
+        let other = if item == &done { &leases[&failed]["lease_id"] } else { &leases[&done]["lease_id"] };
+        for wrong in [json!({"lease_id": other}), json!({"epoch": epoch, "lease_id": other})] {
+            let mut body = json!({"holder": "a"});
+            body.as_object_mut().unwrap().extend(wrong.as_object().unwrap().clone());
+            let http = s.post(&s.owner, &path, body.clone()).await;
+            assert_eq!(http.code(), "lease_lost", "{name} {wrong}: {:?}", http.body);
+            body["ref"] = json!(item);
+            let mcp = tool(&s, &s.owner, &format!("pad_item_{name}"), body).await;
+            let (out, is_error) = result(&mcp);
+            assert!(is_error, "{name} {wrong}: {out}");
+            assert_eq!(out["error"]["code"], http.body["error"]["code"], "{name} {wrong}: {out}");
+        }
+        if name != "release" {
+            // Neither: the API's refusal. (A release without either is the
+            // holder's unfenced release, over HTTP as here: docs/leases.md, L6.)
+            let http = s.post(&s.owner, &path, json!({"holder": "a"})).await;
+            let mcp = tool(&s, &s.owner, &format!("pad_item_{name}"), json!({"ref": item, "holder": "a"})).await;
+            refused_alike(&http, &mcp, "epoch");
+        }
+        // Nothing changed: the lease is held, the item open, no failure counted.
+        let shown = s.get(&s.owner, &format!("{api}/items/{item}")).await.body;
+        assert_eq!(shown["lease"]["lease_id"], *lease_id, "{name}: {shown}");
+        assert_eq!((&shown["status"], &shown["failures"]), (&json!("open"), &json!(0)), "{name}: {shown}");
+
+        let by_id = json!({"ref": item, "lease_id": lease_id, "holder": "a"});
+        let a = tool(&s, &s.owner, &format!("pad_item_{name}"), by_id).await;
+        let (out, is_error) = result(&a);
+        assert!(!is_error, "{name}: {out}");
+        let shown = s.get(&s.owner, &format!("{api}/items/{item}")).await.body;
+        assert_eq!(shown["lease"], Value::Null, "{name}: {shown}");
+        assert_eq!(shown["last_lease"]["lease_id"], *lease_id, "{name}: {shown}");
+    }
+    for (item, field, value) in [(&done, "status", json!("done")), (&failed, "failures", json!(1))] {
+        let shown = s.get(&s.owner, &format!("{api}/items/{item}")).await.body;
+        assert_eq!(shown[field], value, "{shown}");
+    }
+
+    // The schemas agents read offer both, and require neither.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let resp = s.http.post(format!("{}/mcp", s.url)).bearer_auth(&s.owner);
+    let resp = resp.header("accept", "application/json, text/event-stream").json(&list).send().await.unwrap();
+    let tools: Value = resp.json().await.unwrap();
+    for (name, _) in ends {
+        let t = tools["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == format!("pad_item_{name}"));
+        let schema = &t.unwrap()["inputSchema"];
+        for field in ["epoch", "lease_id"] {
+            assert!(schema["properties"][field].is_object(), "{name}: {schema}");
+            assert!(!schema["required"].as_array().unwrap().contains(&json!(field)), "{name}: {schema}");
+        }
+    }
+}
+
 /// Transport errors of `/mcp` (not JSON-RPC, a wrong `Accept`) answer with
 /// the error envelope every route uses, keeping the transport's status and
 /// its sentence (docs/api.md, "Errors").
