@@ -5,9 +5,12 @@
 //! index, where every claim-next starts its walk. Until a `VACUUM` removes
 //! them, each claim-next steps over all of them, so its cost grows with the
 //! items drained since the last one, and autovacuum waits for a fifth of the
-//! table to be dead. So an instance vacuums `items` itself every
-//! `PAD_PG_VACUUM_EVERY` lease calls, indexes included, on a connection of
-//! its own, one at a time, pausing longer after a longer one.
+//! table to be dead. The webhook outbox is the same: delivered rows are
+//! deleted from the front of each subscription's queue, where the next look
+//! for its oldest row starts. So an instance vacuums both tables itself
+//! every `PAD_PG_VACUUM_EVERY` lease calls and finished deliveries, indexes
+//! included, on a connection of its own, one at a time, pausing longer
+//! after a longer one.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -34,7 +37,7 @@ const PAUSE: u32 = 19;
 /// No `SKIP_LOCKED`: a vacuum already running is waited for (PostgreSQL
 /// cancels autovacuum's after a second), so when this one ends the entries
 /// are gone.
-const VACUUM: &str = "VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF) items";
+const VACUUM: &str = "VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF) items, webhook_outbox";
 
 pub(crate) struct Vacuum {
     opts: PgConnectOptions,

@@ -1,6 +1,8 @@
 //! Long drains and VACUUM (docs/operations.md): the entries drained items
-//! leave at the front of the frontier's index are cleared as the drain goes,
-//! so claim-next's walk stays as short at the 10 000th item as at the first.
+//! leave at the front of the frontier's index, and delivered webhooks at the
+//! head of their subscription's queue, are cleared as the work goes, so
+//! claim-next's walk and the look for a queue's oldest delivery stay as
+//! short at the 10 000th item as at the first.
 
 use std::time::Duration;
 
@@ -32,6 +34,21 @@ async fn frontier_walk(conn: &mut sqlx::PgConnection, ws: i64) -> i64 {
     root["Shared Hit Blocks"].as_i64().unwrap() + root["Shared Read Blocks"].as_i64().unwrap()
 }
 
+/// The pages the oldest delivery queued for subscription `hook` costs to find.
+async fn queue_head_walk(conn: &mut sqlx::PgConnection, hook: i64) -> i64 {
+    let plan: serde_json::Value = sqlx::query(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+         SELECT id FROM webhook_outbox WHERE webhook_id = $1 ORDER BY event_id LIMIT 1",
+    )
+    .bind(hook)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+    .get(0);
+    let root = &plan[0]["Plan"];
+    root["Shared Hit Blocks"].as_i64().unwrap() + root["Shared Read Blocks"].as_i64().unwrap()
+}
+
 #[tokio::test]
 async fn a_drain_clears_the_entries_it_leaves_at_the_front_of_the_frontier() {
     let Some(db) = ScratchDb::create().await else {
@@ -43,7 +60,10 @@ async fn a_drain_clears_the_entries_it_leaves_at_the_front_of_the_frontier() {
     let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
     // Only pad's vacuum runs: autovacuum could otherwise clear the entries
     // first on a slow machine, and the test would prove nothing.
-    sqlx::query("ALTER TABLE items SET (autovacuum_enabled = false)").execute(&mut conn).await.unwrap();
+    for table in ["items", "webhook_outbox"] {
+        let off = format!("ALTER TABLE {table} SET (autovacuum_enabled = false)");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(off)).execute(&mut conn).await.unwrap();
+    }
     // A backlog seeded in one statement (creating it call by call would take
     // minutes), then drained as a drain leaves items: claimed, then done,
     // two row versions each, in frontier order.
@@ -76,11 +96,35 @@ async fn a_drain_clears_the_entries_it_leaves_at_the_front_of_the_frontier() {
         .await
         .unwrap();
     }
+    // A subscription whose receiver took 10 000 deliveries: queued, then
+    // deleted as each was delivered, all but the last few.
+    let hook: i64 = sqlx::query_scalar(
+        "INSERT INTO webhooks (workspace_id, url, secret, created_at) VALUES ($1, 'http://127.0.0.1:9/', 's', now())
+         RETURNING id",
+    )
+    .bind(ws.id)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO events (id, workspace_id, type, item_ref, actor_id, at, data)
+             SELECT x, {ws}, 'item.updated', 'TASK-1', {owner}, now(), '{{}}' FROM generate_series(1, 10010) AS x;
+         INSERT INTO webhook_outbox (webhook_id, event_id, next_attempt_at)
+             SELECT {hook}, x, now() + interval '1 hour' FROM generate_series(1, 10010) AS x;
+         DELETE FROM webhook_outbox WHERE webhook_id = {hook} AND event_id <= 10000;",
+        ws = ws.id,
+        owner = owner.user_id,
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
     sqlx::query("ANALYZE items").execute(&mut conn).await.unwrap();
     // Before any vacuum the walk steps over the 10 000 dead entries: without
     // them (an update that left no entry behind) the test would prove nothing.
     let before = frontier_walk(&mut conn, ws.id).await;
     assert!(before >= 30, "the walk over the drained items read only {before} pages");
+    let before = queue_head_walk(&mut conn, hook).await;
+    assert!(before >= 30, "the look past the delivered rows read only {before} pages");
 
     // The drain goes on through the store: 10 items, 20 lease calls, and the
     // 20th starts a vacuum.
@@ -104,4 +148,6 @@ async fn a_drain_clears_the_entries_it_leaves_at_the_front_of_the_frontier() {
     // A vacuumed index finds the first ready item in a few pages.
     let walk = frontier_walk(&mut conn, ws.id).await;
     assert!(walk <= 10, "the walk to the first ready item read {walk} pages");
+    let walk = queue_head_walk(&mut conn, hook).await;
+    assert!(walk <= 10, "the look for the oldest queued delivery read {walk} pages");
 }
