@@ -17,36 +17,28 @@ use crate::common::{self, ENV, ScratchDb, done, setup};
 /// front of the index would step over.
 const DRAINED: i64 = 5000;
 
-/// The pages (index and table) the frontier's first ready item costs to find.
-async fn frontier_walk(conn: &mut sqlx::PgConnection, ws: i64) -> i64 {
-    let plan: serde_json::Value = sqlx::query(
-        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-         SELECT id FROM items WHERE workspace_id = $1 AND deleted_at IS NULL AND status = 'open'
-         ORDER BY priority DESC, created_at, id LIMIT 1",
-    )
-    .bind(ws)
-    .fetch_one(conn)
-    .await
-    .unwrap()
-    .get(0);
+/// The pages (index and table) `query`, given `id`, reads to find its first
+/// row through `index`.
+async fn pages_read(conn: &mut sqlx::PgConnection, query: &str, id: i64, index: &str) -> i64 {
+    let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {query}");
+    let plan: serde_json::Value =
+        sqlx::query(sqlx::AssertSqlSafe(explain)).bind(id).fetch_one(conn).await.unwrap().get(0);
     let root = &plan[0]["Plan"];
-    assert!(root.to_string().contains("items_frontier"), "the walk is the frontier's index: {root}");
+    assert!(root.to_string().contains(index), "read through {index}: {root}");
     root["Shared Hit Blocks"].as_i64().unwrap() + root["Shared Read Blocks"].as_i64().unwrap()
+}
+
+/// The pages the frontier's first ready item in workspace `ws` costs to find.
+async fn frontier_walk(conn: &mut sqlx::PgConnection, ws: i64) -> i64 {
+    let first = "SELECT id FROM items WHERE workspace_id = $1 AND deleted_at IS NULL AND status = 'open'
+                 ORDER BY priority DESC, created_at, id LIMIT 1";
+    pages_read(conn, first, ws, "items_frontier").await
 }
 
 /// The pages the oldest delivery queued for subscription `hook` costs to find.
 async fn queue_head_walk(conn: &mut sqlx::PgConnection, hook: i64) -> i64 {
-    let plan: serde_json::Value = sqlx::query(
-        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-         SELECT id FROM webhook_outbox WHERE webhook_id = $1 ORDER BY event_id LIMIT 1",
-    )
-    .bind(hook)
-    .fetch_one(conn)
-    .await
-    .unwrap()
-    .get(0);
-    let root = &plan[0]["Plan"];
-    root["Shared Hit Blocks"].as_i64().unwrap() + root["Shared Read Blocks"].as_i64().unwrap()
+    let oldest = "SELECT id FROM webhook_outbox WHERE webhook_id = $1 ORDER BY event_id LIMIT 1";
+    pages_read(conn, oldest, hook, "webhook_outbox_webhook_id_event_id_key").await
 }
 
 #[tokio::test]
