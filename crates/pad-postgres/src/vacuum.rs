@@ -55,6 +55,27 @@ struct State {
     not_before: Option<Instant>,
 }
 
+impl State {
+    /// Counts a call made at `now`; whether it starts a vacuum: `every`
+    /// calls since the last one started, that one ended and its pause
+    /// passed.
+    fn call(&mut self, now: Instant) -> bool {
+        self.calls += 1;
+        let start =
+            self.every > 0 && self.calls >= self.every && !self.running && self.not_before.is_none_or(|t| now >= t);
+        if start {
+            (self.calls, self.running) = (0, true);
+        }
+        start
+    }
+
+    /// A vacuum that started at `started` ended at `now`.
+    fn ended(&mut self, started: Instant, now: Instant) {
+        self.running = false;
+        self.not_before = Some(now + now.saturating_duration_since(started) * PAUSE);
+    }
+}
+
 impl Vacuum {
     pub(crate) fn new(opts: PgConnectOptions, every: u64) -> Arc<Self> {
         let state = State { every, calls: 0, running: false, not_before: None };
@@ -70,17 +91,7 @@ impl Vacuum {
     /// since the last one started, unless that one still runs or its pause
     /// has not passed (a later call then starts it).
     pub(crate) fn count(self: &Arc<Self>) {
-        let start = {
-            let mut s = self.state();
-            s.calls += 1;
-            let due = s.every > 0 && s.calls >= s.every && !s.running;
-            let start = due && s.not_before.is_none_or(|t| Instant::now() >= t);
-            if start {
-                (s.calls, s.running) = (0, true);
-            }
-            start
-        };
-        if start {
+        if self.state().call(Instant::now()) {
             tokio::spawn(Arc::clone(self).run());
         }
     }
@@ -93,11 +104,7 @@ impl Vacuum {
         impl Drop for Running {
             fn drop(&mut self) {
                 let Running(vacuum, started, failed) = self;
-                {
-                    let mut s = vacuum.state();
-                    s.running = false;
-                    s.not_before = Some(Instant::now() + started.elapsed() * PAUSE);
-                }
+                vacuum.state().ended(*started, Instant::now());
                 vacuum.finished.send_modify(|(done, failures)| {
                     *done += 1;
                     *failures += u64::from(*failed);
@@ -141,6 +148,25 @@ const EVERY: &str = "PAD_PG_VACUUM_EVERY";
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_vacuum_starts_every_so_many_calls_one_at_a_time_after_its_pause() {
+        let t0 = Instant::now();
+        let mut s = super::State { every: 3, calls: 0, running: false, not_before: None };
+        let starts: Vec<bool> = (0..3).map(|_| s.call(t0)).collect();
+        assert_eq!(starts, [false, false, true], "the third call starts one");
+        assert!((0..5).all(|_| !s.call(t0)), "none while it runs");
+        // It took a second: the next waits 19 more, however many calls come.
+        let end = t0 + Duration::from_secs(1);
+        s.ended(t0, end);
+        assert!(!s.call(end + Duration::from_secs(18)), "{} calls, but within the pause", s.calls);
+        assert!(s.call(end + Duration::from_secs(19)), "the first call after the pause starts one");
+        assert_eq!(s.calls, 0);
+        let mut never = super::State { every: 0, calls: 0, running: false, not_before: None };
+        assert!((0..10_000).all(|_| !never.call(t0)), "0: never");
+    }
+
     #[test]
     fn the_vacuum_interval_is_a_count_and_0_turns_it_off() {
         let parse = |v| crate::parse_number::<u64>(super::EVERY, v, 0);
