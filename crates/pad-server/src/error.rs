@@ -5,7 +5,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use pad_core::Lease;
 use pad_core::api::{ErrorBody, ErrorCode, ErrorEnvelope, LeaseHeldDetails};
-use pad_core::lease::InvalidTtl;
 use pad_store::StoreError;
 use serde_json::{Value, json};
 
@@ -48,13 +47,6 @@ fn lease_details(l: &Lease, now: pad_core::Timestamp) -> Value {
     serde_json::to_value(LeaseHeldDetails::new(l, now)).unwrap_or_default()
 }
 
-/// `invalid_ttl` (L8): `ErrorBody::invalid_ttl`'s bound and number asked
-/// for. Both the store's range check and a body whose `ttl_seconds` is not
-/// an integer (`extract::parse_json`) end here.
-pub fn invalid_ttl(e: &InvalidTtl) -> ApiError {
-    ErrorBody::invalid_ttl(e).into()
-}
-
 /// A refusal worded by the wire types (`ErrorBody`'s constructors), which
 /// the MCP tools share.
 impl From<ErrorBody> for ApiError {
@@ -76,7 +68,7 @@ impl From<StoreError> for ApiError {
         let message = e.to_string();
         match e {
             StoreError::Validation(v) => ErrorBody::validation(&v).into(),
-            StoreError::InvalidTtl(e) => invalid_ttl(&e),
+            StoreError::InvalidTtl(e) => ErrorBody::invalid_ttl(&e).into(),
             StoreError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
             StoreError::Forbidden(_) => ApiError::forbidden(message),
             StoreError::LeaseHeld { lease, now } => ApiError {
