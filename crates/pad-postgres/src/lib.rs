@@ -186,7 +186,6 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 pub use group::GroupStats;
-pub use vacuum::DEFAULT_VACUUM_EVERY;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -234,7 +233,8 @@ pub struct PgStore {
     ready: Arc<ready::Ready>,
     /// Claims' unlocked reads, shared per item (`peek.rs`).
     peeks: Arc<peek::Peeks>,
-    /// The drain's dead index entries, cleared as it goes (`vacuum.rs`).
+    /// The dead index entries a drain and webhook deliveries leave, cleared
+    /// as they go (`vacuum.rs`).
     vacuum: Arc<vacuum::Vacuum>,
 }
 
@@ -423,7 +423,7 @@ impl PgStore {
         self.group.unhold();
     }
 
-    /// For tests: vacuum `items` every `every` lease calls from now on
+    /// For tests: vacuum every `every` lease calls and deliveries from now on
     /// (0: never), instead of `PAD_PG_VACUUM_EVERY` (`vacuum.rs`).
     #[doc(hidden)]
     pub fn set_vacuum_every(&self, every: u64) {

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 /// Lease calls between two vacuums unless `PAD_PG_VACUUM_EVERY` says
 /// otherwise: about 2 000 drained items (a claim and an end each).
-pub const DEFAULT_VACUUM_EVERY: u64 = 4000;
+pub(crate) const DEFAULT_VACUUM_EVERY: u64 = 4000;
 
 /// After a vacuum that took `t`, the next waits at least `PAUSE × t`: a
 /// vacuum reads the table's indexes whole, which takes longer the larger
