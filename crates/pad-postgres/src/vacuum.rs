@@ -120,7 +120,7 @@ impl Vacuum {
         match vacuumed.await {
             Ok(()) => running.2 = false,
             // Nothing is lost: the next one, or autovacuum, clears the entries.
-            Err(e) => tracing::warn!(error = %e, "long drains: cannot vacuum the items table"),
+            Err(e) => tracing::warn!(error = %e, "long drains: cannot vacuum the items table and the webhook outbox"),
         }
     }
 
