@@ -460,6 +460,11 @@ impl Group {
         futures::future::join_all(batch.into_iter().map(|call| call.alone(self))).await;
     }
 
+    /// The lease calls' connections.
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Closes the lease calls' connections.
     pub(crate) async fn close(&self) {
         self.pool.close().await;

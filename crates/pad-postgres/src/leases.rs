@@ -437,17 +437,11 @@ enum Sent<'a> {
     Together(&'a [&'a ClaimRequest]),
 }
 
-/// Claim-next's statement (docs/leases.md, "Claim-next in one statement"):
-/// finds up to `limit` candidates, locks them and grants those with no
-/// lease, each grant read through `decide_claim` for its claimant. How it
-/// is sent: [`Sent`].
-async fn candidates_statement(
-    conn: &mut PgConnection, sent: Sent<'_>, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest,
-    terms: Terms,
-) -> StoreResult<Vec<Candidate>> {
-    // SKIP LOCKED: concurrent callers (on any instance) pass over rows
-    // another is claiming instead of waiting for them; the re-check
-    // after the lock drops rows claimed since this statement began.
+/// Claim-next's statement as [`candidates_statement`] sends it, its
+/// parameters bound.
+fn candidates_query(
+    sent: &Sent<'_>, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest, terms: Terms,
+) -> QueryBuilder<Postgres> {
     let [head, user, holder, session, ttl, note, max_hold, ws_id, tail] = CLAIM_CANDIDATES_P;
     let mut qb = QueryBuilder::new("");
     if let Sent::Together(reqs) = sent {
@@ -471,7 +465,21 @@ async fn candidates_statement(
         Sent::Alone => CLAIM_CANDIDATES_TAIL_ALONE,
         Sent::Together(_) => CLAIM_CANDIDATES_TAIL_TOGETHER,
     });
-    let rows = qb.build().fetch_all(&mut *conn).await.map_err(db)?;
+    qb
+}
+
+/// Claim-next's statement (docs/leases.md, "Claim-next in one statement"):
+/// finds up to `limit` candidates, locks them and grants those with no
+/// lease, each grant read through `decide_claim` for its claimant. How it
+/// is sent: [`Sent`].
+async fn candidates_statement(
+    conn: &mut PgConnection, sent: Sent<'_>, ws: &Workspace, f: &ValidFrontierFilter, limit: usize, req: &ClaimRequest,
+    terms: Terms,
+) -> StoreResult<Vec<Candidate>> {
+    // SKIP LOCKED: concurrent callers (on any instance) pass over rows
+    // another is claiming instead of waiting for them; the re-check
+    // after the lock drops rows claimed since this statement began.
+    let rows = candidates_query(&sent, ws, f, limit, req, terms).build().fetch_all(&mut *conn).await.map_err(db)?;
     let mut candidates = Vec::with_capacity(rows.len());
     for row in &rows {
         let claimant = match sent {
@@ -1028,6 +1036,50 @@ impl LeaseSteps for Tx {
         .map_err(db)?;
         Ok(())
     }
+}
+
+/// The statements the lease calls' connections run, by name: the fixed
+/// ones, and claim-next's, in each way it is sent, as built for `ws` and
+/// `req` with no filter.
+fn lane_statements(ws: &Workspace, req: &ClaimRequest) -> StoreResult<Vec<(&'static str, String)>> {
+    let fixed = [
+        ("claim", CLAIM),
+        ("claim alone", CLAIM_ALONE),
+        ("claim of a locked candidate", CLAIM_LOADED),
+        ("lock for complete", LOCK_FOR_COMPLETE),
+        ("complete", COMPLETE),
+        ("complete alone", COMPLETE_ONE),
+        ("renew", RENEW),
+        ("release", RELEASE),
+        ("expire", EXPIRE),
+    ];
+    let mut all: Vec<_> = fixed.into_iter().map(|(name, sql)| (name, sql.to_string())).collect();
+    let (f, terms, reqs) = (FrontierFilter::default().validate()?, req.validate(&ws.settings)?, [req]);
+    for (name, sent) in
+        [("claim-next", Sent::InTx), ("claim-next alone", Sent::Alone), ("claim-nexts together", Sent::Together(&reqs))]
+    {
+        all.push((name, candidates_query(&sent, ws, &f, 1, req, terms).into_sql().as_str().to_string()));
+    }
+    Ok(all)
+}
+
+/// The plan PostgreSQL keeps for each statement the lease calls'
+/// connections run (`EXPLAIN` of the generic plan, on one of them): see
+/// `PgStore::lease_plans`.
+pub(crate) async fn lease_plans(
+    pool: &PgPool, ws: &Workspace, req: &ClaimRequest,
+) -> StoreResult<Vec<(&'static str, String)>> {
+    let mut conn = pool.acquire().await.map_err(db)?;
+    let mut plans = Vec::new();
+    for (name, sql) in lane_statements(ws, req)? {
+        // Every parameter NULL: a generic plan does not look at their values.
+        let params = (1..).take_while(|n| sql.contains(&format!("${n}"))).count();
+        let args = vec!["NULL"; params].join(", ");
+        let explain = format!("PREPARE pad_plan AS {sql}; EXPLAIN EXECUTE pad_plan({args}); DEALLOCATE pad_plan");
+        let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(explain)).fetch_all(&mut *conn).await.map_err(db)?;
+        plans.push((name, rows.iter().map(|row| row.get::<String, _>(0)).collect::<Vec<_>>().join("\n")));
+    }
+    Ok(plans)
 }
 
 /// The frontier predicate and order (L11), appended to a SELECT over

@@ -405,6 +405,16 @@ impl PgStore {
         self.group.stats()
     }
 
+    /// For tests: the plan PostgreSQL keeps for each statement the lease
+    /// calls' connections run, by name, claim-next's built for `ws` and
+    /// `req` (docs/operations.md, "Plans on a new database").
+    #[doc(hidden)]
+    pub async fn lease_plans(
+        &self, ws: &pad_core::Workspace, req: &pad_store::ClaimRequest,
+    ) -> StoreResult<Vec<(&'static str, String)>> {
+        leases::lease_plans(self.group.pool(), ws, req).await
+    }
+
     /// For tests: lease calls queue and none runs until [`PgStore::unhold_group`].
     #[doc(hidden)]
     pub fn hold_group(&self) {

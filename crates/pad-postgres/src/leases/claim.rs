@@ -32,7 +32,7 @@ macro_rules! claim_statement {
         UPDATE items i SET
             lease_holder = $5, lease_user_id = $4, lease_session_id = $6,
             lease_id = COALESCE(d.grant_lease_id, d.lease_id),
-            lease_note_lease_id = CASE WHEN $8 IS NULL THEN i.lease_note_lease_id
+            lease_note_lease_id = CASE WHEN $8::text IS NULL THEN i.lease_note_lease_id
                 ELSE COALESCE(d.grant_lease_id, d.lease_id) END,
             last_lease_id = CASE WHEN d.expired_prev THEN d.lease_id ELSE i.last_lease_id END,
             last_lease_epoch = CASE WHEN d.expired_prev THEN d.lease_epoch ELSE i.last_lease_epoch END,
@@ -54,8 +54,8 @@ macro_rules! claim_statement {
                 CASE WHEN d.live THEN d.lease_hold_until ELSE d.db_now + $12 * interval '1 second' END),
             lease_ttl_seconds = $7,
             lease_expiries = i.lease_expiries + CASE WHEN d.lease_holder IS NOT NULL AND NOT d.live THEN 1 ELSE 0 END,
-            lease_note = COALESCE($8, i.lease_note),
-            lease_note_holder = CASE WHEN $8 IS NULL THEN i.lease_note_holder ELSE $5 END
+            lease_note = COALESCE($8::text, i.lease_note),
+            lease_note_holder = CASE WHEN $8::text IS NULL THEN i.lease_note_holder ELSE $5 END
         FROM d
         WHERE i.id = d.id AND d.deleted_at IS NULL AND (NOT d.live OR (d.mine AND $9))",
     $guard,

@@ -125,6 +125,12 @@ pub(super) const COMPLETE: &str = complete_statement!();
 /// the same version (nothing the decision or the history depend on
 /// changed). Otherwise it writes nothing and returns no row. The answer
 /// adds the row as read (`prev_*`, with `db_now`), for the rule.
+///
+/// The guard does not name `lease_holder`: every end of a lease clears the
+/// expiry with the holder, so a live expiry is a recorded lease, and a
+/// guard that said `lease_holder IS NOT NULL` let PostgreSQL find the row
+/// by reading every recorded lease (`items_leased_by_expiry`) instead of by
+/// its key (docs/operations.md, "Plans on a new database").
 pub(super) const COMPLETE_ONE: &str = complete_statement!(
     concat!(
         "WITH cur AS MATERIALIZED (
@@ -151,7 +157,7 @@ pub(super) const COMPLETE_ONE: &str = complete_statement!(
             AND cur.lease_user_id = $7::bigint AND cur.lease_holder = $6::text
     )"
     ),
-    " AND items.deleted_at IS NULL AND items.lease_holder IS NOT NULL AND items.lease_id = w.read_lease_id
+    " AND items.deleted_at IS NULL AND items.lease_id = w.read_lease_id
           AND items.lease_expires_at > clock_timestamp() AND items.lease_renewed_at <= w.w_at
           AND items.version = w.read_version",
     ", cur.db_now, cur.status AS prev_status, cur.id AS prev_id, cur.deleted_at AS prev_deleted_at,

@@ -2,13 +2,17 @@
 //! background observer's batch.
 
 /// L5/L13 on a row the caller has locked: forgets a lease that has expired
-/// and counts the expiry. $1 item id, $2 the caller's clock.
+/// and counts the expiry. $1 item id, $2 the caller's clock. A recorded
+/// expiry is a recorded lease, so the guard does not name `lease_holder`:
+/// naming it let PostgreSQL look for the row among every expired lease
+/// (`items_leased_by_expiry`) instead of by its key (docs/operations.md,
+/// "Plans on a new database").
 pub(super) const EXPIRE: &str = concat!(
     "UPDATE items SET lease_holder = NULL, lease_user_id = NULL, lease_session_id = NULL,
         lease_acquired_at = NULL, lease_renewed_at = NULL, lease_expires_at = NULL, lease_ttl_seconds = NULL, lease_hold_until = NULL,
         lease_expiries = lease_expiries + 1, ",
     expired_as_last!(""),
-    " WHERE id = $1 AND lease_holder IS NOT NULL AND lease_expires_at <= $2
+    " WHERE id = $1 AND lease_expires_at <= $2
     RETURNING lease_expiries, labels"
 );
 

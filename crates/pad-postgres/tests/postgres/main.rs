@@ -10,6 +10,7 @@ mod group;
 mod held;
 mod horizon;
 mod instances;
+mod plans;
 mod ready;
 mod tls;
 mod upgrade;
