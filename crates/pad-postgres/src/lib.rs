@@ -192,8 +192,11 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Pool size per instance unless `PAD_PG_MAX_CONNECTIONS` says otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 /// Connections lease calls' shared transactions use at once unless
-/// `PAD_PG_LEASE_LANES` says otherwise (`group.rs`).
-pub const DEFAULT_LEASE_LANES: usize = 4;
+/// `PAD_PG_LEASE_LANES` says otherwise (`group.rs`): about one per database
+/// core, so that concurrent calls wait for the next transaction and share it
+/// rather than each take a lane (docs/operations.md, "Sizing the PostgreSQL
+/// pool").
+pub(crate) const DEFAULT_LEASE_LANES: usize = 2;
 /// How long a request waits for a connection before answering `unavailable`.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// A pooled connection idle for longer is pinged before it is handed out.
