@@ -1069,14 +1069,16 @@ fn lane_statements(ws: &Workspace, req: &ClaimRequest) -> StoreResult<Vec<(&'sta
 pub(crate) async fn lease_plans(
     pool: &PgPool, ws: &Workspace, req: &ClaimRequest,
 ) -> StoreResult<Vec<(&'static str, String)>> {
-    let mut conn = pool.acquire().await.map_err(db)?;
+    // Taken out of the pool, and closed after: a look that failed half-way
+    // leaves its prepared statement behind, and no lease call may meet it.
+    let mut conn = pool.acquire().await.map_err(db)?.detach();
     let mut plans = Vec::new();
     for (name, sql) in lane_statements(ws, req)? {
         // Every parameter NULL: a generic plan does not look at their values.
         let params = (1..).take_while(|n| sql.contains(&format!("${n}"))).count();
         let args = vec!["NULL"; params].join(", ");
         let explain = format!("PREPARE pad_plan AS {sql}; EXPLAIN EXECUTE pad_plan({args}); DEALLOCATE pad_plan");
-        let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(explain)).fetch_all(&mut *conn).await.map_err(db)?;
+        let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(explain)).fetch_all(&mut conn).await.map_err(db)?;
         plans.push((name, rows.iter().map(|row| row.get::<String, _>(0)).collect::<Vec<_>>().join("\n")));
     }
     Ok(plans)
