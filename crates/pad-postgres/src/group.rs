@@ -51,6 +51,8 @@ pub(crate) enum Call {
         r: ItemRef,
         req: CompleteRequest,
         reply: Reply<Item>,
+        /// The claim-next the complete carries, made once it succeeded.
+        next: Option<Box<Next>>,
     },
     Fail {
         ws: Workspace,
@@ -70,6 +72,28 @@ pub(crate) enum Call {
         req: ReleaseRequest,
         reply: Reply<ReleaseOutcome>,
     },
+}
+
+/// The claim-next a complete carries (docs/api.md, "The next item in the
+/// same call"): in a shared transaction it is made there, after every
+/// named call of the batch; alone, after the complete succeeded. Never
+/// when the complete failed: its caller would not learn of the lease.
+pub(crate) struct Next {
+    pub(crate) filter: FrontierFilter,
+    pub(crate) req: ClaimRequest,
+    pub(crate) count: u32,
+    pub(crate) reply: Reply<Vec<(Item, ClaimOutcome)>>,
+}
+
+/// A reply and where its answer arrives.
+pub(crate) fn reply<T>() -> (Reply<T>, oneshot::Receiver<StoreResult<T>>) {
+    let (to, answer) = oneshot::channel();
+    (Reply { to, kept: None }, answer)
+}
+
+/// The answer that arrives at `answer`.
+pub(crate) async fn answered<T>(answer: oneshot::Receiver<StoreResult<T>>) -> StoreResult<T> {
+    answer.await.map_err(|_| StoreError::Unavailable("the lease call was dropped before it was answered".into()))?
 }
 
 /// A call's answer, kept until its transaction commits.
@@ -143,7 +167,7 @@ impl Call {
             Call::ClaimNext { ws, filter, req, count, reply } => {
                 reply.keep(steps::claim_next_in(tx, ws, filter, req, *count).await)
             }
-            Call::Complete { ws, r, req, reply } => reply.keep(tx.complete(ws, r, req).await),
+            Call::Complete { ws, r, req, reply, .. } => reply.keep(tx.complete(ws, r, req).await),
             Call::Fail { ws, r, req, reply } => reply.keep(steps::fail_in(tx, ws, r, req).await),
             Call::Renew { ws, r, req, reply } => reply.keep(tx.renew(ws, r, req).await),
             Call::Release { ws, r, req, reply } => reply.keep(tx.release(ws, r, req).await),
@@ -154,10 +178,31 @@ impl Call {
     fn answer(self, error: Option<StoreError>) {
         match self {
             Call::ClaimNext { reply, .. } => reply.send(error),
-            Call::Complete { reply, .. } => reply.send(error),
+            Call::Complete { reply, next, .. } => {
+                reply.send(error.clone());
+                if let Some(next) = next {
+                    next.reply.send(error);
+                }
+            }
             Call::Fail { reply, .. } => reply.send(error),
             Call::Renew { reply, .. } => reply.send(error),
             Call::Release { reply, .. } => reply.send(error),
+        }
+    }
+
+    /// The claim-next a complete carries, taken out of it.
+    fn take_next(&mut self) -> Option<(Workspace, Box<Next>)> {
+        match self {
+            Call::Complete { ws, next, .. } => next.take().map(|next| (ws.clone(), next)),
+            _ => None,
+        }
+    }
+
+    /// Whether the call succeeded, once answered alone ([`Call::alone`]).
+    fn succeeded(&self) -> bool {
+        match self {
+            Call::Complete { reply, .. } => matches!(reply.kept, Some(Ok(_))),
+            _ => false,
         }
     }
 
@@ -167,9 +212,26 @@ impl Call {
     /// statement"); a fail, and the calls a statement hands back, run in a
     /// transaction of their own.
     async fn alone(mut self, group: &Group) {
+        let next = self.take_next();
+        let Some((call, error)) = self.alone_answered(group).await else { return };
+        let succeeded = error.is_none() && call.succeeded();
+        call.answer(error);
+        let Some((ws, next)) = next else { return };
+        // The complete is answered (and committed); its next claim follows
+        // it, alone too, only if it succeeded.
+        if succeeded {
+            let Next { filter, req, count, reply } = *next;
+            Box::pin(Call::ClaimNext { ws, filter, req, count, reply }.alone(group)).await;
+        }
+    }
+
+    /// Runs the call alone ([`Call::alone`]) and keeps its answer: the call,
+    /// to be answered with its transaction's error if any; `None` when its
+    /// caller had gone.
+    async fn alone_answered(mut self, group: &Group) -> Option<(Call, Option<StoreError>)> {
         if self.gone() {
             group.state().stats.dropped += 1;
-            return;
+            return None;
         }
         let pool = &group.pool;
         let answered = match &mut self {
@@ -180,7 +242,7 @@ impl Call {
             Call::ClaimNext { ws, filter, req, count, reply } => {
                 reply.keep_unless_handed_back(crate::leases::claim_next_alone(pool, ws, filter, req, *count).await)
             }
-            Call::Complete { ws, r, req, reply } => {
+            Call::Complete { ws, r, req, reply, .. } => {
                 reply.keep_unless_handed_back(crate::leases::complete_alone(pool, ws, r, req).await)
             }
             Call::Release { ws, r, req, reply } => {
@@ -197,7 +259,7 @@ impl Call {
             }
         }
         if answered {
-            return self.answer(None);
+            return Some((self, None));
         }
         let error = match Tx::begin_on(pool).await {
             Err(e) => Some(e),
@@ -209,51 +271,99 @@ impl Call {
                 }
             }
         };
-        self.answer(error);
+        Some((self, error))
     }
 }
 
-/// How many calls from the start of `calls` are claim-nexts for one item
-/// each that one statement can make: the same workspace, filter and terms
-/// but the holder (docs/leases.md, "Claim-nexts made together"). The batch
-/// puts claim-nexts first, in arrival order.
-fn claim_nexts_from(calls: &[Call]) -> usize {
-    let Some(Call::ClaimNext { ws, filter, req, count: 1, .. }) = calls.first() else { return 0 };
+/// A claim-next a batch makes: a call's own, or the one a complete carries.
+struct Claim<'a> {
+    ws: &'a Workspace,
+    filter: &'a FrontierFilter,
+    req: &'a ClaimRequest,
+    count: u32,
+    reply: &'a mut Reply<Vec<(Item, ClaimOutcome)>>,
+}
+
+impl Claim<'_> {
+    /// Makes the claim-next on its own in `tx`; whether it succeeded.
+    async fn run(&mut self, tx: &mut Tx) -> bool {
+        self.reply.keep(steps::claim_next_in(tx, self.ws, self.filter, self.req, self.count).await)
+    }
+}
+
+/// The claim-next calls among `calls`.
+fn claims_of(calls: &mut [Call]) -> Vec<Claim<'_>> {
     calls
-        .iter()
-        .take_while(|call| {
-            matches!(call, Call::ClaimNext { ws: w, filter: f, req: r, count: 1, .. }
-                if w == ws && f == filter && r.same_terms(req))
+        .iter_mut()
+        .filter_map(|call| match call {
+            Call::ClaimNext { ws, filter, req, count, reply } => Some(Claim { ws, filter, req, count: *count, reply }),
+            _ => None,
         })
+        .collect()
+}
+
+/// The claim-nexts the completes among `calls` carry.
+fn carried(calls: &mut [Call]) -> Vec<Claim<'_>> {
+    calls
+        .iter_mut()
+        .filter_map(|call| match call {
+            Call::Complete { ws, next: Some(next), .. } => {
+                let Next { filter, req, count, reply } = &mut **next;
+                Some(Claim { ws, filter, req, count: *count, reply })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many claims from the start of `claims` are for one item each and
+/// one statement can make: the same workspace, filter and terms but the
+/// holder (docs/leases.md, "Claim-nexts made together").
+fn claim_nexts_from(claims: &[Claim<'_>]) -> usize {
+    let Some(first) = claims.first().filter(|c| c.count == 1) else { return 0 };
+    claims
+        .iter()
+        .take_while(|c| c.count == 1 && c.ws == first.ws && c.filter == first.filter && c.req.same_terms(first.req))
         .count()
 }
 
-/// Runs a run of claim-nexts ([`claim_nexts_from`]) in `tx` with one
+/// Makes `claims` in `tx`, in their order, each run of them that one
+/// statement can make ([`claim_nexts_from`]) together. How many were
+/// granted together, or `None` when one failed.
+async fn run_claims(claims: &mut [Claim<'_>], tx: &mut Tx) -> Option<u64> {
+    let (mut at, mut together) = (0, 0);
+    while at < claims.len() {
+        let run = claim_nexts_from(&claims[at..]);
+        if run > 1 {
+            together += claim_together(&mut claims[at..at + run], tx).await?;
+        } else if !claims[at].run(tx).await {
+            return None;
+        }
+        at += run.max(1);
+    }
+    Some(together)
+}
+
+/// Makes a run of claim-nexts ([`claim_nexts_from`]) in `tx` with one
 /// statement; a claim-next it found no item for, or all of them when a
 /// candidate's lease had expired, runs on its own after it. How many the
-/// statement granted, or `None` when a call failed.
-async fn claim_together(calls: &mut [Call], tx: &mut Tx) -> Option<u64> {
+/// statement granted, or `None` when a claim failed.
+async fn claim_together(claims: &mut [Claim<'_>], tx: &mut Tx) -> Option<u64> {
     let made = {
-        let Some(Call::ClaimNext { ws, filter, .. }) = calls.first() else { return Some(0) };
-        let reqs: Vec<_> = calls
-            .iter()
-            .filter_map(|call| match call {
-                Call::ClaimNext { req, .. } => Some(req),
-                _ => None,
-            })
-            .collect();
-        tx.claim_next_together(ws, filter, &reqs).await
+        let Some(first) = claims.first() else { return Some(0) };
+        let reqs: Vec<_> = claims.iter().map(|c| c.req).collect();
+        tx.claim_next_together(first.ws, first.filter, &reqs).await
     };
     let grants = match made {
         Ok(Some(grants)) => grants,
-        Ok(None) => vec![None; calls.len()],
+        Ok(None) => vec![None; claims.len()],
         Err(_) => return None,
     };
     let granted = grants.iter().filter(|g| g.is_some()).count() as u64;
-    for (call, grant) in calls.iter_mut().zip(grants) {
-        let ok = match (call, grant) {
-            (Call::ClaimNext { reply, .. }, Some(grant)) => reply.keep(Ok(vec![grant])),
-            (call, _) => call.run(tx).await,
+    for (claim, grant) in claims.iter_mut().zip(grants) {
+        let ok = match grant {
+            Some(grant) => claim.reply.keep(Ok(vec![grant])),
+            None => claim.run(tx).await,
         };
         if !ok {
             return None;
@@ -361,16 +471,21 @@ impl Group {
 
     /// Queues a call made by `make` and waits for its answer.
     pub(crate) async fn call<T>(self: &Arc<Self>, make: impl FnOnce(Reply<T>) -> Call) -> StoreResult<T> {
-        let (to, answer) = oneshot::channel();
+        let (reply, answer) = reply();
+        self.queue(make(reply));
+        answered(answer).await
+    }
+
+    /// Queues `call`, whose caller waits for its replies.
+    pub(crate) fn queue(self: &Arc<Self>, call: Call) {
         let lead = {
             let mut s = self.state();
-            s.queue.push(make(Reply { to, kept: None }));
+            s.queue.push(call);
             self.new_leader(&mut s)
         };
         if lead {
             tokio::spawn(Arc::clone(self).lead());
         }
-        answer.await.map_err(|_| StoreError::Unavailable("the lease call was dropped before it was answered".into()))?
     }
 
     /// Runs batches until the queue is empty. A spawned task, so no caller
@@ -424,12 +539,11 @@ impl Group {
                 return;
             }
         };
-        let (mut all_ok, mut at, mut together) = (true, 0, 0);
-        let (claims, mut claimed) = (claim_nexts_from(&batch), 0);
-        if claims > 1 {
-            let granted = claim_together(&mut batch[..claims], &mut tx).await;
-            (all_ok, claimed, at) = (granted.is_some(), granted.unwrap_or(0), claims);
-        }
+        // Claim-nexts sort first; the items they take are free, so the
+        // order of the locks the named calls take is unchanged.
+        let leading = batch.iter().take_while(|call| matches!(call, Call::ClaimNext { .. })).count();
+        let mut claimed = run_claims(&mut claims_of(&mut batch[..leading]), &mut tx).await;
+        let (mut all_ok, mut at, mut together) = (claimed.is_some(), leading, 0);
         while all_ok && at < batch.len() {
             let run = completes_from(&batch[at..]);
             all_ok = if run > 1 {
@@ -441,13 +555,19 @@ impl Group {
             at += run.max(1);
         }
         if all_ok {
+            // The claims the completes carry, once every end is written.
+            let next = run_claims(&mut carried(&mut batch[leading..]), &mut tx).await;
+            claimed = claimed.zip(next).map(|(a, b)| a + b);
+            all_ok = claimed.is_some();
+        }
+        if all_ok {
             let error = tx.commit().await.err();
             if error.is_none() {
                 let mut s = self.state();
                 s.stats.shared += 1;
                 s.stats.shared_calls += batch.len() as u64;
                 s.stats.completed_together += together;
-                s.stats.claimed_together += claimed;
+                s.stats.claimed_together += claimed.unwrap_or(0);
             }
             for call in batch {
                 call.answer(error.clone());

@@ -23,7 +23,8 @@ use crate::shared;
 use crate::steps::{self, Begin};
 use crate::{
     Actor, AttemptResult, ClaimOutcome, ClaimRequest, CompleteRequest, DueDelivery, FailOutcome, FailRequest,
-    ObservedExpiry, ReadySignals, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreResult, WebhookTarget,
+    NextClaim, ObservedExpiry, ReadySignals, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreResult,
+    WebhookTarget,
 };
 
 /// A backend of pad: everything [`Store`] needs that depends on the dialect.
@@ -93,6 +94,15 @@ pub trait LeaseOps: Begin {
     /// completes in one statement).
     async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
         steps::complete(self, ws, r, req).await
+    }
+    /// The complete, then its claim-next if it succeeded, unless the dialect
+    /// makes both in one transaction (PostgreSQL: docs/leases.md, "Lease
+    /// calls that share a transaction").
+    async fn complete_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest, next: &NextClaim,
+    ) -> StoreResult<(Item, StoreResult<Vec<(Item, ClaimOutcome)>>)> {
+        let item = self.complete(ws, r, req).await?;
+        Ok((item, self.claim_next_many(ws, &next.filter, &next.req, next.count).await))
     }
     /// The shared flow in a transaction of its own unless the dialect shares
     /// one between concurrent calls (PostgreSQL: docs/leases.md, "Lease
@@ -271,6 +281,11 @@ impl<B: Backend> Store for B {
     }
     async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
         LeaseOps::complete(self, ws, r, req).await
+    }
+    async fn complete_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest, next: &NextClaim,
+    ) -> StoreResult<(Item, StoreResult<Vec<(Item, ClaimOutcome)>>)> {
+        LeaseOps::complete_then_claim(self, ws, r, req, next).await
     }
     async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
         LeaseOps::fail(self, ws, r, req).await

@@ -25,8 +25,8 @@ pub use backend::{AccountOps, Backend, EventOps, ItemOps, LeaseOps, WebhookOps};
 pub use deadline::Deadline;
 pub use error::{StoreError, StoreResult};
 pub use requests::{
-    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, ObservedExpiry,
-    ReleaseOutcome, ReleaseReason, ReleaseRequest, RenewRequest,
+    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, NextClaim,
+    ObservedExpiry, ReleaseOutcome, ReleaseReason, ReleaseRequest, RenewRequest,
 };
 pub use webhooks::{AttemptResult, DueDelivery, WebhookTarget, check_webhook_cap};
 
@@ -240,6 +240,14 @@ pub trait Store: Send + Sync + 'static {
     /// transaction: one history version (if the status changed), then
     /// `item.updated` and `lease.released`; `last_lease` says `completed`.
     async fn complete(&self, ws: &Workspace, item_ref: &ItemRef, req: &CompleteRequest) -> StoreResult<Item>;
+
+    /// L15, then the claim-next the complete carries, made only once the
+    /// complete succeeded: the item as completed and the claim's own answer
+    /// (its failure leaves the complete standing). A backend that shares
+    /// transactions makes both in one.
+    async fn complete_then_claim(
+        &self, ws: &Workspace, item_ref: &ItemRef, req: &CompleteRequest, next: &NextClaim,
+    ) -> StoreResult<(Item, StoreResult<Vec<(Item, ClaimOutcome)>>)>;
 
     /// L14: ends the caller's live lease as failed, counts the failure, keeps
     /// the note, sets `retry_at`, and quarantines at the threshold.

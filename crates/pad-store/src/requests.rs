@@ -26,6 +26,15 @@ pub struct ClaimRequest {
     pub max_hold_seconds: Option<i64>,
 }
 
+/// The claim-next a lease end carries (docs/api.md, "The next item in the
+/// same call"): made once the end succeeded, never when it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextClaim {
+    pub filter: pad_core::FrontierFilter,
+    pub req: ClaimRequest,
+    pub count: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenewRequest {
     pub actor: Actor,

@@ -611,3 +611,105 @@ async fn a_queued_call_whose_caller_is_gone_is_not_run() {
     assert_eq!(stats.dropped, before.dropped + 1, "{stats:?}");
     assert_eq!(stats.shared, before.shared, "the live call ran alone: {stats:?}");
 }
+
+/// The claim-next `holder` makes with its complete.
+fn next_for(owner: Actor, holder: &str) -> pad_store::NextClaim {
+    pad_store::NextClaim { filter: FrontierFilter::default(), req: common::claim(owner, holder, false), count: 1 }
+}
+
+/// Completes that carry their next claim, queued together, share one
+/// transaction with those claims: the completes are written together, the
+/// claims made together after every end, each worker gets its next item,
+/// and the events of the ends come before the grants'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completes_carrying_their_next_claim_share_one_transaction() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!(
+            "SKIPPED completes_carrying_their_next_claim_share_one_transaction: {} is not set",
+            common::ENV
+        );
+    };
+    let (store, owner, ws, refs) = setup(&db, 6).await;
+    let mut epochs = Vec::new();
+    for (i, r) in refs[..3].iter().enumerate() {
+        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
+    }
+    let (before, after_event) = (store.group_stats(), last_event(&store, &ws).await);
+
+    store.hold_group();
+    let mut calls = Vec::new();
+    for (i, r) in refs[..3].iter().enumerate() {
+        let holder = format!("w{i}");
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        let (req, next) = (done(owner, &holder, epochs[i]), next_for(owner, &holder));
+        calls.push(tokio::spawn(async move { store.complete_then_claim(&ws, &r, &req, &next).await }));
+    }
+    queued(&store, 3).await;
+    store.unhold_group();
+    let mut taken = HashSet::new();
+    for (i, call) in calls.into_iter().enumerate() {
+        let (item, claimed) = call.await.unwrap().unwrap();
+        assert_eq!((item.item_ref.clone(), item.status), (refs[i].clone(), Status::Done));
+        let grants = claimed.unwrap();
+        assert_eq!(grants.len(), 1, "w{i} got its next item");
+        let (next, outcome) = &grants[0];
+        assert_eq!(outcome.lease.holder, format!("w{i}"));
+        assert!(refs[3..].contains(&next.item_ref), "{} is one of the ready items", next.item_ref);
+        assert!(taken.insert(next.item_ref.clone()), "{} granted twice", next.item_ref);
+    }
+    let after = store.group_stats();
+    assert_eq!((after.shared, after.shared_calls), (before.shared + 1, before.shared_calls + 3), "{after:?}");
+    assert_eq!(after.completed_together, before.completed_together + 3, "{after:?}");
+    assert_eq!(after.claimed_together, before.claimed_together + 3, "{after:?}");
+    let kinds: Vec<_> = store.events_after(&ws, after_event, 1000).await.unwrap().iter().map(|e| e.kind).collect();
+    let first_grant = kinds.iter().position(|k| *k == pad_core::EventKind::LeaseClaimed).unwrap();
+    assert_eq!(first_grant, 6, "three ends' two events each, then the grants: {kinds:?}");
+    assert_eq!(kinds.len(), 9, "{kinds:?}");
+}
+
+/// A complete that is refused makes no claim, in a batch or alone: its
+/// caller is told the refusal and would never learn of a lease granted
+/// with it. Its neighbour's complete and claim stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_complete_makes_no_claim() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED a_refused_complete_makes_no_claim: {} is not set", common::ENV);
+    };
+    let (store, owner, ws, refs) = setup(&db, 6).await;
+    let mut epochs = Vec::new();
+    for (i, r) in refs[..2].iter().enumerate() {
+        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
+    }
+    let before = store.group_stats();
+
+    store.hold_group();
+    let mut calls = Vec::new();
+    for (i, r) in refs[..2].iter().enumerate() {
+        let holder = format!("w{i}");
+        // w1 names an epoch that never was.
+        let epoch = if i == 1 { epochs[i] + 7 } else { epochs[i] };
+        let (store, ws, r) = (Arc::clone(&store), ws.clone(), r.clone());
+        let (req, next) = (done(owner, &holder, epoch), next_for(owner, &holder));
+        calls.push(tokio::spawn(async move { store.complete_then_claim(&ws, &r, &req, &next).await }));
+    }
+    queued(&store, 2).await;
+    store.unhold_group();
+    let answers: Vec<_> = futures::future::join_all(calls).await.into_iter().map(|a| a.unwrap()).collect();
+    let (item, claimed) = answers[0].as_ref().unwrap();
+    assert_eq!(item.status, Status::Done);
+    assert_eq!(claimed.as_ref().unwrap().len(), 1, "w0's next item");
+    assert!(matches!(answers[1], Err(StoreError::LeaseLost { .. })), "{:?}", answers[1]);
+    assert_eq!(store.group_stats().rerun, before.rerun + 1, "the batch ran again alone");
+    // Alone as well: refused, and no claim.
+    let stale = done(owner, "w1", epochs[1] + 7);
+    let alone = store.complete_then_claim(&ws, &refs[1], &stale, &next_for(owner, "w1")).await;
+    assert!(matches!(alone, Err(StoreError::LeaseLost { .. })), "{alone:?}");
+    let mut held_by_w1 = Vec::new();
+    for r in &refs {
+        let item = store.get_item(&ws, r).await.unwrap();
+        if item.lease.as_ref().is_some_and(|l| l.holder == "w1") {
+            held_by_w1.push(item.item_ref);
+        }
+    }
+    assert_eq!(held_by_w1, vec![refs[1].clone()], "w1 holds only the item it had");
+}

@@ -153,11 +153,27 @@ pub async fn complete(
         handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
         status: body.status.unwrap_or(Status::Done),
     };
-    let item = s.store.complete(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    // With its next claim, the complete is made with it, so the answer is
+    // claimed first (docs/api.md, "The next item in the same call").
+    let (item, claimed) = match next {
+        Some(n) if claim_commit(deadline.as_ref()) => {
+            let started = std::time::Instant::now();
+            let (item, claimed) = s
+                .store
+                .complete_then_claim(&ctx.ws, &r, &req, &n)
+                .await
+                .inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+            (item, Some(granted(&s, &ctx, claimed, started)))
+        }
+        next => {
+            let item = s.store.complete(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+            (item, next.map(|_| Err(late())))
+        }
+    };
     s.metrics.count(&ctx.ws.slug, LeaseCount::Completion);
     s.event_committed();
     held(&s, &ctx, item.last_lease.as_ref());
-    let (next, next_error) = NextClaim::make(next, &s, &ctx, deadline).await;
+    let (next, next_error) = NextClaim::answer(&s, &ctx, claimed);
     Ok(axum::Json(CompleteResponse { item_ref: item.item_ref.to_string(), item, next, next_error }))
 }
 
@@ -272,6 +288,14 @@ async fn grant(
 ) -> ApiResult<ClaimNextResponse> {
     let started = std::time::Instant::now();
     let answer = s.store.claim_next_many(&ctx.ws, filter, req, count).await;
+    granted(s, ctx, answer, started)
+}
+
+/// Claim-next's answer, as its metrics count it: `answer`, made from `started`.
+fn granted(
+    s: &AppState, ctx: &Ctx, answer: pad_store::StoreResult<Vec<(pad_core::Item, pad_store::ClaimOutcome)>>,
+    started: std::time::Instant,
+) -> ApiResult<ClaimNextResponse> {
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
     let grants = answer?;
     if !grants.is_empty() {
@@ -304,14 +328,10 @@ fn missed(s: &AppState, ctx: &Ctx, answer: &ClaimNextResponse) {
 /// item in the same call"), checked in full before the end is written, so
 /// a bad one is refused with nothing changed: the same checks as
 /// claim-next's, naming the field inside `next`, and no long poll.
-struct NextClaim {
-    filter: pad_core::FrontierFilter,
-    req: ClaimRequest,
-    count: u32,
-}
+struct NextClaim;
 
 impl NextClaim {
-    fn of(ctx: &Ctx, body: Option<ClaimNextBody>) -> ApiResult<Option<NextClaim>> {
+    fn of(ctx: &Ctx, body: Option<ClaimNextBody>) -> ApiResult<Option<pad_store::NextClaim>> {
         let Some(body) = body else { return Ok(None) };
         let batch = Batch::of(&body).map_err(|e| ApiError::from(e).within("next"))?;
         if !batch.wait.is_zero() {
@@ -326,7 +346,7 @@ impl NextClaim {
         let req =
             claim_request(ctx, body.holder, body.session_id, body.ttl_seconds, body.note, None, body.max_hold_seconds);
         req.validate(&ctx.ws.settings).map_err(|e| ApiError::from(e).within("next"))?;
-        Ok(Some(NextClaim { filter: body.filter, req, count: batch.count }))
+        Ok(Some(pad_store::NextClaim { filter: body.filter, req, count: batch.count }))
     }
 
     /// Made once the end committed: its answer, or why it could not be made
@@ -336,24 +356,42 @@ impl NextClaim {
     /// deadline already passed, it is not made (docs/api.md, "The next item
     /// in the same call").
     async fn make(
-        next: Option<NextClaim>, s: &AppState, ctx: &Ctx, deadline: Option<Extension<Deadline>>,
+        next: Option<pad_store::NextClaim>, s: &AppState, ctx: &Ctx, deadline: Option<Extension<Deadline>>,
     ) -> (Option<ClaimNextResponse>, Option<pad_core::api::ErrorBody>) {
         let Some(n) = next else { return (None, None) };
-        if deadline.is_some_and(|Extension(d)| !d.claim_commit()) {
-            let late = ApiError::new(
-                ErrorCode::Unavailable,
-                "the end was recorded, but the request's time was up before the next item could be claimed; claim it with claim-next",
-            );
-            return (None, Some(late.body()));
+        if !claim_commit(deadline.as_ref()) {
+            return Self::answer(s, ctx, Some(Err(late())));
         }
-        match grant(s, ctx, &n.filter, &n.req, n.count).await {
-            Ok(answer) => {
+        Self::answer(s, ctx, Some(grant(s, ctx, &n.filter, &n.req, n.count).await))
+    }
+
+    /// The end's `next` and `next_error`, from the claim's answer if one was asked.
+    fn answer(
+        s: &AppState, ctx: &Ctx, claimed: Option<ApiResult<ClaimNextResponse>>,
+    ) -> (Option<ClaimNextResponse>, Option<pad_core::api::ErrorBody>) {
+        match claimed {
+            None => (None, None),
+            Some(Ok(answer)) => {
                 missed(s, ctx, &answer);
                 (Some(answer), None)
             }
-            Err(e) => (None, Some(e.body())),
+            Some(Err(e)) => (None, Some(e.body())),
         }
     }
+}
+
+/// Claims the request's commit: from now on its answer waits for the writes
+/// (`pad_store::Deadline`); false when its time was already up.
+fn claim_commit(deadline: Option<&Extension<Deadline>>) -> bool {
+    deadline.is_none_or(|Extension(d)| d.claim_commit())
+}
+
+/// Why an end's next claim was not made: the request's time was up.
+fn late() -> ApiError {
+    ApiError::new(
+        ErrorCode::Unavailable,
+        "the end was recorded, but the request's time was up before the next item could be claimed; claim it with claim-next",
+    )
 }
 
 /// One heartbeat for many leases (L4): each renewed or refused on its own,
