@@ -29,6 +29,15 @@ async fn queued(store: &PgStore, n: usize) {
     .expect("the calls never queued");
 }
 
+/// Each of `refs` claimed by its own worker (`w0`, `w1`, …): their epochs.
+async fn claimed_by_workers(store: &PgStore, ws: &Workspace, owner: Actor, refs: &[pad_core::ItemRef]) -> Vec<i64> {
+    let mut epochs = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        epochs.push(store.claim(ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
+    }
+    epochs
+}
+
 /// Five completes and one with a stale epoch queue as one batch: the
 /// refused call gets its refusal, the five commit (the batch ran again,
 /// each call alone), and the refused item keeps its lease.
@@ -38,10 +47,7 @@ async fn a_refused_call_in_a_batch_fails_none_of_the_others() {
         return eprintln!("SKIPPED a_refused_call_in_a_batch_fails_none_of_the_others: {} is not set", common::ENV);
     };
     let (store, owner, ws, refs) = setup(&db, 6).await;
-    let mut epochs = Vec::new();
-    for (i, r) in refs.iter().enumerate() {
-        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
-    }
+    let epochs = claimed_by_workers(&store, &ws, owner, &refs).await;
     let before = store.group_stats();
 
     store.hold_group();
@@ -91,10 +97,7 @@ async fn completes_in_one_batch_are_written_together_as_each_alone() {
         );
     };
     let (store, owner, ws, refs) = setup(&db, 7).await;
-    let mut epochs = Vec::new();
-    for (i, r) in refs.iter().enumerate() {
-        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
-    }
+    let epochs = claimed_by_workers(&store, &ws, owner, &refs).await;
     // The last item is done already: its complete changes no status.
     let last = refs.len() - 1;
     let patch = pad_core::ItemPatch { status: Some(Status::Done), ..Default::default() };
@@ -630,10 +633,7 @@ async fn completes_carrying_their_next_claim_share_one_transaction() {
         );
     };
     let (store, owner, ws, refs) = setup(&db, 6).await;
-    let mut epochs = Vec::new();
-    for (i, r) in refs[..3].iter().enumerate() {
-        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
-    }
+    let epochs = claimed_by_workers(&store, &ws, owner, &refs[..3]).await;
     let (before, after_event) = (store.group_stats(), last_event(&store, &ws).await);
 
     store.hold_group();
@@ -676,10 +676,7 @@ async fn a_refused_complete_makes_no_claim() {
         return eprintln!("SKIPPED a_refused_complete_makes_no_claim: {} is not set", common::ENV);
     };
     let (store, owner, ws, refs) = setup(&db, 6).await;
-    let mut epochs = Vec::new();
-    for (i, r) in refs[..2].iter().enumerate() {
-        epochs.push(store.claim(&ws, r, &common::claim(owner, &format!("w{i}"), false)).await.unwrap().lease.epoch);
-    }
+    let epochs = claimed_by_workers(&store, &ws, owner, &refs[..2]).await;
     let before = store.group_stats();
 
     store.hold_group();
