@@ -51,7 +51,7 @@ pub(crate) enum Call {
         r: ItemRef,
         req: CompleteRequest,
         reply: Reply<Item>,
-        /// The claim-next the complete carries, made once it succeeded.
+        /// The claim-next the end carries, made once it succeeded.
         next: Option<Box<Next>>,
     },
     Fail {
@@ -59,6 +59,8 @@ pub(crate) enum Call {
         r: ItemRef,
         req: FailRequest,
         reply: Reply<FailOutcome>,
+        /// As a complete's.
+        next: Option<Box<Next>>,
     },
     Renew {
         ws: Workspace,
@@ -71,13 +73,16 @@ pub(crate) enum Call {
         r: ItemRef,
         req: ReleaseRequest,
         reply: Reply<ReleaseOutcome>,
+        /// As a complete's.
+        next: Option<Box<Next>>,
     },
 }
 
-/// The claim-next a complete carries (docs/api.md, "The next item in the
-/// same call"): in a shared transaction it is made there, after every
-/// named call of the batch; alone, after the complete succeeded. Never
-/// when the complete failed: its caller would not learn of the lease.
+/// The claim-next a lease end (a complete, a fail, a release) carries
+/// (docs/api.md, "The next item in the same call"): in a shared
+/// transaction it is made there, after every named call of the batch;
+/// alone, after the end succeeded. Never when the end failed: its caller
+/// would not learn of the lease.
 pub(crate) struct Next {
     pub(crate) filter: FrontierFilter,
     pub(crate) req: ClaimRequest,
@@ -168,41 +173,43 @@ impl Call {
                 reply.keep(steps::claim_next_in(tx, ws, filter, req, *count).await)
             }
             Call::Complete { ws, r, req, reply, .. } => reply.keep(tx.complete(ws, r, req).await),
-            Call::Fail { ws, r, req, reply } => reply.keep(steps::fail_in(tx, ws, r, req).await),
+            Call::Fail { ws, r, req, reply, .. } => reply.keep(steps::fail_in(tx, ws, r, req).await),
             Call::Renew { ws, r, req, reply } => reply.keep(tx.renew(ws, r, req).await),
-            Call::Release { ws, r, req, reply } => reply.keep(tx.release(ws, r, req).await),
+            Call::Release { ws, r, req, reply, .. } => reply.keep(tx.release(ws, r, req).await),
         }
     }
 
     /// Sends the kept answer, or `error` for every call of a failed commit.
-    fn answer(self, error: Option<StoreError>) {
+    fn answer(mut self, error: Option<StoreError>) {
+        if let Some((_, next)) = self.take_next() {
+            next.reply.send(error.clone());
+        }
         match self {
             Call::ClaimNext { reply, .. } => reply.send(error),
-            Call::Complete { reply, next, .. } => {
-                reply.send(error.clone());
-                if let Some(next) = next {
-                    next.reply.send(error);
-                }
-            }
+            Call::Complete { reply, .. } => reply.send(error),
             Call::Fail { reply, .. } => reply.send(error),
             Call::Renew { reply, .. } => reply.send(error),
             Call::Release { reply, .. } => reply.send(error),
         }
     }
 
-    /// The claim-next a complete carries, taken out of it.
+    /// The claim-next an end carries, taken out of it.
     fn take_next(&mut self) -> Option<(Workspace, Box<Next>)> {
         match self {
-            Call::Complete { ws, next, .. } => next.take().map(|next| (ws.clone(), next)),
-            _ => None,
+            Call::Complete { ws, next, .. } | Call::Fail { ws, next, .. } | Call::Release { ws, next, .. } => {
+                next.take().map(|next| (ws.clone(), next))
+            }
+            Call::ClaimNext { .. } | Call::Renew { .. } => None,
         }
     }
 
-    /// Whether the call succeeded, once answered alone ([`Call::alone`]).
+    /// Whether an end succeeded, once answered alone ([`Call::alone`]).
     fn succeeded(&self) -> bool {
         match self {
             Call::Complete { reply, .. } => matches!(reply.kept, Some(Ok(_))),
-            _ => false,
+            Call::Fail { reply, .. } => matches!(reply.kept, Some(Ok(_))),
+            Call::Release { reply, .. } => matches!(reply.kept, Some(Ok(_))),
+            Call::ClaimNext { .. } | Call::Renew { .. } => false,
         }
     }
 
@@ -217,8 +224,8 @@ impl Call {
         let succeeded = error.is_none() && call.succeeded();
         call.answer(error);
         let Some((ws, next)) = next else { return };
-        // The complete is answered (and committed); its next claim follows
-        // it, alone too, only if it succeeded.
+        // The end is answered (and committed); its next claim follows it,
+        // alone too, only if it succeeded.
         if succeeded {
             let Next { filter, req, count, reply } = *next;
             Box::pin(Call::ClaimNext { ws, filter, req, count, reply }.alone(group)).await;
@@ -245,7 +252,7 @@ impl Call {
             Call::Complete { ws, r, req, reply, .. } => {
                 reply.keep_unless_handed_back(crate::leases::complete_alone(pool, ws, r, req).await)
             }
-            Call::Release { ws, r, req, reply } => {
+            Call::Release { ws, r, req, reply, .. } => {
                 reply.keep_unless_handed_back(crate::leases::release_alone(pool, ws, r, req).await)
             }
             Call::Fail { .. } => false,
@@ -302,12 +309,14 @@ fn claims_of(calls: &mut [Call]) -> Vec<Claim<'_>> {
         .collect()
 }
 
-/// The claim-nexts the completes among `calls` carry.
+/// The claim-nexts the ends among `calls` carry.
 fn carried(calls: &mut [Call]) -> Vec<Claim<'_>> {
     calls
         .iter_mut()
         .filter_map(|call| match call {
-            Call::Complete { ws, next: Some(next), .. } => {
+            Call::Complete { ws, next: Some(next), .. }
+            | Call::Fail { ws, next: Some(next), .. }
+            | Call::Release { ws, next: Some(next), .. } => {
                 let Next { filter, req, count, reply } = &mut **next;
                 Some(Claim { ws, filter, req, count: *count, reply })
             }
@@ -555,7 +564,7 @@ impl Group {
             at += run.max(1);
         }
         if all_ok {
-            // The claims the completes carry, once every end is written.
+            // The claims the ends carry, once every end is written.
             let next = run_claims(&mut carried(&mut batch[leading..]), &mut tx).await;
             claimed = claimed.zip(next).map(|(a, b)| a + b);
             all_ok = claimed.is_some();

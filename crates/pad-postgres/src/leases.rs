@@ -11,8 +11,8 @@ use pad_core::{
 };
 use pad_store::steps::{self, Candidate, Claimed, EventSteps, Expiry, LeaseSteps, WriteTx};
 use pad_store::{
-    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, LeaseOps, NextClaim, ReleaseOutcome,
-    ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
+    ClaimOutcome, ClaimRequest, ClaimedNext, CompleteRequest, FailOutcome, FailRequest, LeaseOps, NextClaim,
+    ReleaseOutcome, ReleaseRequest, RenewRequest, StoreError, StoreResult, shared,
 };
 use serde_json::Value;
 use sqlx::postgres::{PgArguments, PgRow};
@@ -827,6 +827,24 @@ impl PgStore {
         self.vacuum.count();
         self.group.call(make).await
     }
+
+    /// A lease end made by `make` with the claim `next` it carries, as one
+    /// call: they share a transaction when they can (`group.rs`), so the
+    /// caller waits for one commit instead of two.
+    async fn end_then_claim<T>(
+        &self, next: &NextClaim, make: impl FnOnce(group::Reply<T>, Option<Box<group::Next>>) -> Call,
+    ) -> StoreResult<(T, ClaimedNext)> {
+        // Two lease calls toward the next vacuum.
+        self.vacuum.count();
+        self.vacuum.count();
+        let (reply, ended) = group::reply();
+        let (next_reply, claimed) = group::reply();
+        let next =
+            group::Next { filter: next.filter.clone(), req: next.req.clone(), count: next.count, reply: next_reply };
+        self.group.queue(make(reply, Some(Box::new(next))));
+        let ended = group::answered(ended).await?;
+        Ok((ended, group::answered(claimed).await))
+    }
 }
 
 #[async_trait]
@@ -861,7 +879,7 @@ impl LeaseOps for PgStore {
 
     async fn release(&self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-        self.lease_call(|reply| Call::Release { ws, r, req, reply }).await
+        self.lease_call(|reply| Call::Release { ws, r, req, reply, next: None }).await
     }
 
     async fn complete(&self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest) -> StoreResult<Item> {
@@ -869,27 +887,30 @@ impl LeaseOps for PgStore {
         self.lease_call(|reply| Call::Complete { ws, r, req, reply, next: None }).await
     }
 
-    /// The complete and the claim it carries share a transaction when they
-    /// can (`group.rs`): one wait for a commit instead of two.
     async fn complete_then_claim(
         &self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest, next: &NextClaim,
-    ) -> StoreResult<(Item, StoreResult<Vec<(Item, ClaimOutcome)>>)> {
-        // Two lease calls toward the next vacuum.
-        self.vacuum.count();
-        self.vacuum.count();
-        let (reply, item) = group::reply();
-        let (next_reply, claimed) = group::reply();
-        let next =
-            group::Next { filter: next.filter.clone(), req: next.req.clone(), count: next.count, reply: next_reply };
+    ) -> StoreResult<(Item, ClaimedNext)> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-        self.group.queue(Call::Complete { ws, r, req, reply, next: Some(Box::new(next)) });
-        let item = group::answered(item).await?;
-        Ok((item, group::answered(claimed).await))
+        self.end_then_claim(next, |reply, next| Call::Complete { ws, r, req, reply, next }).await
+    }
+
+    async fn fail_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &FailRequest, next: &NextClaim,
+    ) -> StoreResult<(FailOutcome, ClaimedNext)> {
+        let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
+        self.end_then_claim(next, |reply, next| Call::Fail { ws, r, req, reply, next }).await
+    }
+
+    async fn release_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest, next: &NextClaim,
+    ) -> StoreResult<(ReleaseOutcome, ClaimedNext)> {
+        let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
+        self.end_then_claim(next, |reply, next| Call::Release { ws, r, req, reply, next }).await
     }
 
     async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
         let (ws, r, req) = (ws.clone(), r.clone(), req.clone());
-        self.lease_call(|reply| Call::Fail { ws, r, req, reply }).await
+        self.lease_call(|reply| Call::Fail { ws, r, req, reply, next: None }).await
     }
 
     async fn claim_next_many(

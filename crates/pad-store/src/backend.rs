@@ -22,9 +22,9 @@ use pad_core::{
 use crate::shared;
 use crate::steps::{self, Begin};
 use crate::{
-    Actor, AttemptResult, ClaimOutcome, ClaimRequest, CompleteRequest, DueDelivery, FailOutcome, FailRequest,
-    NextClaim, ObservedExpiry, ReadySignals, ReleaseOutcome, ReleaseRequest, RenewRequest, Store, StoreResult,
-    WebhookTarget,
+    Actor, AttemptResult, ClaimOutcome, ClaimRequest, ClaimedNext, CompleteRequest, DueDelivery, FailOutcome,
+    FailRequest, NextClaim, ObservedExpiry, ReadySignals, ReleaseOutcome, ReleaseRequest, RenewRequest, Store,
+    StoreResult, WebhookTarget,
 };
 
 /// A backend of pad: everything [`Store`] needs that depends on the dialect.
@@ -96,13 +96,25 @@ pub trait LeaseOps: Begin {
         steps::complete(self, ws, r, req).await
     }
     /// The complete, then its claim-next if it succeeded, unless the dialect
-    /// makes both in one transaction (PostgreSQL: docs/leases.md, "Lease
-    /// calls that share a transaction").
+    /// makes both in one transaction (PostgreSQL: docs/leases.md, "A lease
+    /// end's next claim rides with it"). So the fail and the release.
     async fn complete_then_claim(
         &self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest, next: &NextClaim,
-    ) -> StoreResult<(Item, StoreResult<Vec<(Item, ClaimOutcome)>>)> {
-        let item = self.complete(ws, r, req).await?;
-        Ok((item, self.claim_next_many(ws, &next.filter, &next.req, next.count).await))
+    ) -> StoreResult<(Item, ClaimedNext)> {
+        let item = LeaseOps::complete(self, ws, r, req).await?;
+        Ok((item, LeaseOps::claim_next_many(self, ws, &next.filter, &next.req, next.count).await))
+    }
+    async fn fail_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &FailRequest, next: &NextClaim,
+    ) -> StoreResult<(FailOutcome, ClaimedNext)> {
+        let out = LeaseOps::fail(self, ws, r, req).await?;
+        Ok((out, LeaseOps::claim_next_many(self, ws, &next.filter, &next.req, next.count).await))
+    }
+    async fn release_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest, next: &NextClaim,
+    ) -> StoreResult<(ReleaseOutcome, ClaimedNext)> {
+        let out = LeaseOps::release(self, ws, r, req).await?;
+        Ok((out, LeaseOps::claim_next_many(self, ws, &next.filter, &next.req, next.count).await))
     }
     /// The shared flow in a transaction of its own unless the dialect shares
     /// one between concurrent calls (PostgreSQL: docs/leases.md, "Lease
@@ -284,8 +296,18 @@ impl<B: Backend> Store for B {
     }
     async fn complete_then_claim(
         &self, ws: &Workspace, r: &ItemRef, req: &CompleteRequest, next: &NextClaim,
-    ) -> StoreResult<(Item, StoreResult<Vec<(Item, ClaimOutcome)>>)> {
+    ) -> StoreResult<(Item, ClaimedNext)> {
         LeaseOps::complete_then_claim(self, ws, r, req, next).await
+    }
+    async fn fail_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &FailRequest, next: &NextClaim,
+    ) -> StoreResult<(FailOutcome, ClaimedNext)> {
+        LeaseOps::fail_then_claim(self, ws, r, req, next).await
+    }
+    async fn release_then_claim(
+        &self, ws: &Workspace, r: &ItemRef, req: &ReleaseRequest, next: &NextClaim,
+    ) -> StoreResult<(ReleaseOutcome, ClaimedNext)> {
+        LeaseOps::release_then_claim(self, ws, r, req, next).await
     }
     async fn fail(&self, ws: &Workspace, r: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome> {
         LeaseOps::fail(self, ws, r, req).await

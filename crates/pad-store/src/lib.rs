@@ -25,7 +25,7 @@ pub use backend::{AccountOps, Backend, EventOps, ItemOps, LeaseOps, WebhookOps};
 pub use deadline::Deadline;
 pub use error::{StoreError, StoreResult};
 pub use requests::{
-    ClaimOutcome, ClaimRequest, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, NextClaim,
+    ClaimOutcome, ClaimRequest, ClaimedNext, CompleteRequest, FailOutcome, FailRequest, MAX_FAILURES_LIMIT, NextClaim,
     ObservedExpiry, ReleaseOutcome, ReleaseReason, ReleaseRequest, RenewRequest,
 };
 pub use webhooks::{AttemptResult, DueDelivery, WebhookTarget, check_webhook_cap};
@@ -235,6 +235,10 @@ pub trait Store: Send + Sync + 'static {
     async fn renew(&self, ws: &Workspace, item_ref: &ItemRef, req: &RenewRequest) -> StoreResult<Lease>;
     /// L6, L7 (break with `force`, which the caller has authorized).
     async fn release(&self, ws: &Workspace, item_ref: &ItemRef, req: &ReleaseRequest) -> StoreResult<ReleaseOutcome>;
+    /// L6/L7, then its next claim, as [`Store::complete_then_claim`].
+    async fn release_then_claim(
+        &self, ws: &Workspace, item_ref: &ItemRef, req: &ReleaseRequest, next: &NextClaim,
+    ) -> StoreResult<(ReleaseOutcome, ClaimedNext)>;
 
     /// L15: sets the status and ends the caller's live lease in one
     /// transaction: one history version (if the status changed), then
@@ -247,11 +251,16 @@ pub trait Store: Send + Sync + 'static {
     /// transactions makes both in one.
     async fn complete_then_claim(
         &self, ws: &Workspace, item_ref: &ItemRef, req: &CompleteRequest, next: &NextClaim,
-    ) -> StoreResult<(Item, StoreResult<Vec<(Item, ClaimOutcome)>>)>;
+    ) -> StoreResult<(Item, ClaimedNext)>;
 
     /// L14: ends the caller's live lease as failed, counts the failure, keeps
     /// the note, sets `retry_at`, and quarantines at the threshold.
     async fn fail(&self, ws: &Workspace, item_ref: &ItemRef, req: &FailRequest) -> StoreResult<FailOutcome>;
+
+    /// L14, then its next claim, as [`Store::complete_then_claim`].
+    async fn fail_then_claim(
+        &self, ws: &Workspace, item_ref: &ItemRef, req: &FailRequest, next: &NextClaim,
+    ) -> StoreResult<(FailOutcome, ClaimedNext)>;
 
     /// L11: ready items (open, unblocked, no live lease), highest priority
     /// first, then oldest.

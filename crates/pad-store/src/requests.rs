@@ -35,6 +35,10 @@ pub struct NextClaim {
     pub count: u32,
 }
 
+/// What a lease end's next claim got: the grants, or why it failed (the
+/// end stands either way).
+pub type ClaimedNext = Result<Vec<(Item, ClaimOutcome)>, StoreError>;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenewRequest {
     pub actor: Actor,

@@ -710,3 +710,74 @@ async fn a_refused_complete_makes_no_claim() {
     }
     assert_eq!(held_by_w1, vec![refs[1].clone()], "w1 holds only the item it had");
 }
+
+/// A fail and a release that carry their next claim ride with it as a
+/// complete does: one shared transaction, the claims made after both ends,
+/// and a refused release makes no claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fails_and_releases_carry_their_next_claim_too() {
+    let Some(db) = common::ScratchDb::create().await else {
+        return eprintln!("SKIPPED fails_and_releases_carry_their_next_claim_too: {} is not set", common::ENV);
+    };
+    let (store, owner, ws, refs) = setup(&db, 6).await;
+    let epochs = claimed_by_workers(&store, &ws, owner, &refs[..2]).await;
+    let handle = |epoch| LeaseHandle { epoch: Some(epoch), lease_id: None };
+    let fail = pad_store::FailRequest {
+        actor: owner,
+        holder: "w0".into(),
+        handle: handle(epochs[0]),
+        note: Some("try later".into()),
+        max_failures: None,
+    };
+    let release = |epoch| pad_store::ReleaseRequest {
+        actor: owner,
+        holder: "w1".into(),
+        handle: handle(epoch),
+        force: false,
+        reason: None,
+        succeeded: true,
+    };
+    let before = store.group_stats();
+
+    store.hold_group();
+    let failed = {
+        let (store, ws, r, next) = (Arc::clone(&store), ws.clone(), refs[0].clone(), next_for(owner, "w0"));
+        tokio::spawn(async move { store.fail_then_claim(&ws, &r, &fail, &next).await })
+    };
+    let released = {
+        // A released item is ready again at once: the claim leaves it out.
+        let mut next = next_for(owner, "w1");
+        next.filter.exclude = vec![refs[1].to_string()];
+        let (store, ws, r, req) = (Arc::clone(&store), ws.clone(), refs[1].clone(), release(epochs[1]));
+        tokio::spawn(async move { store.release_then_claim(&ws, &r, &req, &next).await })
+    };
+    queued(&store, 2).await;
+    store.unhold_group();
+    let (out, claimed) = failed.await.unwrap().unwrap();
+    assert_eq!(out.item.item_ref, refs[0]);
+    let w0_next = claimed.unwrap().pop().expect("w0's next item").0.item_ref;
+    let (out, claimed) = released.await.unwrap().unwrap();
+    assert!(out.released(), "{out:?}");
+    let w1_next = claimed.unwrap().pop().expect("w1's next item").0.item_ref;
+    assert_ne!(w0_next, w1_next);
+    // The failed item waits for its retry; the released one is ready again
+    // (w0 may take it: the release is written before the claims are made).
+    assert!(w0_next != refs[0] && w1_next != refs[1] && w1_next != refs[0], "{w0_next} {w1_next}");
+    let after = store.group_stats();
+    assert_eq!((after.shared, after.shared_calls), (before.shared + 1, before.shared_calls + 2), "{after:?}");
+    // Their filters differ (w1's leaves its item out), so the two claims
+    // were made one after the other in that transaction.
+    assert_eq!(after.claimed_together, before.claimed_together, "{after:?}");
+
+    // A release that names an epoch that never was is refused and claims
+    // nothing.
+    let refused = store.release_then_claim(&ws, &w1_next, &release(epochs[1] + 7), &next_for(owner, "w1")).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let mut held_by_w1 = Vec::new();
+    for r in &refs {
+        if store.get_item(&ws, r).await.unwrap().lease.is_some_and(|l| l.holder == "w1") {
+            held_by_w1.push(r.clone());
+        }
+    }
+    assert_eq!(held_by_w1, vec![w1_next], "w1 holds only the item it was granted");
+}

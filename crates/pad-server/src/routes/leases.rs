@@ -117,7 +117,15 @@ pub async fn release(
         reason: body.reason,
         succeeded: body.succeeded,
     };
-    let out = s.store.release(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    let (out, claimed) = end_then_claim(
+        &s,
+        &ctx,
+        deadline,
+        next,
+        async || s.store.release(&ctx.ws, &r, &req).await,
+        async |n| s.store.release_then_claim(&ctx.ws, &r, &req, n).await,
+    )
+    .await?;
     if out.released() {
         s.metrics.count(&ctx.ws.slug, LeaseCount::Release);
         s.event_committed();
@@ -125,7 +133,7 @@ pub async fn release(
     if let Some(held) = out.held {
         s.metrics.held(&ctx.ws.slug, held);
     }
-    let (next, next_error) = NextClaim::make(next, &s, &ctx, deadline).await;
+    let (next, next_error) = NextClaim::answer(&s, &ctx, claimed);
     Ok(axum::Json(ReleaseResponse {
         item_ref: r.to_string(),
         released: out.released(),
@@ -153,23 +161,15 @@ pub async fn complete(
         handle: LeaseHandle { epoch: body.epoch, lease_id: body.lease_id },
         status: body.status.unwrap_or(Status::Done),
     };
-    // With its next claim, the complete is made with it, so the answer is
-    // claimed first (docs/api.md, "The next item in the same call").
-    let (item, claimed) = match next {
-        Some(n) if claim_commit(deadline.as_ref()) => {
-            let started = std::time::Instant::now();
-            let (item, claimed) = s
-                .store
-                .complete_then_claim(&ctx.ws, &r, &req, &n)
-                .await
-                .inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
-            (item, Some(granted(&s, &ctx, claimed, started)))
-        }
-        next => {
-            let item = s.store.complete(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
-            (item, next.map(|_| Err(late())))
-        }
-    };
+    let (item, claimed) = end_then_claim(
+        &s,
+        &ctx,
+        deadline,
+        next,
+        async || s.store.complete(&ctx.ws, &r, &req).await,
+        async |n| s.store.complete_then_claim(&ctx.ws, &r, &req, n).await,
+    )
+    .await?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Completion);
     s.event_committed();
     held(&s, &ctx, item.last_lease.as_ref());
@@ -195,14 +195,22 @@ pub async fn fail(
         note: body.note,
         max_failures: body.max_failures,
     };
-    let out = s.store.fail(&ctx.ws, &r, &req).await.inspect_err(|e| s.metrics.refused(&ctx.ws.slug, e))?;
+    let (out, claimed) = end_then_claim(
+        &s,
+        &ctx,
+        deadline,
+        next,
+        async || s.store.fail(&ctx.ws, &r, &req).await,
+        async |n| s.store.fail_then_claim(&ctx.ws, &r, &req, n).await,
+    )
+    .await?;
     s.metrics.count(&ctx.ws.slug, LeaseCount::Failure);
     s.event_committed();
     if out.quarantined {
         s.metrics.count(&ctx.ws.slug, LeaseCount::Quarantine);
     }
     held(&s, &ctx, out.item.last_lease.as_ref());
-    let (next, next_error) = NextClaim::make(next, &s, &ctx, deadline).await;
+    let (next, next_error) = NextClaim::answer(&s, &ctx, claimed);
     Ok(axum::Json(FailResponse {
         item_ref: out.item.item_ref.to_string(),
         item: out.item,
@@ -355,16 +363,6 @@ impl NextClaim {
     /// made only after the answer is claimed as this handler's; with the
     /// deadline already passed, it is not made (docs/api.md, "The next item
     /// in the same call").
-    async fn make(
-        next: Option<pad_store::NextClaim>, s: &AppState, ctx: &Ctx, deadline: Option<Extension<Deadline>>,
-    ) -> (Option<ClaimNextResponse>, Option<pad_core::api::ErrorBody>) {
-        let Some(n) = next else { return (None, None) };
-        if !claim_commit(deadline.as_ref()) {
-            return Self::answer(s, ctx, Some(Err(late())));
-        }
-        Self::answer(s, ctx, Some(grant(s, ctx, &n.filter, &n.req, n.count).await))
-    }
-
     /// The end's `next` and `next_error`, from the claim's answer if one was asked.
     fn answer(
         s: &AppState, ctx: &Ctx, claimed: Option<ApiResult<ClaimNextResponse>>,
@@ -376,6 +374,30 @@ impl NextClaim {
                 (Some(answer), None)
             }
             Some(Err(e)) => (None, Some(e.body())),
+        }
+    }
+}
+
+/// A lease end and the claim it carries (docs/api.md, "The next item in the
+/// same call"): made together, the request's answer claimed first (from
+/// then on it waits for the writes), so the end's answer is never lost to
+/// the claim; when the request's time was already up, the end alone and the
+/// claim not made. The end's refusal is counted and returned.
+async fn end_then_claim<T>(
+    s: &AppState, ctx: &Ctx, deadline: Option<Extension<Deadline>>, next: Option<pad_store::NextClaim>,
+    end: impl AsyncFnOnce() -> pad_store::StoreResult<T>,
+    with_next: impl AsyncFnOnce(&pad_store::NextClaim) -> pad_store::StoreResult<(T, pad_store::ClaimedNext)>,
+) -> ApiResult<(T, Option<ApiResult<ClaimNextResponse>>)> {
+    let refused = |e: &pad_store::StoreError| s.metrics.refused(&ctx.ws.slug, e);
+    match next {
+        Some(n) if claim_commit(deadline.as_ref()) => {
+            let started = std::time::Instant::now();
+            let (out, claimed) = with_next(&n).await.inspect_err(refused)?;
+            Ok((out, Some(granted(s, ctx, claimed, started))))
+        }
+        next => {
+            let out = end().await.inspect_err(refused)?;
+            Ok((out, next.map(|_| Err(late()))))
         }
     }
 }
