@@ -301,8 +301,7 @@ async fn grant(
 
 /// Claim-next's answer, as its metrics count it: `answer`, made from `started`.
 fn granted(
-    s: &AppState, ctx: &Ctx, answer: pad_store::StoreResult<Vec<(pad_core::Item, pad_store::ClaimOutcome)>>,
-    started: std::time::Instant,
+    s: &AppState, ctx: &Ctx, answer: pad_store::ClaimedNext, started: std::time::Instant,
 ) -> ApiResult<ClaimNextResponse> {
     s.metrics.claim_latency(&ctx.ws.slug, started.elapsed());
     let grants = answer?;
@@ -357,13 +356,8 @@ impl NextClaim {
         Ok(Some(pad_store::NextClaim { filter: body.filter, req, count: batch.count }))
     }
 
-    /// Made once the end committed: its answer, or why it could not be made
-    /// (the end stands either way). The end's answer must reach its caller
-    /// even if the claim runs past the request's deadline, so the claim is
-    /// made only after the answer is claimed as this handler's; with the
-    /// deadline already passed, it is not made (docs/api.md, "The next item
-    /// in the same call").
-    /// The end's `next` and `next_error`, from the claim's answer if one was asked.
+    /// The end's `next` and `next_error`, from the claim's answer if one
+    /// was asked (the end stands either way: [`end_then_claim`]).
     fn answer(
         s: &AppState, ctx: &Ctx, claimed: Option<ApiResult<ClaimNextResponse>>,
     ) -> (Option<ClaimNextResponse>, Option<pad_core::api::ErrorBody>) {
