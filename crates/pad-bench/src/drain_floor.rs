@@ -13,8 +13,8 @@
 //! across transactions, no wake-ups, no webhooks, one workspace, a narrow
 //! table in a schema of its own beside pad's.
 
-use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, Row};
 
 use crate::Result;
 
@@ -42,8 +42,10 @@ const SEED: &str = "INSERT INTO pad_floor.items (number, title, status, priority
     SELECT x, 'floor item ' || x, 'open', 1, now() + x * interval '1 microsecond', now()
     FROM generate_series(1, $1::bigint) AS x";
 
-/// The best ready item's lease, with its `lease.claimed`.
-const CLAIM: &str = "WITH c AS (
+/// The best ready item's lease, with its `lease.claimed`: the item's
+/// number, the lease id, and what an HTTP answer shows of them
+/// ([`crate::http_floor`]).
+pub(crate) const CLAIM: &str = "WITH c AS (
         SELECT id FROM pad_floor.items
         WHERE status = 'open' AND (lease_holder IS NULL OR lease_expires_at <= now())
         ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
@@ -52,21 +54,25 @@ const CLAIM: &str = "WITH c AS (
             lease_id = nextval('pad_floor.lease_ids'), lease_acquired_at = now(),
             lease_expires_at = now() + interval '1 hour'
         FROM c WHERE i.id = c.id
-        RETURNING i.id, i.number, i.lease_id, i.lease_epoch, i.lease_expires_at),
+        RETURNING i.id, i.number, i.title, i.created_at, i.updated_at, i.lease_id, i.lease_epoch,
+            i.lease_acquired_at, i.lease_expires_at),
     e AS (
         INSERT INTO pad_floor.events (type, item_ref, at, data)
         SELECT 'lease.claimed', 'TASK-' || u.number, now(), jsonb_build_object(
             'holder', $1::text, 'epoch', u.lease_epoch, 'lease_id', u.lease_id, 'expires_at', u.lease_expires_at)
         FROM u)
-    SELECT id, lease_id FROM u";
+    SELECT number, lease_id, title, created_at, updated_at, lease_epoch, lease_acquired_at, lease_expires_at FROM u";
 
-/// The complete: status, the lease's end, a history version, two events.
-const COMPLETE: &str = "WITH u AS (
+/// The complete, fenced by the item's number ($1) and the lease id ($2):
+/// status, the lease's end, a history version, two events. No row when the
+/// lease was not live.
+pub(crate) const COMPLETE: &str = "WITH u AS (
         UPDATE pad_floor.items SET status = 'done', version = version + 1, updated_at = now(),
             last_lease_id = lease_id, last_lease_holder = lease_holder, last_lease_ended_at = now(),
             last_lease_ended = 'completed', lease_holder = NULL, lease_acquired_at = NULL, lease_expires_at = NULL
-        WHERE id = $1 AND lease_id = $2 AND lease_expires_at > now()
-        RETURNING id, number, version, last_lease_id, last_lease_holder),
+        WHERE number = $1 AND lease_id = $2 AND lease_expires_at > now()
+        RETURNING id, number, title, created_at, updated_at, version, lease_epoch, last_lease_id,
+            last_lease_holder, last_lease_ended_at),
     h AS (
         INSERT INTO pad_floor.item_versions (item_id, version, at, changes)
         SELECT id, version, now(), '{\"status\": {\"from\": \"open\", \"to\": \"done\"}}' FROM u),
@@ -76,7 +82,8 @@ const COMPLETE: &str = "WITH u AS (
         FROM u, LATERAL (VALUES ('item.updated', '{\"fields\": [\"status\"]}'::jsonb),
                                 ('lease.released', jsonb_build_object('ended', 'completed',
                                     'holder', u.last_lease_holder, 'lease_id', u.last_lease_id))) AS v (t, d))
-    SELECT count(*) FROM u";
+    SELECT number, title, created_at, updated_at, lease_epoch, last_lease_id, last_lease_holder, last_lease_ended_at
+    FROM u";
 
 /// The floor's tables with `items` items, on `pool`'s database.
 pub async fn prepare(pool: &PgPool, items: u64) -> Result<()> {
@@ -94,18 +101,19 @@ pub async fn connect(pool: &PgPool, workers: usize) -> Result<PgPool> {
     Ok(PgPoolOptions::new().min_connections(workers as u32).max_connections(workers as u32).connect_with(opts).await?)
 }
 
-/// One worker: claims and completes until no item is left; the ids it got.
+/// One worker: claims and completes until no item is left; the numbers it got.
 pub async fn drain(pool: PgPool, holder: String) -> Result<Vec<i64>> {
     let mut got = Vec::new();
     let mut conn = pool.acquire().await?;
     loop {
-        let claimed: Option<(i64, i64)> = sqlx::query_as(CLAIM).bind(&holder).fetch_optional(&mut *conn).await?;
-        let Some((id, lease_id)) = claimed else { break };
-        let done: i64 = sqlx::query_scalar(COMPLETE).bind(id).bind(lease_id).fetch_one(&mut *conn).await?;
-        if done != 1 {
-            return Err(format!("the floor's complete of item {id} found its lease gone").into());
+        let claimed = sqlx::query(CLAIM).bind(&holder).fetch_optional(&mut *conn).await?;
+        let Some(claimed) = claimed else { break };
+        let (number, lease_id): (i64, i64) = (claimed.get("number"), claimed.get("lease_id"));
+        let done = sqlx::query(COMPLETE).bind(number).bind(lease_id).fetch_optional(&mut *conn).await?;
+        if done.is_none() {
+            return Err(format!("the floor's complete of item {number} found its lease gone").into());
         }
-        got.push(id);
+        got.push(number);
     }
     Ok(got)
 }

@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod drain_floor;
 pub mod fixture;
 pub mod floor;
+pub mod http_floor;
 pub mod latency;
 pub mod peers;
 pub mod report;

@@ -25,6 +25,10 @@ fn check(report: &pad_bench::Report, backend: &str) {
         let floor: Vec<_> = rows.iter().filter(|r| r.scenario == "drain" && r.via == "floor").collect();
         assert_eq!(floor.len(), drains, "a floor row per drain row: {floor:?}");
         assert!(floor.iter().all(|r| r.ops > 0 && r.note.contains("pad drain/floor = ")), "{floor:?}");
+        // The same statements behind HTTP, drained by pad's drain load.
+        let http: Vec<_> = rows.iter().filter(|r| r.scenario == "drain" && r.via == "http-floor").collect();
+        assert_eq!(http.len(), drains, "an HTTP floor row per drain row: {http:?}");
+        assert!(http.iter().all(|r| r.ops > 0 && r.note.contains("pad drain/http floor = ")), "{http:?}");
     }
     assert!(report.table().contains("claim+release"));
     serde_json::to_string(report).expect("the report serializes");

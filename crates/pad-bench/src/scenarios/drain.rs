@@ -15,6 +15,7 @@ use super::{claim_next_body, done_and_next};
 use crate::cpu::Cpu;
 use crate::fixture::Fixture;
 use crate::{Result, Row, Samples, Sizes, workers};
+use pad_client::Client;
 
 pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
@@ -24,33 +25,7 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
         let load = fx.fresh_client()?;
         let cpu = Cpu::now();
         let started = Instant::now();
-        let per_worker = workers(w, |i| {
-            let (client, slug) = (load.clone(), ws.slug.clone());
-            async move {
-                let holder = format!("drainer-{i}");
-                let (mut samples, mut got, mut requests) = (Samples::default(), Vec::new(), 0u64);
-                let mut done_at = Vec::new();
-                let claim = claim_next_body(&holder);
-                let mut t = Instant::now();
-                let mut next = client.claim_next(&slug, &claim).await?;
-                requests += 1;
-                while let (Some(item), Some(lease)) = (next.item, next.lease) {
-                    let r = item.item_ref.to_string();
-                    let answer = client.complete(&slug, &r, &done_and_next(&lease, &claim)).await?;
-                    requests += 1;
-                    samples.record(t.elapsed());
-                    t = Instant::now();
-                    next = match (answer.next, answer.next_error) {
-                        (Some(next), _) => next,
-                        (None, e) => return Err(format!("{r}: the next claim failed: {e:?}").into()),
-                    };
-                    got.push(r);
-                    done_at.push(started.elapsed());
-                }
-                Ok((samples, got, requests, done_at))
-            }
-        })
-        .await?;
+        let per_worker = workers(w, |i| worker(load.clone(), ws.slug.clone(), format!("drainer-{i}"), started)).await?;
         let elapsed = started.elapsed();
         let refs: Vec<String> = per_worker.iter().flat_map(|p| p.1.iter().cloned()).collect();
         let distinct = refs.iter().collect::<HashSet<_>>().len();
@@ -81,9 +56,39 @@ pub async fn run(fx: &Fixture, s: &Sizes) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// What one drain worker did: its latencies, the refs it was handed, the
+/// requests it made, and when (from `started`) it finished each item.
+pub type Drained = (Samples, Vec<String>, u64, Vec<Duration>);
+
+/// One worker of a drain through `client`: a claim-next, then a complete
+/// carrying the next claim per item, until none is left. Shared with the
+/// HTTP floor (`scenarios::floor`), which answers the same routes.
+pub async fn worker(client: Client, slug: String, holder: String, started: Instant) -> Result<Drained> {
+    let (mut samples, mut got, mut requests) = (Samples::default(), Vec::new(), 0u64);
+    let mut done_at = Vec::new();
+    let claim = claim_next_body(&holder);
+    let mut t = Instant::now();
+    let mut next = client.claim_next(&slug, &claim).await?;
+    requests += 1;
+    while let (Some(item), Some(lease)) = (next.item, next.lease) {
+        let r = item.item_ref.to_string();
+        let answer = client.complete(&slug, &r, &done_and_next(&lease, &claim)).await?;
+        requests += 1;
+        samples.record(t.elapsed());
+        t = Instant::now();
+        next = match (answer.next, answer.next_error) {
+            (Some(next), _) => next,
+            (None, e) => return Err(format!("{r}: the next claim failed: {e:?}").into()),
+        };
+        got.push(r);
+        done_at.push(started.elapsed());
+    }
+    Ok((samples, got, requests, done_at))
+}
+
 /// The items/s of the first tenth of a drain's items and of the last, from
 /// the moments each item was done (sorted, from the drain's start).
-fn tenths(done_at: &[Duration]) -> String {
+pub fn tenths(done_at: &[Duration]) -> String {
     let tenth = done_at.len() / 10;
     if tenth == 0 {
         return "too few items for tenths".into();

@@ -17,10 +17,12 @@ use std::time::Instant;
 use pad_client::Client;
 
 use super::cycle::http_cycle;
+use super::drain;
 use crate::cpu::Cpu;
 use crate::drain_floor;
 use crate::fixture::{Backend, Db, Fixture, task_ref};
 use crate::floor::Floor;
+use crate::http_floor::HttpFloor;
 use crate::{Deadline, Result, Row, Samples, Sizes, workers};
 
 /// `pad_rows` are the rows measured so far in this run, to put pad's figure
@@ -128,6 +130,55 @@ async fn drain(fx: &Fixture, pool: &sqlx::PgPool, s: &Sizes, pad_rows: &[Row]) -
             "items/s; the contract's writes per item in 2 autocommitted statements from this process, no HTTP, \
              no event order, no wake-ups; {pad}; {cpu}"
         )));
+        rows.push(http_drain(fx, pool, s, w, pad_rows).await?);
     }
     Ok(rows)
+}
+
+/// PostgreSQL: the same backlog drained by pad's drain load through the
+/// floor's statements behind a minimal HTTP server ([`crate::http_floor`]).
+async fn http_drain(fx: &Fixture, pool: &sqlx::PgPool, s: &Sizes, w: usize, pad_rows: &[Row]) -> Result<Row> {
+    drain_floor::prepare(pool, s.drain_items).await?;
+    let floor_pool = drain_floor::connect(pool, w).await?;
+    // On this runtime, as pad's server is: its CPU counts as the server's.
+    let server = HttpFloor::start(floor_pool.clone()).await?;
+    let client = Client::new(server.url.clone(), "floor")?;
+    let cpu = Cpu::now();
+    let started = Instant::now();
+    let per_worker = workers(w, |i| drain::worker(client.clone(), "floor".into(), format!("floor-{i}"), started)).await;
+    let elapsed = started.elapsed();
+    let cpu = Cpu::now().per_item_since(cpu, s.drain_items);
+    server.finish().await;
+    floor_pool.close().await;
+    let per_worker = per_worker?;
+    let written = drain_floor::written(pool).await?;
+    drain_floor::finish(pool).await?;
+    let refs: Vec<&String> = per_worker.iter().flat_map(|p| p.1.iter()).collect();
+    let distinct = refs.iter().collect::<HashSet<_>>().len();
+    let n = s.drain_items as i64;
+    if refs.len() as i64 != n || distinct != refs.len() || written != (3 * n, n, n) {
+        return Err(format!(
+            "the HTTP drain floor with {w} workers handed out {} items ({distinct} distinct) of {n}, wrote {written:?}",
+            refs.len()
+        )
+        .into());
+    }
+    let mut done_at: Vec<_> = per_worker.iter().flat_map(|p| p.3.iter().copied()).collect();
+    done_at.sort();
+    let samples = Samples::merge(per_worker.into_iter().map(|p| p.0));
+    let params = format!("workers={w} items={}", s.drain_items);
+    let row = Row::new(fx.backend, "drain", params.clone(), "http-floor").measured(n as u64, elapsed, samples);
+    let pad = pad_rows
+        .iter()
+        .find(|r| r.backend == Backend::Postgres && r.scenario == "drain" && r.via == "http" && r.params == params)
+        .filter(|_| row.ops_per_sec > 0.0)
+        .map_or("run with the drain scenario for pad's ratio".into(), |p| {
+            format!("pad drain/http floor = {:.2}", p.ops_per_sec / row.ops_per_sec)
+        });
+    Ok(row.note(format!(
+        "items/s; pad's drain load against the floor's 2 statements behind a minimal HTTP server (a complete \
+         carrying the next claim per request, a connection per worker, no auth, no event order, no wake-ups); \
+         {}; {pad}; {cpu}",
+        drain::tenths(&done_at)
+    )))
 }
