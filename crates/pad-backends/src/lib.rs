@@ -17,6 +17,15 @@ pub async fn open_store(database_url: &str) -> Result<Arc<dyn Store>, StoreError
     Ok(Arc::new(pad_sqlite::SqliteStore::open_url(database_url).await?))
 }
 
+/// A PostgreSQL store sized for a fleet of instances: at most
+/// `max_connections` connections and `lanes` lease lanes, whatever the
+/// environment says (docs/operations.md, "Sizing the PostgreSQL pool").
+pub async fn open_postgres_sized(
+    database_url: &str, max_connections: u32, lanes: usize,
+) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(pad_postgres::PgStore::open_sized(database_url, max_connections, lanes).await?))
+}
+
 /// The database URL schemes pad accepts, for messages.
 pub const DATABASE_SCHEMES: &str = "postgres://, postgresql://, sqlite://PATH, sqlite:PATH or a bare path";
 

@@ -364,6 +364,13 @@ impl PgStore {
 
     pub async fn open_with(url: &str, max_connections: u32) -> StoreResult<Self> {
         let lanes = count_from_env("PAD_PG_LEASE_LANES", DEFAULT_LEASE_LANES)?;
+        Self::open_sized(url, max_connections, lanes).await
+    }
+
+    /// [`open_with`](Self::open_with), the lease lanes given rather than
+    /// read from `PAD_PG_LEASE_LANES`: an instance sized for a fleet
+    /// (docs/operations.md, "Sizing the PostgreSQL pool").
+    pub async fn open_sized(url: &str, max_connections: u32, lanes: usize) -> StoreResult<Self> {
         let vacuum_every = vacuum::every_from_env()?;
         let opts = connect_options(url).await?;
         Self::migrate(&opts).await?;
