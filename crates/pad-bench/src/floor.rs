@@ -32,12 +32,39 @@ const DEFAULT_TTL: i64 = 900;
 
 type Db = Arc<Mutex<Connection>>;
 
-/// A running floor server on `127.0.0.1:0` over a temp SQLite file.
-pub struct Floor {
-    /// Base URL for `pad_client::Client` (any token is accepted).
+/// A router served on `127.0.0.1:0` by a task of the runtime that started
+/// it, until [`finish`](Served::finish): the floors' servers.
+pub struct Served {
+    /// Base URL for `pad_client::Client` (the floors accept any token).
     pub url: Url,
     server: JoinHandle<std::io::Result<()>>,
     stop: oneshot::Sender<()>,
+}
+
+impl Served {
+    pub async fn start(app: axum::Router) -> Result<Served> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = Url::parse(&format!("http://{}", listener.local_addr()?))?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(Served { url, server, stop })
+    }
+
+    pub async fn finish(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+    }
+}
+
+/// A running floor server on `127.0.0.1:0` over a temp SQLite file.
+pub struct Floor {
+    served: Served,
     _dir: tempfile::TempDir,
 }
 
@@ -50,22 +77,16 @@ impl Floor {
             .route("/api/v1/workspaces/{ws}/items/{item}/claim", post(claim))
             .route("/api/v1/workspaces/{ws}/items/{item}/release", post(release))
             .with_state(Arc::new(Mutex::new(conn)));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = Url::parse(&format!("http://{}", listener.local_addr()?))?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await
-        });
-        Ok(Floor { url, server, stop, _dir: dir })
+        Ok(Floor { served: Served::start(app).await?, _dir: dir })
+    }
+
+    /// Base URL for `pad_client::Client` (any token is accepted).
+    pub fn url(&self) -> &Url {
+        &self.served.url
     }
 
     pub async fn finish(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+        self.served.finish().await;
     }
 }
 

@@ -10,60 +10,32 @@
 //! its own work is taken away, on this machine, with HTTP in the loop
 //! (docs/benchmarks.md, "What HTTP leaves of the floor").
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use chrono::{DateTime, Utc};
-use pad_client::Url;
 use pad_core::api::{ClaimNextBody, ClaimNextResponse, CompleteBody, CompleteResponse, Grant};
 use pad_core::lease::LastLease;
 use pad_core::{Item, ItemRef, Lease, LeaseEnd, Priority, Status};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::Result;
 use crate::drain_floor::{CLAIM, COMPLETE};
+use crate::floor::Served;
 
 /// The floor's TTL, as its claim statement writes it.
 const TTL_SECONDS: u32 = 3600;
 
-/// A running HTTP drain floor on `127.0.0.1:0`, over the drain floor's tables.
-pub struct HttpFloor {
-    /// Base URL for `pad_client::Client` (any token is accepted).
-    pub url: Url,
-    server: JoinHandle<std::io::Result<()>>,
-    stop: oneshot::Sender<()>,
-}
-
-impl HttpFloor {
-    /// Serves on the runtime that calls it, with `pool`'s connections.
-    pub async fn start(pool: PgPool) -> Result<HttpFloor> {
-        let app = axum::Router::new()
-            .route("/api/v1/workspaces/{ws}/claim-next", post(claim_next))
-            .route("/api/v1/workspaces/{ws}/items/{item}/complete", post(complete))
-            .with_state(pool);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = Url::parse(&format!("http://{}", listener.local_addr()?))?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await
-        });
-        Ok(HttpFloor { url, server, stop })
-    }
-
-    pub async fn finish(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
-    }
+/// The HTTP drain floor's routes over the drain floor's tables, with
+/// `pool`'s connections, served on the runtime that calls it.
+pub async fn start(pool: PgPool) -> Result<Served> {
+    let app = axum::Router::new()
+        .route("/api/v1/workspaces/{ws}/claim-next", post(claim_next))
+        .route("/api/v1/workspaces/{ws}/items/{item}/complete", post(complete))
+        .with_state(pool);
+    Served::start(app).await
 }
 
 fn failed(_: sqlx::Error) -> StatusCode {

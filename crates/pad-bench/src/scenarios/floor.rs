@@ -22,7 +22,7 @@ use crate::cpu::Cpu;
 use crate::drain_floor;
 use crate::fixture::{Backend, Db, Fixture, task_ref};
 use crate::floor::Floor;
-use crate::http_floor::HttpFloor;
+use crate::http_floor;
 use crate::{Deadline, Result, Row, Samples, Sizes, workers};
 
 /// `pad_rows` are the rows measured so far in this run, to put pad's figure
@@ -42,7 +42,7 @@ async fn http(fx: &Fixture, s: &Sizes, pad_rows: &[Row]) -> Result<Vec<Row>> {
     for c in client_counts {
         let floor = Floor::start(c as i64).await?;
         // The floor ignores the token; the client needs one to build requests.
-        let client = Client::new(floor.url.clone(), "floor")?;
+        let client = Client::new(floor.url().clone(), "floor")?;
         let deadline = Deadline::after(s.duration());
         let started = Instant::now();
         let per_worker = workers(c, |w| {
@@ -141,7 +141,7 @@ async fn http_drain(fx: &Fixture, pool: &sqlx::PgPool, s: &Sizes, w: usize, pad_
     drain_floor::prepare(pool, s.drain_items).await?;
     let floor_pool = drain_floor::connect(pool, w).await?;
     // On this runtime, as pad's server is: its CPU counts as the server's.
-    let server = HttpFloor::start(floor_pool.clone()).await?;
+    let server = http_floor::start(floor_pool.clone()).await?;
     let client = Client::new(server.url.clone(), "floor")?;
     let cpu = Cpu::now();
     let started = Instant::now();
