@@ -145,7 +145,7 @@ fn first_waits(ran: &Path, go: &Path, code: i32) -> String {
     let (ran, go) = (ran.display(), go.display());
     format!(
         "echo $PAD_REF >> {ran}; if [ \"$(wc -l < {ran})\" -eq 1 ]; then \
-         while [ ! -e {go} ]; do sleep 0.05; done; exit {code}; fi"
+         while [ ! -e {go} ]; do sleep 0.05; done; exit {code}; fi; sleep 0.5"
     )
 }
 
@@ -233,6 +233,10 @@ fn a_follow_drain_gives_up_an_outcome_its_lease_outlived_and_goes_on() {
     s.restart();
     wait_for("the second item to run", LONG, || lines(&ran).len() == 2);
     wait_for("the drain to say claims get through", LONG, || said(&seen, "claims get through again") == 1);
+    // The second job ends at once; its outcome is recorded when its lease
+    // is released. Interrupting the drain before then would interrupt it.
+    let second = refs.iter().find(|r| **r != first).unwrap().clone();
+    wait_for("the second job's release", LONG, || show(&s, &second)["last_lease"]["ended"] == "released");
     assert!(drain.try_wait().unwrap().is_none(), "the drain ended: {:?}", seen.lock().unwrap());
     assert_eq!(said(&seen, "could not record the outcome"), 1, "{:?}", seen.lock().unwrap());
 
