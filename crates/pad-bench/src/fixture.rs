@@ -163,21 +163,13 @@ impl Fixture {
     }
 
     /// One more `pad serve` instance over the same Postgres database, with
-    /// a store (and a connection pool) of its own, as a second process would
-    /// have; its client carries the owner's token.
-    pub async fn instance(&self) -> Result<Instance> {
-        let url = self.database_url.as_deref().ok_or("more instances need the Postgres backend")?;
-        self.serve_instance(pad_backends::open_store(url).await?).await
-    }
-
-    /// [`instance`](Self::instance) with a pool of `max_connections` and
-    /// `lanes` lease lanes: one of a fleet sized as docs/operations.md says.
+    /// a store (and a connection pool) of its own, as another process would
+    /// have: a pool of `max_connections` and `lanes` lease lanes, one of a
+    /// fleet sized as docs/operations.md says. Its client carries the
+    /// owner's token.
     pub async fn sized_instance(&self, max_connections: u32, lanes: usize) -> Result<Instance> {
         let url = self.database_url.as_deref().ok_or("more instances need the Postgres backend")?;
-        self.serve_instance(pad_backends::open_postgres_sized(url, max_connections, lanes).await?).await
-    }
-
-    async fn serve_instance(&self, store: Arc<dyn Store>) -> Result<Instance> {
+        let store = pad_backends::open_postgres_sized(url, max_connections, lanes).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
