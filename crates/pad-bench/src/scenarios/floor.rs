@@ -114,18 +114,9 @@ async fn drain(fx: &Fixture, pool: &sqlx::PgPool, s: &Sizes, pad_rows: &[Row]) -
             .into());
         }
         let params = format!("workers={w} items={}", s.drain_items);
-        let row = Row::new(fx.backend, "drain", params.clone(), "floor").measured(
-            ids.len() as u64,
-            elapsed,
-            Samples::default(),
-        );
-        let pad = pad_rows
-            .iter()
-            .find(|r| r.backend == Backend::Postgres && r.scenario == "drain" && r.via == "http" && r.params == params)
-            .filter(|_| row.ops_per_sec > 0.0)
-            .map_or("run with the drain scenario for pad's ratio".into(), |p| {
-                format!("pad drain/floor = {:.2}", p.ops_per_sec / row.ops_per_sec)
-            });
+        let row =
+            Row::new(fx.backend, "drain", params, "floor").measured(ids.len() as u64, elapsed, Samples::default());
+        let pad = pad_drain_over(pad_rows, &row, "floor");
         rows.push(row.note(format!(
             "items/s; the contract's writes per item in 2 autocommitted statements from this process, no HTTP, \
              no event order, no wake-ups; {pad}; {cpu}"
@@ -167,18 +158,24 @@ async fn http_drain(fx: &Fixture, pool: &sqlx::PgPool, s: &Sizes, w: usize, pad_
     done_at.sort();
     let samples = Samples::merge(per_worker.into_iter().map(|p| p.0));
     let params = format!("workers={w} items={}", s.drain_items);
-    let row = Row::new(fx.backend, "drain", params.clone(), "http-floor").measured(n as u64, elapsed, samples);
-    let pad = pad_rows
-        .iter()
-        .find(|r| r.backend == Backend::Postgres && r.scenario == "drain" && r.via == "http" && r.params == params)
-        .filter(|_| row.ops_per_sec > 0.0)
-        .map_or("run with the drain scenario for pad's ratio".into(), |p| {
-            format!("pad drain/http floor = {:.2}", p.ops_per_sec / row.ops_per_sec)
-        });
+    let row = Row::new(fx.backend, "drain", params, "http-floor").measured(n as u64, elapsed, samples);
+    let pad = pad_drain_over(pad_rows, &row, "http floor");
     Ok(row.note(format!(
         "items/s; pad's drain load against the floor's 2 statements behind a minimal HTTP server (a complete \
          carrying the next claim per request, a connection per worker, no auth, no event order, no wake-ups); \
          {}; {pad}; {cpu}",
         drain::tenths(&done_at)
     )))
+}
+
+/// `pad drain/<floor> = R`: pad's drain row of this run with `row`'s
+/// parameters over `row`, or how to get one.
+fn pad_drain_over(pad_rows: &[Row], row: &Row, floor: &str) -> String {
+    pad_rows
+        .iter()
+        .find(|r| r.backend == Backend::Postgres && r.scenario == "drain" && r.via == "http" && r.params == row.params)
+        .filter(|_| row.ops_per_sec > 0.0)
+        .map_or("run with the drain scenario for pad's ratio".into(), |p| {
+            format!("pad drain/{floor} = {:.2}", p.ops_per_sec / row.ops_per_sec)
+        })
 }
